@@ -91,6 +91,12 @@ class TrainConfig:
         ``cycle_epochs`` epochs, then restarts); ``None`` = the preset's choice.
       lr_min: the cyclic schedule's floor.
       cycle_epochs: the cyclic schedule's period in epochs.
+      mixed_precision: ``None`` (float32), ``"mixed_float16"``, ``"mixed_bfloat16"`` or
+        ``"auto"`` (float16 on GPU, bfloat16 on TPU or CPUs with AVX512-BF16/AMX,
+        else float32 with a warning); losses and exported outputs stay float32.
+      strategy: ``"default"``, ``"mirrored"``, ``"multi_worker"`` (``TF_CONFIG``) or
+        ``"tpu"``; the global batch is ``DataConfig.batch_size``.
+      steps_per_execution: train steps per compiled call (Keras ``compile``).
       snapshots: save the text tower at each cycle's end and export the snapshot
         ensemble (mean of the snapshots' L2-normalised embeddings, re-normalised);
         ``None`` = the preset's choice.
@@ -104,6 +110,10 @@ class TrainConfig:
     lr_min: float = 1e-6
     cycle_epochs: int = 1
     snapshots: bool | None = None
+    # issue 7 (see grounded_text.training.distribute and docs/performance.md).
+    mixed_precision: str | None = None
+    strategy: str = "default"
+    steps_per_execution: int = 1
 
 
 @dataclasses.dataclass

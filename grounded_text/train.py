@@ -37,6 +37,8 @@ import argparse
 import dataclasses
 import json
 import logging
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,6 +56,8 @@ from grounded_text.layers.text_preprocessor import build_vocabulary, write_vocab
 from grounded_text.models.components import LOSSES
 from grounded_text.models.registry import MODELS, SAMPLERS, SCHEDULES, build_model, resolve_config
 from grounded_text.training.callbacks import STSValidation
+from grounded_text.training.distribute import (STRATEGIES, apply_mixed_precision, is_chief, make_strategy,
+                                              shard_by_data)
 
 log = logging.getLogger("grounded_text.train")
 SELECTION_YEAR = "STS16"
@@ -85,6 +89,62 @@ def train(
         the checks of ``resolve_config``).
     """
     t_start = time.perf_counter()
+    # issue 7: distribution strategy and mixed precision (the policy is restored on return).
+    strategy = make_strategy(config.train.strategy)
+    previous_policy = keras.mixed_precision.global_policy().name
+    try:
+        return _train(config, data_dir, output_dir, strategy, evaluate=evaluate, verbose=verbose, t_start=t_start)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+@dataclasses.dataclass
+class TrainingSetup:
+    """What ``prepare_training`` builds: everything ``fit`` needs (issue 7: shared by
+    ``train`` and ``grounded_text.benchmark``, so the benchmark measures the real path).
+
+    Attributes:
+      config: the resolved ``ExperimentConfig``.
+      root: the data root.
+      flickr: ``Flickr8kPairs`` (all splits, feature store).
+      train_pairs, dev_pairs: the ``CaptionPairs`` used (slices applied).
+      train_ds, dev_ds: the ``tf.data`` pipelines (dicts of caption string[B],
+        image_features float32[B, d], image_id int64[B]).
+      steps_per_epoch: full training batches per epoch.
+      vocabulary: the word vocabulary (training captions only).
+      model: the ``GroundedModel``; ``train_model`` is compiled (Adam).
+      strategy: the ``tf.distribute.Strategy`` the model was built under.
+      precision: the Keras dtype policy name in force (``"float32"``, ``"mixed_float16"``...).
+    """
+
+    config: ExperimentConfig
+    root: Path
+    flickr: object
+    train_pairs: object
+    dev_pairs: object
+    train_ds: tf.data.Dataset
+    dev_ds: tf.data.Dataset
+    steps_per_epoch: int
+    vocabulary: list
+    model: object
+    strategy: tf.distribute.Strategy
+    precision: str
+
+
+def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, strategy=None) -> TrainingSetup:
+    """Data → vocabulary → model built and compiled inside ``strategy.scope()``.
+
+    Sets the global Keras dtype policy from ``config.train.mixed_precision`` (see
+    ``grounded_text.training.distribute.resolve_mixed_precision``); the caller restores it.
+
+    Args:
+      config: the experiment (``resolve_config`` is applied here).
+      data_dir: data root (``None``: ``$GROUNDED_TEXT_DATA``).
+      strategy: a ``tf.distribute.Strategy`` (``None``: ``make_strategy(config.train.strategy)``).
+
+    Raises:
+      ValueError: see ``train``.
+    """
     config = resolve_config(config)  # issue 9: the preset's loss/sampler/schedule for None fields
     if config.data.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
@@ -92,9 +152,9 @@ def train(
         raise ValueError(f"select_on must be 'avg2016' or 'val_loss', got {config.train.select_on!r}.")
     if config.model.name not in MODELS:
         raise ValueError(f"Unknown model {config.model.name!r}; choose one of {sorted(MODELS)}.")
+    strategy = strategy if strategy is not None else make_strategy(config.train.strategy)
+    precision = apply_mixed_precision(config.train.mixed_precision)
     root = resolve_data_dir(data_dir)
-    out = Path(output_dir)
-    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(config.train.seed)
 
     # Data.
@@ -112,6 +172,7 @@ def train(
             f"Only {len(train_pairs)} training pairs for batch_size {config.data.batch_size}."
         )
     train_ds, dev_ds, steps_per_epoch = _datasets(config.data, train_pairs, dev_pairs)
+    train_ds, dev_ds = shard_by_data(train_ds), shard_by_data(dev_ds)
 
     # Vocabulary from training captions only.
     vocabulary = build_vocabulary(
@@ -121,12 +182,29 @@ def train(
         lowercase=config.text.lowercase,
         boundary_tokens=config.text.boundary_tokens,
     )
-    write_vocabulary(vocabulary, out / "vocab.txt")
 
-    # Model.
-    model = build_model(config.model, config.text, vocabulary, flickr.store.dim, seed=config.train.seed,
-                        train_captions=train_pairs.captions.tolist())
-    model.train_model.compile(optimizer=keras.optimizers.Adam(_learning_rate(config.train, steps_per_epoch)))
+    # Model, built and compiled under the strategy (global batch = batch_size).
+    with strategy.scope():
+        model = build_model(config.model, config.text, vocabulary, flickr.store.dim, seed=config.train.seed,
+                            train_captions=train_pairs.captions.tolist())
+        model.train_model.compile(
+            optimizer=keras.optimizers.Adam(_learning_rate(config.train, steps_per_epoch)),
+            steps_per_execution=config.train.steps_per_execution,
+        )
+    return TrainingSetup(config, root, flickr, train_pairs, dev_pairs, train_ds, dev_ds, steps_per_epoch,
+                         vocabulary, model, strategy, precision)
+
+
+def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start) -> dict:
+    setup = prepare_training(config, data_dir, strategy=strategy)
+    config, root, flickr, model = setup.config, setup.root, setup.flickr, setup.model
+    train_pairs, dev_pairs, vocabulary = setup.train_pairs, setup.dev_pairs, setup.vocabulary
+    train_ds, dev_ds = setup.train_ds, setup.dev_ds
+    chief = is_chief(strategy)
+    # Non-chief workers write to a temporary folder (TF multi-worker guide), removed at the end.
+    out = Path(output_dir) if chief else Path(tempfile.mkdtemp(prefix="grounded_text_worker_"))
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    write_vocabulary(vocabulary, out / "vocab.txt")
 
     # Callbacks: the STS scorer first, so later callbacks see its metric.
     sts_dir = root / "sts"
@@ -205,7 +283,9 @@ def train(
         "export_dir": str(export_dir),
         "image_export_dir": str(image_export_dir),
     }
-    if evaluate and sts_dir.is_dir():
+    metrics["distribution"] = {"strategy": config.train.strategy, "replicas": strategy.num_replicas_in_sync,
+                               "precision": setup.precision, "chief": chief}
+    if evaluate and chief and sts_dir.is_dir():
         t_eval = time.perf_counter()
         report = evaluate_sts(load_encoder(export_dir), sts_dir)
         metrics["evaluation"] = {"sts": report, "headline": headline_figures(report)}
@@ -216,6 +296,8 @@ def train(
         print(format_markdown(report, f"{config.model.name}: STS (cosine, unsupervised) of {export_dir}"))
     metrics["timing_seconds"]["total"] = time.perf_counter() - t_start
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    if not chief:
+        shutil.rmtree(out, ignore_errors=True)
     return metrics
 
 
@@ -312,6 +394,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cycle-epochs", type=int, default=tr.cycle_epochs, help="cyclic schedule period")
     p.add_argument("--snapshots", type=_bool_or_none, default=tr.snapshots,
                    help="true/false: snapshot ensemble export (default: the preset's)")
+    # issue 7: distribution and mixed precision.
+    p.add_argument("--strategy", default=tr.strategy, choices=STRATEGIES,
+                   help="tf.distribute strategy (multi_worker reads TF_CONFIG; tpu a TPUClusterResolver)")
+    p.add_argument("--mixed-precision", nargs="?", const="auto", default=tr.mixed_precision,
+                   choices=["mixed_float16", "mixed_bfloat16", "auto"],
+                   help="Keras mixed precision policy (bare flag: auto); losses and exports stay float32")
+    p.add_argument("--steps-per-execution", type=int, default=tr.steps_per_execution,
+                   help="train steps per tf.function call (Keras compile)")
     p.add_argument("--no-evaluate", dest="evaluate", action="store_false", default=True)
     p.add_argument("--verbose", default="auto", help="Keras fit verbosity: auto, 0, 1, 2")
     return p.parse_args(argv)
@@ -327,7 +417,9 @@ def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
                           encoder=dict(a.encoder_param), word_vectors=a.word_vectors,
                           word_vectors_vocab=a.word_vectors_vocab),
         train=TrainConfig(a.epochs, a.learning_rate, a.select_on, a.seed, schedule=a.schedule, lr_min=a.lr_min,
-                          cycle_epochs=a.cycle_epochs, snapshots=a.snapshots),
+                          cycle_epochs=a.cycle_epochs, snapshots=a.snapshots,
+                          mixed_precision=a.mixed_precision, strategy=a.strategy,
+                          steps_per_execution=a.steps_per_execution),
     )
 
 

@@ -110,6 +110,23 @@ def safe_mean(values, mask):
     return tf.reduce_sum(values * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
 
+def gather_replicas(*tensors):
+    """Under a ``tf.distribute`` strategy with several replicas, each tensor
+    concatenated (axis 0) over the replicas in replica order; else unchanged.
+
+    The in-batch losses then see the global batch (all B pairs as negatives) on
+    every replica, as on one device. ``all_gather`` is differentiable: its gradient
+    sums the replicas' upstream gradients, and Keras divides each replica's loss by
+    the replica count before the gradients are summed, so the update equals the
+    single-device one (issue 7; the all-gather of SimCLR/CLIP-style contrastive
+    training). ``None`` entries stay ``None``.
+    """
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync == 1:
+        return tensors
+    return tuple(None if t is None else ctx.all_gather(t, axis=0) for t in tensors)
+
+
 class BatchLoss(keras.layers.Layer):
     """Base of the loss layers: float32 policy, scalar output, ``add_loss``.
 
@@ -128,6 +145,7 @@ class BatchLoss(keras.layers.Layer):
         raise NotImplementedError
 
     def call(self, text, image, image_ids=None, training=None):
+        text, image, image_ids = gather_replicas(text, image, image_ids)
         loss = tf.cast(self.batch_loss(text, image, image_ids=image_ids, training=training), tf.float32)
         self.add_loss(loss)
         return loss

@@ -23,6 +23,25 @@ class TrainModel(keras.Model):
             inputs = {**inputs, IMAGE_ID_KEY: None}
         return super().__call__(inputs, *args, **kwargs)
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        """Issue 7: Keras 3 (TF backend) builds a model created under a
+        ``tf.distribute`` strategy from the replicas' first batch averaged with
+        ``strategy.reduce("MEAN")``, which fails on the ``tf.string`` captions.
+        Only the batch's specs matter for that build, so the first replica's
+        local batch is used instead."""
+        strategy = getattr(self, "_distribute_strategy", None)
+        if strategy is None or iterator is None:
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        import tensorflow as tf
+
+        for _, _, it in iterator:
+            batch = next(it)
+            data_batch = tf.nest.map_structure(
+                lambda x: strategy.experimental_local_results(x)[0]
+                if isinstance(x, tf.distribute.DistributedValues) else x, batch)
+            break
+        return super()._maybe_symbolic_build(data_batch=data_batch)
+
 
 @dataclasses.dataclass
 class GroundedModel:
