@@ -124,7 +124,16 @@ def gather_replicas(*tensors):
     ctx = tf.distribute.get_replica_context()
     if ctx is None or ctx.num_replicas_in_sync == 1:
         return tensors
-    return tuple(None if t is None else ctx.all_gather(t, axis=0) for t in tensors)
+    devices = tf.distribute.get_strategy().extended.worker_devices
+    out = []
+    for t in tensors:
+        if t is not None and not t.device and len(devices) == 1:
+            # MultiWorkerMirroredStrategy with one device per worker: all_gather needs
+            # a placed tensor ("destinations can not be empty" otherwise).
+            with tf.device(devices[0]):
+                t = tf.identity(t)
+        out.append(None if t is None else ctx.all_gather(t, axis=0))
+    return tuple(out)
 
 
 class BatchLoss(keras.layers.Layer):

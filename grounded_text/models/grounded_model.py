@@ -9,6 +9,12 @@ import keras
 from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 
 
+def _rank1(logs):
+    import tensorflow as tf
+
+    return {k: tf.reshape(v, [1]) if getattr(v, "shape", None) == () else v for k, v in logs.items()}
+
+
 @keras.saving.register_keras_serializable(package="grounded_text")
 class TrainModel(keras.Model):
     """A functional training model whose ``image_id`` input may be left out.
@@ -22,6 +28,22 @@ class TrainModel(keras.Model):
         if isinstance(inputs, dict) and IMAGE_ID_KEY not in inputs:
             inputs = {**inputs, IMAGE_ID_KEY: None}
         return super().__call__(inputs, *args, **kwargs)
+
+    def _multi_worker(self) -> bool:
+        strategy = getattr(self, "_distribute_strategy", None)
+        return bool(strategy is not None and getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+
+    def train_step(self, data):
+        """Issue 7: under ``MultiWorkerMirroredStrategy`` Keras 3 reduces the step's
+        logs with ``strategy.reduce("MEAN", v, axis=0)``, which fails on scalars
+        (tensorflow/tensorflow#72388); the logs are given shape [1] there, so the
+        reduction yields the scalar mean over the replicas."""
+        logs = super().train_step(data)
+        return _rank1(logs) if self._multi_worker() else logs
+
+    def test_step(self, data):
+        logs = super().test_step(data)
+        return _rank1(logs) if self._multi_worker() else logs
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         """Issue 7: Keras 3 (TF backend) builds a model created under a
