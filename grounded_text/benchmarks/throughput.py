@@ -1,0 +1,287 @@
+"""Benchmark phases of ``python -m grounded_text.benchmark`` (issue 7).
+
+Each phase runs in a fresh Python process (``python -m grounded_text.benchmarks.throughput
+PHASE JSON_ARGS``) so its peak resident memory (``ru_maxrss``) is its own; it prints one
+JSON line with its results. Phases:
+
+* ``fit``: training pairs/s through the real ``fit`` path (``grounded_text.train.
+  prepare_training``: the same data, vocabulary, model and compile as ``train.py``);
+  one epoch over the training split per repeat, after a warm-up epoch (tracing).
+  Then the same model's bare compiled train step (``train_model.train_step`` in a
+  ``tf.function``) on the same batches already in memory as tensors (strings and
+  features), so the ratio fit / bare is the input pipeline's efficiency. Optionally
+  exports the trained text tower (for the ``encode`` phase).
+* ``encode``: sentences/s of an exported hub module (``tf.saved_model.load``) at
+  several batch sizes on a fixed sentence list; each repeat encodes consecutive
+  batches until ``min_seconds`` have passed (at least one batch).
+* ``textvectorization``: the fallback reference encoder (``keras.layers.
+  TextVectorization`` + mean of a 384-d embedding, in a ``tf.function``), used when
+  no reference preset is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+
+def rss_mib() -> float:
+    """Peak resident set size of this process so far, MiB (Linux ``ru_maxrss`` is KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def summary(values) -> dict:
+    """Median, min, max, IQR (25th–75th percentile) and the raw values."""
+    v = np.asarray(values, dtype=np.float64)
+    q1, med, q3 = np.percentile(v, [25, 50, 75])
+    return {"median": float(med), "min": float(v.min()), "max": float(v.max()), "q1": float(q1), "q3": float(q3),
+            "n": int(v.size), "values": [float(x) for x in v]}
+
+
+class GpuSampler:
+    """Samples ``nvidia-smi --query-gpu=utilization.gpu`` every ``interval`` s in a thread
+    (no-op where there is no ``nvidia-smi``); ``stop()`` → {"mean", "max", "samples"} or None."""
+
+    def __init__(self, interval: float = 0.5):
+        self.interval = interval
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = None
+        if shutil.which("nvidia-smi"):
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=5).stdout
+                vals = [float(x) for x in out.split() if x.strip().replace(".", "", 1).isdigit()]
+                if vals:
+                    self.samples.append(max(vals))
+            except (OSError, subprocess.SubprocessError, ValueError):
+                pass
+            self._stop.wait(self.interval)
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is None:
+            return None
+        self._thread.join(timeout=10)
+        if not self.samples:
+            return None
+        return {"mean_percent": float(np.mean(self.samples)), "max_percent": float(np.max(self.samples)),
+                "samples": len(self.samples)}
+
+
+def machine_info() -> dict:
+    """CPU count, load, Python/TF/Keras versions, accelerator names."""
+    import keras
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    names = []
+    for g in gpus:
+        try:
+            names.append(tf.config.experimental.get_device_details(g).get("device_name", g.name))
+        except (ValueError, RuntimeError):
+            names.append(g.name)
+    cpu_model = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else None, "cpu_model": cpu_model, "platform": platform.platform(), "python": platform.python_version(),
+            "tensorflow": tf.__version__, "keras": keras.__version__,
+            "device": names[0] if names else f"CPU ({cpu_model or platform.processor()})", "gpus": names,
+            "loadavg_1_5_15": list(os.getloadavg())}
+
+
+def _fit_phase(a: dict) -> dict:
+    import keras
+    import tensorflow as tf
+
+    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+    from grounded_text.train import prepare_training
+
+    rss0 = rss_mib()
+    cfg = ExperimentConfig(
+        data=DataConfig(batch_size=a["batch_size"], max_train_images=a.get("max_train_images"), max_dev_images=1),
+        model=ModelConfig(name=a["model"], **({"encoder": a["encoder"]} if a.get("encoder") else {})),
+        train=TrainConfig(select_on="val_loss", mixed_precision=a.get("mixed_precision"),
+                          strategy=a.get("strategy", "default"), steps_per_execution=a.get("steps_per_execution", 1)),
+    )
+    t0 = time.perf_counter()
+    setup = prepare_training(cfg, a.get("data_dir"))
+    build_seconds = time.perf_counter() - t0
+    model, steps, batch = setup.model.train_model, setup.steps_per_epoch, cfg.data.batch_size
+    pairs_per_epoch = steps * batch
+    gpu = GpuSampler()
+
+    # (1) the real fit path: warm-up epoch (tracing), then timed epochs.
+    t0 = time.perf_counter()
+    model.fit(setup.train_ds, epochs=1, verbose=0)
+    warmup = time.perf_counter() - t0
+    epoch_seconds = []
+    for _ in range(a["repeats"]):
+        t0 = time.perf_counter()
+        model.fit(setup.train_ds, epochs=1, verbose=0)
+        epoch_seconds.append(time.perf_counter() - t0)
+    rss_fit = rss_mib()
+
+    # (2) the bare compiled train step on the same batches, already in memory.
+    batches = list(setup.train_ds)  # the pipeline's output: dicts of eager tensors
+    if setup.strategy.num_replicas_in_sync > 1:
+        step_fn = tf.function(lambda b: setup.strategy.run(model.train_step, args=(b,)))
+        batches = [next(iter(setup.strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(b))))
+                   for b in batches]
+    else:
+        step_fn = tf.function(model.train_step)
+    step_fn(batches[0])  # warm-up (tracing)
+    bare_seconds = []
+    for _ in range(a["repeats"]):
+        t0 = time.perf_counter()
+        for b in batches:
+            logs = step_fn(b)
+        _ = float(np.asarray(keras.ops.convert_to_numpy(next(iter(logs.values())))).ravel()[0])  # sync
+        bare_seconds.append(time.perf_counter() - t0)
+    gpu_util = gpu.stop()
+
+    fit_rate = summary([pairs_per_epoch / s for s in epoch_seconds])
+    bare_rate = summary([len(batches) * batch / s for s in bare_seconds])
+    result = {
+        "model": a["model"], "precision": setup.precision, "strategy": cfg.train.strategy,
+        "replicas": setup.strategy.num_replicas_in_sync, "batch_size": batch,
+        "steps_per_execution": cfg.train.steps_per_execution,
+        "train_pairs": len(setup.train_pairs), "pairs_per_epoch": pairs_per_epoch, "steps_per_epoch": steps,
+        "setup_seconds": build_seconds, "warmup_epoch_seconds": warmup,
+        "epoch_seconds": summary(epoch_seconds), "fit_pairs_per_second": fit_rate,
+        "bare_step_pairs_per_second": bare_rate,
+        "input_pipeline_efficiency": fit_rate["median"] / bare_rate["median"],
+        "rss_mib": {"after_imports": rss0, "peak_after_fit": rss_fit, "peak": rss_mib()},
+        "gpu_utilization": gpu_util,
+    }
+    if a.get("export_dir"):
+        from grounded_text.export import export_text_tower
+
+        export_text_tower(setup.model.text_tower, a["export_dir"], cfg.to_dict())
+        result["export_dir"] = a["export_dir"]
+    return result
+
+
+def _encode_loop(encode, sentences, batch_sizes, repeats, min_seconds) -> dict:
+    out = {}
+    n = len(sentences)
+    for bs in batch_sizes:
+        def batch_at(i):
+            idx = [(i * bs + j) % n for j in range(bs)]
+            return [sentences[k] for k in idx]
+
+        encode(batch_at(0))  # warm-up
+        rates, cursor = [], 1
+        for _ in range(repeats):
+            done, t0 = 0, time.perf_counter()
+            while True:
+                encode(batch_at(cursor))
+                cursor += 1
+                done += bs
+                elapsed = time.perf_counter() - t0
+                if elapsed >= min_seconds:
+                    break
+            rates.append(done / elapsed)
+        out[str(bs)] = summary(rates)
+    return out
+
+
+def _encode_phase(a: dict) -> dict:
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the ops of the exported module)
+
+    rss0 = rss_mib()
+    sentences = json.loads(open(a["sentences_file"]).read())
+    module = tf.saved_model.load(a["export_dir"])
+
+    def encode(batch):
+        return module(tf.constant(batch)).numpy()
+
+    dim = int(encode(sentences[:2]).shape[-1])
+    gpu = GpuSampler()
+    rates = _encode_loop(encode, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
+    return {"export_dir": a["export_dir"], "embedding_dim": dim, "sentences": len(sentences),
+            "sentences_per_second": rates, "rss_mib": {"after_imports": rss0, "peak": rss_mib()},
+            "gpu_utilization": gpu.stop()}
+
+
+def _textvectorization_phase(a: dict) -> dict:
+    import keras
+    import tensorflow as tf
+
+    rss0 = rss_mib()
+    sentences = json.loads(open(a["sentences_file"]).read())
+    vectorizer = keras.layers.TextVectorization(max_tokens=30000, output_mode="int")
+    vectorizer.adapt(tf.constant(sentences))
+    embedding = keras.layers.Embedding(vectorizer.vocabulary_size(), 384, mask_zero=True)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def encode_tf(x):
+        ids = vectorizer(x)
+        e = embedding(ids)
+        mask = tf.cast(ids > 0, e.dtype)[..., None]
+        return tf.math.l2_normalize(tf.reduce_sum(e * mask, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1.0), -1)
+
+    def encode(batch):
+        return encode_tf(tf.constant(batch)).numpy()
+
+    rates = _encode_loop(encode, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
+    return {"encoder": "keras.layers.TextVectorization + mean of 384-d embeddings (tf.function)",
+            "embedding_dim": 384, "sentences": len(sentences), "sentences_per_second": rates,
+            "rss_mib": {"after_imports": rss0, "peak": rss_mib()}}
+
+
+PHASES = {"fit": _fit_phase, "encode": _encode_phase, "textvectorization": _textvectorization_phase}
+
+
+def run_phase_subprocess(phase: str, args: dict, timeout: float | None = None) -> dict:
+    """Runs ``phase`` in a fresh interpreter; returns its JSON result plus the load average
+    before/after and the wall seconds of the whole subprocess.
+
+    Raises:
+      RuntimeError: the subprocess failed (its stderr tail is in the message).
+    """
+    load_before = list(os.getloadavg())
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.benchmarks.throughput", phase, json.dumps(args)],
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark phase {phase!r} failed:\n{proc.stderr[-4000:]}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    result = json.loads(lines[-1])
+    result["process"] = {"wall_seconds": time.perf_counter() - t0, "loadavg_before": load_before,
+                         "loadavg_after": list(os.getloadavg())}
+    return result
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    phase, args = argv[0], json.loads(argv[1])
+    if phase not in PHASES:
+        raise SystemExit(f"unknown phase {phase!r}; choose one of {sorted(PHASES)}")
+    print(json.dumps(PHASES[phase](args)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
