@@ -164,3 +164,41 @@ def test_multi_worker_two_processes_end_with_equal_weights(data_dir, tmp_path):
     assert len(w0.files) == len(w1.files) > 0
     for k in w0.files:
         np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
+
+
+def test_train_under_mixed_float16_exports_float32_and_restores_policy(data_dir, tmp_path):
+    import keras
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+    from grounded_text.train import config_from_args, parse_args, train
+
+    a = parse_args(["--output-dir", "x", "--mixed-precision", "--strategy", "mirrored", "--steps-per-execution", "4"])
+    c = config_from_args(a).train
+    assert (c.mixed_precision, c.strategy, c.steps_per_execution) == ("auto", "mirrored", 4)
+    cfg = ExperimentConfig(data=DataConfig(max_train_images=16, max_dev_images=4, batch_size=16),
+                           model=ModelConfig(embedding_dim=8),
+                           train=TrainConfig(epochs=1, select_on="val_loss", mixed_precision="mixed_float16"))
+    metrics = train(cfg, data_dir, tmp_path / "run", evaluate=False, verbose=0)
+    assert metrics["distribution"] == {"strategy": "default", "replicas": 1, "precision": "mixed_float16",
+                                       "chief": True}
+    assert np.isfinite(metrics["history"]["loss"]).all()
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored
+    out = tf.saved_model.load(str(tmp_path / "run" / "export"))(tf.constant(["a dog runs", ""]))
+    assert out.dtype == tf.float32 and out.shape == (2, 8)
+    np.testing.assert_allclose(np.linalg.norm(out.numpy(), axis=1), 1.0, atol=1e-3)
+
+
+def test_benchmark_sentence_list_and_summary(data_dir):
+    from grounded_text.benchmark import benchmark_sentences
+    from grounded_text.benchmarks.throughput import summary
+    from grounded_text.data.sts import read_sick, read_sts_benchmark
+
+    sents = benchmark_sentences(data_dir / "sts")
+    n = sum(2 * len(read_sts_benchmark(data_dir / "sts", s)) for s in ("train", "dev", "test"))
+    n += sum(2 * len(read_sick(data_dir / "sts", s)) for s in ("train", "trial", "test"))
+    assert len(sents) == n > 30000 and all(isinstance(x, str) for x in sents)
+    s = summary([3.0, 1.0, 2.0, 10.0])
+    assert (s["median"], s["min"], s["max"]) == (2.5, 1.0, 10.0)
+    assert (s["q1"], s["q3"]) == tuple(np.percentile([1, 2, 3, 10], [25, 75]))

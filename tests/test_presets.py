@@ -113,6 +113,11 @@ def test_mixed_float16_train_step_keeps_float32_outputs(name):
     assert out.dtype == tf.float32 and out.shape == (len(PROBE), 8)
     assert np.isfinite(out.numpy()).all()
     assert gm.image_tower(x["image_features"]).dtype == tf.float32
+    # issue 7: the loss is float32 too (the training model's output and the added loss).
+    loss = gm.train_model(x, training=False)
+    assert loss.dtype == tf.float32 and loss.shape == () and np.isfinite(loss.numpy())
+    assert all(l.dtype == tf.float32 for l in gm.train_model.losses)
+    assert gm.train_model.optimizer.__class__.__name__ == "LossScaleOptimizer"  # dynamic loss scaling
 
 
 @pytest.mark.slow
