@@ -80,7 +80,8 @@ def run(args) -> dict:
     fit_args = {"model": args.model, "batch_size": args.batch_size, "repeats": args.repeats,
                 "data_dir": str(root), "mixed_precision": args.mixed_precision, "strategy": args.strategy,
                 "steps_per_execution": args.steps_per_execution, "max_train_images": args.max_train_images,
-                "export_dir": None if args.export else export_dir}
+                "export_dir": None if args.export else export_dir,
+                "tokenize_in_pipeline": args.tokenize_in_pipeline}
     if not args.skip_fit:
         report["fit"] = run_phase_subprocess("fit", fit_args, timeout)
         _print_fit(report["fit"])
@@ -130,10 +131,17 @@ def _print_fit(f: dict) -> None:
           f"{f['epoch_seconds']['n']}; load {f['process']['loadavg_before'][0]:.2f}→{f['process']['loadavg_after'][0]:.2f}]")
     print(f"fit (real input pipeline)   pairs/s  {_fmt(f['fit_pairs_per_second'])}")
     print(f"bare compiled train step    pairs/s  {_fmt(f['bare_step_pairs_per_second'])}")
-    print(f"input-pipeline efficiency   {f['input_pipeline_efficiency']:.3f}  (fit / bare, medians)")
+    print(f"input-pipeline efficiency   {f['input_pipeline_efficiency']:.3f}  (fit / bare, medians); "
+          f"per repeat {_fmt(f['input_pipeline_efficiency_per_repeat'], 3)}")
     print(f"one epoch over the train pairs, s    {_fmt(f['epoch_seconds'], 2)}  (warm-up epoch "
           f"{f['warmup_epoch_seconds']:.2f} s, excluded)")
     print(f"peak RSS, MiB                {f['rss_mib']['peak']:,.0f}  (after imports {f['rss_mib']['after_imports']:,.0f})")
+    v = f.get("tokenize_in_pipeline")
+    if v and "fit_pairs_per_second" in v:
+        print(f"fit, tokenising in tf.data  pairs/s  {_fmt(v['fit_pairs_per_second'])}; epoch s "
+              f"{_fmt(v['epoch_seconds'], 2)}")
+    elif v:
+        print(f"fit, tokenising in tf.data: {v['skipped']}")
     if f.get("gpu_utilization"):
         print(f"GPU utilisation, %           mean {f['gpu_utilization']['mean_percent']:.0f}, "
               f"max {f['gpu_utilization']['max_percent']:.0f}")
@@ -166,6 +174,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    choices=["mixed_float16", "mixed_bfloat16", "auto"])
     p.add_argument("--strategy", default="default", choices=["default", "mirrored", "multi_worker", "tpu"])
     p.add_argument("--steps-per-execution", type=int, default=1)
+    p.add_argument("--tokenize-in-pipeline", action="store_true",
+                   help="also time tokenisation inside tf.data (parallel map) instead of inside the model")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoding batch sizes")
     p.add_argument("--min-seconds", type=float, default=1.0,
                    help="each encoding repeat runs batches until this many seconds (>= 1 batch)")
