@@ -173,7 +173,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--mixed-precision", nargs="?", const="auto", default=None,
                    choices=["mixed_float16", "mixed_bfloat16", "auto"])
     p.add_argument("--strategy", default="default", choices=["default", "mirrored", "multi_worker", "tpu"])
-    p.add_argument("--steps-per-execution", type=int, default=1)
+    p.add_argument("--steps-per-execution", type=int, default=None, help="default: TrainConfig's (train.py's)")
     p.add_argument("--tokenize-in-pipeline", action="store_true",
                    help="also time tokenisation inside tf.data (parallel map) instead of inside the model")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoding batch sizes")

@@ -122,7 +122,8 @@ def _fit_phase(a: dict) -> dict:
         data=DataConfig(batch_size=a["batch_size"], max_train_images=a.get("max_train_images"), max_dev_images=1),
         model=ModelConfig(name=a["model"], **({"encoder": a["encoder"]} if a.get("encoder") else {})),
         train=TrainConfig(select_on="val_loss", mixed_precision=a.get("mixed_precision"),
-                          strategy=a.get("strategy", "default"), steps_per_execution=a.get("steps_per_execution", 1)),
+                          strategy=a.get("strategy", "default"),
+                          **({"steps_per_execution": a["steps_per_execution"]} if a.get("steps_per_execution") else {})),
     )
     t0 = time.perf_counter()
     setup = prepare_training(cfg, a.get("data_dir"))
@@ -229,7 +230,8 @@ def tokenize_in_pipeline_variant(setup):
     image_id = keras.Input(shape=(), dtype="int64", name=IMAGE_ID_KEY)
     loss = loss_layer(x, setup.model.image_tower(features), image_ids=image_id)
     ids_model = keras.Model({CAPTION_KEY: ids, FEATURES_KEY: features, IMAGE_ID_KEY: image_id}, loss)
-    ids_model.compile(optimizer=keras.optimizers.Adam(setup.config.train.learning_rate))
+    ids_model.compile(optimizer=keras.optimizers.Adam(setup.config.train.learning_rate),
+                      steps_per_execution=setup.config.train.steps_per_execution)
     ds = setup.train_ds.map(lambda d: {**d, CAPTION_KEY: pre(d[CAPTION_KEY])},
                             num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
     return ids_model, ds
