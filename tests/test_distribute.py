@@ -202,3 +202,31 @@ def test_benchmark_sentence_list_and_summary(data_dir):
     s = summary([3.0, 1.0, 2.0, 10.0])
     assert (s["median"], s["min"], s["max"]) == (2.5, 1.0, 10.0)
     assert (s["q1"], s["q3"]) == tuple(np.percentile([1, 2, 3, 10], [25, 75]))
+
+
+def test_make_dataset_vectorised_shuffle_reshuffles_and_keeps_pairs():
+    from grounded_text.data.pairs import CaptionPairs, make_dataset
+
+    n, d = 37, 3
+    captions = np.array([f"cäption {i} 🐶" for i in range(n)])
+    rows = np.arange(n) % 11
+    feats = np.arange(11 * d, dtype=np.float32).reshape(11, d)
+    pairs = CaptionPairs(captions, np.array([f"{r}.jpg" for r in rows]), rows, feats)
+    ds = make_dataset(pairs, 8, seed=5, drop_remainder=False)
+    assert int(ds.cardinality()) == 5
+    epochs = [[b for b in ds] for _ in range(2)]
+    orders = []
+    for batches in epochs:
+        got = [c.decode() for b in batches for c in b["caption"].numpy()]
+        assert sorted(got) == sorted(captions.tolist())  # every pair once, UTF-8 intact
+        for b in batches:
+            r = np.array([int(c.decode().split()[1]) % 11 for c in b["caption"].numpy()])
+            np.testing.assert_array_equal(b["image_features"].numpy(), feats[r])  # caption ↔ features
+            np.testing.assert_array_equal(b["image_id"].numpy(), r)
+        orders.append(got)
+    assert orders[0] != orders[1]  # a new permutation each epoch
+    assert int(make_dataset(pairs, 8, seed=5).cardinality()) == 4
+    again = [c.decode() for b in make_dataset(pairs, 8, seed=5, drop_remainder=False) for c in b["caption"].numpy()]
+    assert again == orders[0]  # seeded
+    plain = [c.decode() for b in make_dataset(pairs, 8, shuffle=False, drop_remainder=False) for c in b["caption"].numpy()]
+    assert plain == captions.tolist()

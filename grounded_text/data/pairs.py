@@ -180,14 +180,26 @@ def make_dataset(
     remap = np.full(pairs.features.shape[0], -1, dtype=np.int64)
     remap[used] = np.arange(used.size)
     table = tf.constant(pairs.features[used])
-    ds = tf.data.Dataset.from_tensor_slices(
-        (pairs.captions, remap[pairs.feature_rows], pairs.feature_rows.astype(np.int64))
-    )
+    # Issue 7: the batches are gathered by index from in-graph copies, with one
+    # permutation per epoch (vectorised: about half the cost of an element-wise
+    # shuffle buffer over the 30k Flickr8k pairs; docs/performance.md).
+    captions = tf.constant(pairs.captions.tolist(), tf.string)
+    rows = tf.constant(remap[pairs.feature_rows])
+    ids = tf.constant(pairs.feature_rows.astype(np.int64))
+    n = len(pairs)
+    num_batches = n // batch_size if drop_remainder else -(-n // batch_size)
     if shuffle:
-        ds = ds.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
+        orders = seeds.map(lambda s: tf.random.experimental.stateless_shuffle(
+            tf.range(n, dtype=tf.int64), seed=tf.stack([s, s // 2])))
+    else:
+        orders = tf.data.Dataset.from_tensors(tf.range(n, dtype=tf.int64))
+    ds = orders.flat_map(lambda order: tf.data.Dataset.range(num_batches).map(
+        lambda k: order[k * batch_size:(k + 1) * batch_size]))
+    ds = ds.apply(tf.data.experimental.assert_cardinality(num_batches))
     ds = ds.map(
-        lambda c, r, i: {CAPTION_KEY: c, FEATURES_KEY: tf.gather(table, r), IMAGE_ID_KEY: i},
+        lambda i: {CAPTION_KEY: tf.gather(captions, i), FEATURES_KEY: tf.gather(table, tf.gather(rows, i)),
+                   IMAGE_ID_KEY: tf.gather(ids, i)},
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
