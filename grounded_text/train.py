@@ -184,12 +184,17 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     )
 
     # Model, built and compiled under the strategy (global batch = batch_size).
+    steps_per_execution = config.train.steps_per_execution
+    if strategy.num_replicas_in_sync > 1 and steps_per_execution > 1:
+        # Keras 3.15's multi-step loop fails on distributed string batches ("while/cond/Placeholder").
+        log.info("steps_per_execution=%d → 1 under %d replicas.", steps_per_execution, strategy.num_replicas_in_sync)
+        steps_per_execution = 1
     with strategy.scope():
         model = build_model(config.model, config.text, vocabulary, flickr.store.dim, seed=config.train.seed,
                             train_captions=train_pairs.captions.tolist())
         model.train_model.compile(
             optimizer=keras.optimizers.Adam(_learning_rate(config.train, steps_per_epoch)),
-            steps_per_execution=config.train.steps_per_execution,
+            steps_per_execution=steps_per_execution,
         )
     return TrainingSetup(config, root, flickr, train_pairs, dev_pairs, train_ds, dev_ds, steps_per_epoch,
                          vocabulary, model, strategy, precision)
