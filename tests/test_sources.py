@@ -30,6 +30,22 @@ def _no_tfds_retries(monkeypatch):
     monkeypatch.setattr(downloader, "MAX_RETRIES", 0)
 
 
+@pytest.fixture(scope="module")
+def b0_network():
+    """One random-init EfficientNet-B0 (no weights download) shared by the extraction tests."""
+    from grounded_text.vision.networks import FeatureNetwork
+
+    return FeatureNetwork("efficientnet_b0", weights="none")
+
+
+@pytest.fixture
+def shared_network(b0_network, monkeypatch):
+    from grounded_text.vision import extractor
+
+    monkeypatch.setattr(extractor, "FeatureNetwork", lambda cnn, **kwargs: b0_network)
+    return b0_network
+
+
 def _fixture_files():
     return [im["file_name"] for im in json.loads(COCO.read_text())["images"]]
 
@@ -365,7 +381,7 @@ def test_train_on_coco_format_fixture(tmp_path):
     assert emb.shape == (2, 8) and np.isfinite(emb).all()
 
 
-def test_prepare_extracts_features_from_images(data_dir, tmp_path):
+def test_prepare_extracts_features_from_images(data_dir, tmp_path, shared_network):
     """End to end with the extractor (random-init EfficientNet-B0, no weights download)."""
     from grounded_text import prepare
     from grounded_text.data.features import load_npz_features
@@ -378,9 +394,38 @@ def test_prepare_extracts_features_from_images(data_dir, tmp_path):
     assert manifest["features"] == "features.npz" and manifest["extraction"]["written"] == 8
     store = load_npz_features(out / "features.npz")
     assert sorted(store.ids.tolist()) == sorted(_fixture_files()) and store.features.shape == (8, 1280)
+    # No mis-pairing: each row is the CNN applied to that id's photo.
+    from grounded_text.vision import crops
+
+    for name in _fixture_files()[:2]:
+        raw = (data_dir / "flickr8k" / "images" / name).read_bytes()
+        views = crops.make_views(crops.decode_rgb(raw), shared_network.input_size, 1)
+        want = shared_network(views[None]).numpy()[0]
+        np.testing.assert_allclose(store.features[store.index()[name]], want, rtol=1e-4, atol=1e-4)
     # Resume: a second run extracts nothing new.
     prepare.main(["--source", "coco_json", "--captions", str(COCO), "--karpathy", str(KARPATHY),
                   "--images", str(data_dir / "flickr8k" / "images"), "--out", str(out),
                   "--cnn", "efficientnet_b0", "--weights", "none"])
     manifest = json.loads((out / "dataset.json").read_text())
     assert manifest["extraction"]["written"] == 0 and manifest["extraction"]["skipped_existing"] == 8
+
+
+def test_prepare_tfds_coco_extracts_from_tfds_images(tmp_path, monkeypatch, shared_network):
+    """tfds_coco → extractor: the (image/filename, encoded bytes) tf.data feeds the CNN as is."""
+    import tensorflow_datasets as tfds
+
+    from grounded_text import prepare
+    from grounded_text.data.features import load_npz_features
+
+    with tfds.testing.mock_data(as_dataset_fn=_fake_coco_as_dataset):
+        monkeypatch.setattr(type(tfds.builder("coco_captions", data_dir=str(tmp_path))), "is_prepared",
+                            lambda self: True)
+        prepare.main(["--source", "tfds_coco", "--tfds-data-dir", str(tmp_path / "tfds_data"),
+                      "--out", str(tmp_path / "prep"), "--cnn", "efficientnet_b0", "--weights", "none",
+                      "--tfds-splits", "train", "val"])
+    store = load_npz_features(tmp_path / "prep" / "features.npz")
+    want = [ex["image/filename"] for s in ("train", "val") for ex in _fake_examples(s)]
+    assert sorted(store.ids.tolist()) == sorted(want) and store.features.shape == (5, 1280)
+    caps = prepared.read_captions(tmp_path / "prep" / "captions.jsonl")
+    assert [(c.image_id, c.split) for c in caps[::5]] == [(n, "train") for n in want[:3]] + [
+        (n, "dev") for n in want[3:]]
