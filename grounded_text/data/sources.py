@@ -478,7 +478,7 @@ def prepare_tfds_builder(name: str, data_dir: str | Path | None, *, download: bo
     if not download:
         raise FileNotFoundError(
             f"TFDS dataset {name!r} is not prepared under {builder.data_dir!r}; pass download=True "
-            f"(--download) to fetch it (coco_captions: ~20 GB of COCO 2014 images), or point "
+            f"(--download) to fetch it (coco_captions: ~40 GB: the train2014, val2014, test2014 and test2015 zips), or point "
             "data_dir (--tfds-data-dir) at a folder where it was prepared."
         )
     old = downloader.MAX_RETRIES
