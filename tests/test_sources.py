@@ -105,7 +105,7 @@ def _mini():
     (lambda d: d["annotations"].append({"image_id": 3, "id": 12, "caption": "x"}),
      r"annotations\[2\] \(id 12\) refers to image_id 3, which has no entry"),
     (lambda d: d["images"].append({"id": 1, "file_name": "c.jpg"}), r"duplicate image id 1 \(images\[2\]\)"),
-    (lambda d: d["images"].append({"id": 3, "file_name": "a.jpg"}), r"file name 'a.jpg' of images\[2\]"),
+    (lambda d: d["images"].append({"id": 3, "file_name": "a.jpg"}), r"file name 'a.jpg' of images\[2\] is already used by image id 1"),
     (lambda d: d["annotations"].append({"image_id": 1, "id": 10, "caption": "x"}), "duplicate annotation id 10"),
     (lambda d: d["annotations"][1].update(caption="  "), r"annotations\[1\] \(id 11\) has an empty caption"),
     (lambda d: d["annotations"][0].pop("caption"), r"annotations\[0\] lacks key\(s\) \['caption'\]"),
@@ -220,6 +220,26 @@ def test_image_dataset_reads_the_fixture_photos(data_dir, tmp_path):
     with pytest.raises(FileNotFoundError, match="7 of 8 captioned image"):
         src.images()
     assert [i for i, _ in src.images(missing="skip").as_numpy_iterator()] == [_fixture_files()[0].encode()]
+
+
+def test_flickr8k_source_locates_the_image_folder(data_dir):
+    src = sources.flickr8k_source(data_dir)
+    assert src.image_dir == data_dir / "flickr8k" / "images" and len(src.captions) == 40460
+    # The shared folder holds only the 1,000 test photos (and the stray id has none).
+    with pytest.raises(FileNotFoundError, match="7092 of 8092 captioned image"):
+        src.images()
+
+
+def test_prepared_captions_file_errors(tmp_path):
+    path = tmp_path / "captions.jsonl"
+    path.write_text('{"image_id": "a.jpg", "index": 0, "text": "x", "split": "train"}\n{"image_id": "b.jpg"}\n')
+    with pytest.raises(ValueError, match=r"captions.jsonl:2: expected"):
+        prepared.read_captions(path)
+    path.write_text('{"image_id": "a.jpg", "index": 0, "text": "x", "split": "val"}\n')
+    with pytest.raises(ValueError, match=r"captions.jsonl:1: unknown split 'val'"):
+        prepared.read_captions(path)
+    with pytest.raises(FileNotFoundError, match="not a prepared dataset folder"):
+        prepared.load_prepared(tmp_path)
 
 
 # ----------------------------------------------------------------------------- TFDS coco_captions

@@ -169,7 +169,7 @@ def read_coco_captions(
         if image_id in file_of:
             raise ValueError(f"{path}: duplicate image id {image_id!r} (images[{n}]).")
         if name in seen_names:
-            raise ValueError(f"{path}: file name {name!r} of images[{n}] is also image id {seen_names[name]!r}.")
+            raise ValueError(f"{path}: file name {name!r} of images[{n}] is already used by image id {seen_names[name]!r}.")
         file_of[image_id] = name
         seen_names[name] = image_id
     if karpathy is None:
