@@ -279,7 +279,11 @@ class FeatureNetwork:
             keras.mixed_precision.set_global_policy(previous)
         self.mixed_precision = mixed_precision
         self.weights = "none" if path is None else path
-        self._call = tf.function(self._forward, reduce_retracing=True)
+        size = self.spec.input_size
+        # One trace per network, whatever the batch size.
+        self._call = tf.function(
+            self._forward, input_signature=[tf.TensorSpec([None, size, size, 3], tf.float32)]
+        )
 
     @property
     def input_size(self) -> int:
@@ -295,7 +299,7 @@ class FeatureNetwork:
 
     def __call__(self, images) -> tf.Tensor:
         """float32 [N, S, S, 3] RGB in [0, 255] → float32 [N, d] tensor."""
-        return self._call(images)
+        return self._call(tf.cast(images, tf.float32))
 
     def features(self, images) -> np.ndarray:
         """Like ``__call__`` but returns a NumPy array."""
