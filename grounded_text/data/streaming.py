@@ -217,7 +217,8 @@ class TFRecordFeatureSink:
             raise ValueError(
                 f"{self.directory}: {int(bad.sum())} row(s) with NaN/Inf refused, e.g. id {ids[int(np.argmax(bad))]!r}."
             )
-        stored = np.ascontiguousarray(feats.astype(self._np_dtype).astype("<" + np.dtype(self._np_dtype).str[1:]))
+        with np.errstate(over="ignore"):
+            stored = np.ascontiguousarray(feats.astype(np.dtype(self._np_dtype).newbyteorder("<")))
         bad = ~np.isfinite(stored).all(axis=1)
         if bad.any():
             raise ValueError(
@@ -350,7 +351,9 @@ class StreamingFeatureStore:
             recs = tf.data.TFRecordDataset(f, buffer_size=1 << 20).take(n)
             return tf.data.Dataset.zip((tf.data.Dataset.range(o, o + n), recs))
 
-        return ds.interleave(one_shard, cycle_length=max(1, min(cycle_length, len(files))), block_length=1,
+        # Unshuffled streams keep the store's row order (one shard after another).
+        cycle = max(1, min(cycle_length, len(files))) if shuffle else 1
+        return ds.interleave(one_shard, cycle_length=cycle, block_length=1,
                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
     def _parse(self, serialized):
@@ -367,9 +370,10 @@ class StreamingFeatureStore:
         """Every row once per epoch.
 
         Args:
-          shuffle: shuffle the shard order (per epoch) and the rows through a
-            ``shuffle_buffer`` of rows; seeded, so the same seed gives the same
-            order (and a different order each epoch).
+          shuffle: shuffle the shard order (per epoch), read ``cycle_length``
+            shards interleaved, and shuffle the rows through a ``shuffle_buffer``
+            of rows; seeded, so the same seed gives the same order (and a
+            different order each epoch). ``False``: the store's row order.
           seed: shuffle seed.
           shuffle_buffer: rows held for shuffling (memory ≈ buffer × dim × itemsize).
           cycle_length: shards read concurrently (``interleave``, deterministic).
