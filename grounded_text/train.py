@@ -278,7 +278,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model", default=m.name, choices=sorted(MODELS))
     p.add_argument("--embedding-dim", type=int, default=m.embedding_dim, help="N")
     p.add_argument("--pooling", default=m.pooling, choices=["mean", "sum"])
-    p.add_argument("--features", default=d.features, help="feature file stem or .npz path")
+    p.add_argument("--features", default=d.features, help="feature file stem, .npz path or streaming store directory (docs/streaming.md)")
     cap = p.add_mutually_exclusive_group()
     cap.add_argument("--one-caption-per-image", dest="one_caption_per_image", action="store_true",
                      default=d.one_caption_per_image, help="VETE §4.1: one seeded caption per image")

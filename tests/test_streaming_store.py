@@ -49,6 +49,11 @@ def test_float32_roundtrip_bit_exact_in_store_order(tmp_path):
     assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), feats.view(np.uint32))
     np.testing.assert_array_equal(store.ids, ids)
     assert store.index()["img_00042.jpg"] == 42
+    pick = [650, 3, 3, 129, 0]  # random access for evaluation sets: one pass, any order, repeats
+    np.testing.assert_array_equal(store[pick], feats[pick])
+    np.testing.assert_array_equal(store[5], feats[5])
+    with pytest.raises(IndexError, match="outside"):
+        store[[N]]
 
 
 def test_float16_matches_numpy_rounding(tmp_path):

@@ -336,6 +336,42 @@ class StreamingFeatureStore:
     def __len__(self) -> int:
         return self.num_rows
 
+    def take_rows(self, rows) -> np.ndarray:
+        """Materialises some rows (one pass over the store; for evaluation sets).
+
+        Args:
+          rows: int array-like [m] of rows in ``[0, num_rows)`` (repeats allowed).
+
+        Returns:
+          [m] + ``[dim]`` float32 array, row i = store row ``rows[i]``.
+
+        Raises:
+          IndexError: a row outside the store.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        flat = rows.reshape(-1)
+        if flat.size and (flat.min() < 0 or flat.max() >= self.num_rows):
+            raise IndexError(f"{self.path}: rows outside [0, {self.num_rows}).")
+        want = np.unique(flat)
+        mask = np.zeros(self.num_rows, dtype=bool)
+        mask[want] = True
+        mask_t = tf.constant(mask)
+        ds = self._records(False, 0, 1).filter(lambda r, s: tf.gather(mask_t, r)).batch(_PARSE_BATCH)
+        ds = ds.map(lambda r, s: (r, tf.cast(self._parse(s)[1], tf.float32)))
+        got_rows, got = [np.zeros(0, np.int64)], [np.zeros((0, self.dim), np.float32)]
+        for r, f in ds.as_numpy_iterator():
+            got_rows.append(r)
+            got.append(f)
+        got_rows, got = np.concatenate(got_rows), np.concatenate(got)
+        order = np.argsort(got_rows)
+        return got[order][np.searchsorted(got_rows[order], flat)].reshape(rows.shape + (self.dim,))
+
+    def __getitem__(self, rows) -> np.ndarray:
+        """``store[rows]`` = ``take_rows(rows)`` for an int or int array (as for the ``.npz`` matrix)."""
+        if isinstance(rows, slice):
+            rows = np.arange(self.num_rows)[rows]
+        return self.take_rows(rows)
+
     # --- streams ------------------------------------------------------------------
     def _records(self, shuffle: bool, seed: int, cycle_length: int) -> tf.data.Dataset:
         """(row int64, serialized Example) over all shards, interleaved."""
