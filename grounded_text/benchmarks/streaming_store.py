@@ -52,9 +52,14 @@ def _ids(start: int, m: int) -> np.ndarray:
 
 
 def _captions(n: int, seed: int) -> np.ndarray:
-    words = np.array([f"w{i}" for i in range(VOCAB)])
-    idx = np.random.default_rng(seed + 1).integers(0, VOCAB, size=(n, WORDS))
-    return np.array([" ".join(r) for r in words[idx]])
+    """[n] bytes (``S``) captions: 1 B/char, so the caption side stays small next to the features."""
+    words = [f"w{i}" for i in range(VOCAB)]
+    rng = np.random.default_rng(seed + 1)
+    out = np.empty(n, dtype=f"S{WORDS * 5}")
+    for start in range(0, n, 65536):
+        idx = rng.integers(0, VOCAB, size=(min(65536, n - start), WORDS)).tolist()
+        out[start:start + len(idx)] = [" ".join(words[i] for i in r).encode() for r in idx]
+    return out
 
 
 def write_synthetic(workdir: Path, n: int, dim: int, dtype: str, npz: bool, seed: int = 0) -> dict:

@@ -482,7 +482,9 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
     if rows.min() < 0 or rows.max() >= store.num_rows:
         raise ValueError(f"make_streaming_dataset: feature rows outside [0, {store.num_rows}) of {store.path}.")
     order = np.argsort(rows, kind="stable")
-    captions = tf.constant(np.asarray(pairs.captions)[order].astype(str))
+    captions = np.asarray(pairs.captions)[order]
+    captions = tf.constant(captions if captions.dtype.kind in "SU" else captions.astype(str))
+    del order
     counts_np = np.bincount(rows, minlength=store.num_rows).astype(np.int64)
     starts_np = np.cumsum(counts_np) - counts_np
     counts, starts = tf.constant(counts_np), tf.constant(starts_np)
