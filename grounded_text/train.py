@@ -279,7 +279,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model", default=m.name, choices=sorted(MODELS))
     p.add_argument("--embedding-dim", type=int, default=m.embedding_dim, help="N")
     p.add_argument("--pooling", default=m.pooling, choices=["mean", "sum"])
-    p.add_argument("--features", default=d.features, help="feature file stem or .npz path")
+    p.add_argument("--features", default=d.features, help="feature file stem, .npz path or streaming store directory (docs/streaming.md)")
     p.add_argument("--dataset", default=d.dataset,  # issue 6
                    help="flickr8k, a prepared folder (python -m grounded_text.prepare) or a TFDS export folder")
     cap = p.add_mutually_exclusive_group()
