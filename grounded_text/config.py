@@ -24,6 +24,9 @@ class DataConfig:
         cluster loss); ``None`` = the preset's choice (issue 9).
       captions_per_image: captions per image in a grouped batch.
       max_dev_images: validate on the first n dev images only (quick runs), or None.
+      dataset: ``"flickr8k"`` (the release under the data root, with ``features``), a
+        prepared folder (``python -m grounded_text.prepare``) or a TFDS export folder;
+        see ``grounded_text.data.prepared.load_pairs`` and docs/datasets.md (issue 6).
     """
 
     features: str = "efficientnet_lite0"
@@ -34,6 +37,8 @@ class DataConfig:
     sampler: str | None = None
     captions_per_image: int = 2
     max_dev_images: int | None = None
+    # issue 6: standard datasets (COCO, Flickr30k, TFDS exports).
+    dataset: str = "flickr8k"
 
 
 @dataclasses.dataclass

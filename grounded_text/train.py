@@ -47,7 +47,8 @@ import numpy as np
 import tensorflow as tf
 
 from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
-from grounded_text.data.pairs import load_flickr8k_pairs, make_dataset
+from grounded_text.data.pairs import make_dataset
+from grounded_text.data.prepared import load_pairs  # issue 6
 from grounded_text.data.paths import resolve_data_dir
 from grounded_text.data.sts import sts_year_dirs
 from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
@@ -158,7 +159,7 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     keras.utils.set_random_seed(config.train.seed)
 
     # Data.
-    flickr = load_flickr8k_pairs(root, config.data.features)
+    flickr = load_pairs(config.data, root)  # issue 6: flickr8k, a prepared folder or a TFDS export
     train_pairs = flickr.splits["train"]
     if config.data.max_train_images:
         train_pairs = train_pairs.first_images(config.data.max_train_images)
@@ -365,7 +366,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model", default=m.name, choices=sorted(MODELS))
     p.add_argument("--embedding-dim", type=int, default=m.embedding_dim, help="N")
     p.add_argument("--pooling", default=m.pooling, choices=["mean", "sum"])
-    p.add_argument("--features", default=d.features, help="feature file stem or .npz path")
+    p.add_argument("--features", default=d.features, help="feature file stem, .npz path or streaming store directory (docs/streaming.md)")
+    p.add_argument("--dataset", default=d.dataset,  # issue 6
+                   help="flickr8k, a prepared folder (python -m grounded_text.prepare) or a TFDS export folder")
     cap = p.add_mutually_exclusive_group()
     cap.add_argument("--one-caption-per-image", dest="one_caption_per_image", action="store_true",
                      default=d.one_caption_per_image, help="VETE §4.1: one seeded caption per image")
@@ -416,7 +419,7 @@ def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
     return ExperimentConfig(
         data=DataConfig(a.features, a.one_caption_per_image, a.max_train_images, a.batch_size, a.seed,
                         sampler=a.sampler, captions_per_image=a.captions_per_image,
-                        max_dev_images=a.max_dev_images),
+                        max_dev_images=a.max_dev_images, dataset=a.dataset),
         text=TextConfig(a.max_vocab_size, a.min_count, a.num_oov_buckets, True, a.boundary_tokens, a.max_tokens),
         model=ModelConfig(a.model, a.embedding_dim, a.pooling, loss=a.loss, loss_params=dict(a.loss_param),
                           encoder=dict(a.encoder_param), word_vectors=a.word_vectors,

@@ -42,14 +42,19 @@ class FeatureStore:
 
 
 def resolve_features_path(root: str | Path, name: str) -> Path:
-    """``name`` may be a path to an ``.npz`` or a file stem under ``ROOT/flickr8k/features``."""
+    """``name`` may be a path to an ``.npz``, a path to a store directory (issue 7:
+    ``grounded_text.data.streaming``), or a file stem under ``ROOT/flickr8k/features``."""
     cand = Path(name)
     if cand.suffix == ".npz" and cand.is_file():
+        return cand
+    if (cand / "manifest.json").is_file():  # a streaming store directory
         return cand
     for base in (Path(root) / "flickr8k" / "features", Path(root) / "features", Path(root)):
         path = base / (name if name.endswith(".npz") else name + ".npz")
         if path.is_file():
             return path
+        if (base / name / "manifest.json").is_file():
+            return base / name
     raise FileNotFoundError(f"No feature file {name!r} under {str(root)!r}.")
 
 
@@ -108,3 +113,27 @@ def load_npz_features(path: str | Path) -> FeatureStore:
         )
     ids = ids.astype(str)
     return FeatureStore(ids=ids, features=features, path=str(path))
+
+
+def open_feature_store(path: str | Path):
+    """Opens an image-feature store for reading (issue 7).
+
+    Args:
+      path: an ``.npz`` file (loaded into memory) or a store directory with a
+        ``manifest.json`` (``grounded_text.data.streaming``; streamed from disk).
+
+    Returns:
+      ``FeatureStore`` for an ``.npz``; ``StreamingFeatureStore`` (``num_rows``,
+      ``dim``, ``ids``, ``index()``, ``dataset(...)``) for a store directory.
+
+    Raises:
+      FileNotFoundError: ``path`` does not exist, or a directory without a
+        manifest, or a shard it lists is missing.
+      ValueError: the checks of ``load_npz_features`` / ``read_manifest``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        from grounded_text.data.streaming import StreamingFeatureStore
+
+        return StreamingFeatureStore(path)
+    return load_npz_features(path)

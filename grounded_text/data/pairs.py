@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from grounded_text.data.features import FeatureStore, load_npz_features, resolve_features_path
+from grounded_text.data.features import FeatureStore, open_feature_store, resolve_features_path
 from grounded_text.data.flickr8k import SPLITS, Caption, read_flickr8k
 
 CAPTION_KEY = "caption"
@@ -134,12 +134,13 @@ def load_flickr8k_pairs(root: str | Path, features: str = "efficientnet_lite0") 
 
     Args:
       root: the data root (``ROOT/flickr8k/...``).
-      features: a feature file stem under ``ROOT/flickr8k/features`` or a path.
+      features: a feature file stem under ``ROOT/flickr8k/features``, an ``.npz``
+        path, or a streaming store directory (issue 7; rows then stay on disk).
 
     Returns:
       ``Flickr8kPairs``; see ``join_captions``.
     """
-    store = load_npz_features(resolve_features_path(root, features))
+    store = open_feature_store(resolve_features_path(root, features))
     return join_captions(read_flickr8k(root), store)
 
 
@@ -171,7 +172,14 @@ def make_dataset(
 
     Raises:
       ValueError: empty split or ``batch_size < 1``.
+
+    Pairs joined to a streaming store (``grounded_text.data.streaming``) are
+    served by ``make_streaming_dataset`` (same batches, rows streamed from disk).
     """
+    if not isinstance(pairs.features, np.ndarray):  # issue 7: a streaming store directory
+        from grounded_text.data.streaming import make_streaming_dataset
+
+        return make_streaming_dataset(pairs, batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder)
     if len(pairs) == 0:
         raise ValueError("make_dataset: the split has no caption/image pairs.")
     if batch_size < 1:

@@ -75,6 +75,9 @@ def make_grouped_dataset(
     Raises:
       ValueError: P or C < 1, or no image has at least C captions.
     """
+    if not isinstance(pairs.features, np.ndarray):  # issue 7
+        raise ValueError("make_grouped_dataset: the grouped sampler needs an in-memory (.npz) feature store; "
+                         f"got {type(pairs.features).__name__} (a streaming store): use the random sampler.")
     if images_per_batch < 1:
         raise ValueError(f"make_grouped_dataset: images_per_batch must be >= 1, got {images_per_batch}.")
     if captions_per_image < 1:

@@ -1,0 +1,527 @@
+"""Sharded TFRecord feature stores: image features streamed from disk, never loaded whole.
+
+A 3M × 2048 float16 feature matrix is ≈ 12 GB; the ``.npz`` format of
+``grounded_text.data.features`` loads it into memory (as float32: 24 GB). A store
+*directory* instead holds the rows in TFRecord shards that ``tf.data`` streams, so
+peak memory depends on the shuffle buffer, not on the number of rows. The ``.npz``
+path stays the right choice for small sets (Flickr8k: 8k rows).
+
+Layout of a store directory::
+
+    STORE/manifest.json          # {"format", "version", "dim", "dtype", "num_rows",
+                                 #  "shards": [{"file", "rows", "bytes"}], "closed"}
+    STORE/ids.txt                # one image id per line, in row order (row r = line r)
+    STORE/shard-00000.tfrecord   # tf.train.Example per row: "id" bytes, "features" bytes
+    ...
+
+Each record is a ``tf.train.Example`` with ``id`` (UTF-8 bytes) and ``features``
+(the row's ``dim`` values as raw little-endian ``float16``/``float32`` bytes, read
+with ``tf.io.decode_raw``; cheaper to parse than a ``float_list``, and float16
+halves the disk and I/O). The manifest is authoritative: a shard holds *at least*
+its ``rows`` records (``bytes`` = its committed size); anything after that (a
+crash between a write and the manifest update) is ignored.
+
+The caption join does not live in the records (no "pair store"): captions are
+small next to the features (3.3M CC3M captions ≈ 0.2 GB vs 12 GB of features), one
+store then serves any caption source, split, ``--one-caption-per-image`` or slice,
+and the join is done once by id (``join_captions`` maps id → row through
+``ids.txt``); the stream then joins captions to rows by the row number, with two
+dense int arrays (start, count) of ``num_rows`` entries (12 B/row) in the graph —
+cheaper than a ``tf.lookup.StaticHashTable`` of string ids. See ``docs/streaming.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+MANIFEST = "manifest.json"
+IDS_FILE = "ids.txt"
+FORMAT = "grounded_text.feature_store"
+VERSION = 1
+DTYPES = {"float16": (np.float16, tf.float16), "float32": (np.float32, tf.float32)}
+_PARSE_BATCH = 256  # records parsed per parse_example call
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    try:  # make the rename itself durable
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def read_manifest(directory: str | Path) -> dict:
+    """Reads and validates ``STORE/manifest.json``.
+
+    Raises:
+      FileNotFoundError: no manifest in ``directory``.
+      ValueError: not a feature-store manifest, unknown dtype, bad dim, or row
+        counts that do not add up. Messages name the file.
+    """
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory}: no {MANIFEST}; not a feature store directory.")
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: unreadable manifest ({e}).") from e
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a {FORMAT} manifest (format={m.get('format') if isinstance(m, dict) else None!r}).")
+    if m.get("version") != VERSION:
+        raise ValueError(f"{path}: unsupported version {m.get('version')!r} (this reader: {VERSION}).")
+    if m.get("dtype") not in DTYPES:
+        raise ValueError(f"{path}: dtype {m.get('dtype')!r} not in {sorted(DTYPES)}.")
+    if not isinstance(m.get("dim"), int) or m["dim"] < 1:
+        raise ValueError(f"{path}: dim must be a positive int, got {m.get('dim')!r}.")
+    shards = m.get("shards")
+    if not isinstance(shards, list) or any(not {"file", "rows", "bytes"} <= set(s) for s in shards):
+        raise ValueError(f"{path}: 'shards' must be a list of {{file, rows, bytes}}.")
+    total = sum(int(s["rows"]) for s in shards)
+    if total != m.get("num_rows"):
+        raise ValueError(f"{path}: num_rows {m.get('num_rows')} != sum of shard rows {total}.")
+    return m
+
+
+def _read_ids(directory: Path, num_rows: int) -> list[str]:
+    path = directory / IDS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory}: {IDS_FILE} is missing.")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < num_rows:
+        raise ValueError(f"{path}: {len(lines)} ids for {num_rows} rows in the manifest.")
+    return lines[:num_rows]
+
+
+class TFRecordFeatureSink:
+    """Writes a sharded TFRecord feature store (Contract 1 of the extractor).
+
+    ``append`` is durable on return (records flushed and fsynced, ids fsynced, the
+    manifest replaced atomically), so a killed extraction resumes where it stopped:
+    constructing a sink on an existing store re-reads its manifest and ids, and new
+    rows go to new shards (committed shards are never rewritten).
+
+    Args:
+      directory: the store directory (created).
+      dim: d, features per row; must equal the existing store's.
+      dtype: ``"float16"`` (default; half the disk, values rounded to the nearest
+        float16) or ``"float32"`` (bit-exact); must equal the existing store's.
+      rows_per_shard: rows per shard file (default 32768 ≈ 128 MiB at d=2048
+        float16).
+
+    Raises:
+      ValueError: bad ``dim``/``dtype``/``rows_per_shard``, or an existing store
+        with another dim or dtype.
+    """
+
+    def __init__(self, directory: str | Path, dim: int, dtype: str = "float16", rows_per_shard: int = 32768):
+        if dtype not in DTYPES:
+            raise ValueError(f"TFRecordFeatureSink: dtype must be one of {sorted(DTYPES)}, got {dtype!r}.")
+        if int(dim) < 1:
+            raise ValueError(f"TFRecordFeatureSink: dim must be >= 1, got {dim}.")
+        if int(rows_per_shard) < 1:
+            raise ValueError(f"TFRecordFeatureSink: rows_per_shard must be >= 1, got {rows_per_shard}.")
+        self.directory = Path(directory)
+        self.dim, self.dtype, self.rows_per_shard = int(dim), dtype, int(rows_per_shard)
+        self._np_dtype = DTYPES[dtype][0]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if (self.directory / MANIFEST).is_file():
+            m = read_manifest(self.directory)
+            if m["dim"] != self.dim or m["dtype"] != self.dtype:
+                raise ValueError(
+                    f"{self.directory}: existing store has dim={m['dim']} dtype={m['dtype']}; "
+                    f"cannot append dim={self.dim} dtype={self.dtype}."
+                )
+            self._shards = m["shards"]
+            ids = _read_ids(self.directory, m["num_rows"])
+            # Drop ids written after the last committed manifest (a crash mid-append).
+            with open(self.directory / IDS_FILE, "w", encoding="utf-8") as f:
+                f.write("".join(i + "\n" for i in ids))
+            self._ids = set(ids)
+            if len(self._ids) != len(ids):
+                raise ValueError(f"{self.directory}: {IDS_FILE} has duplicate ids.")
+        else:
+            self._shards, self._ids = [], set()
+            (self.directory / IDS_FILE).write_text("", encoding="utf-8")
+        self._num_rows = sum(s["rows"] for s in self._shards)
+        self._writer = None
+        self._current = None  # the shard entry being written (in self._shards once it has rows)
+        self._closed = False
+        self._commit(closed=False)
+
+    def existing_ids(self) -> set[str]:
+        """Ids already stored (committed), for resuming."""
+        return set(self._ids)
+
+    @property
+    def num_rows(self) -> int:
+        return self._num_rows
+
+    def append(self, ids, features) -> None:
+        """Appends rows; durable on return.
+
+        Args:
+          ids: [n] str, new image ids (no newline, not already stored, unique).
+          features: [n, dim] float array (any float dtype; stored as the store's dtype).
+
+        Raises:
+          ValueError: shape mismatch (naming the dims), an empty/duplicate/already
+            stored id, or a row with NaN/Inf (or a value beyond float16 range in a
+            float16 store), naming the first offending id. Nothing is written then.
+          RuntimeError: the sink is closed.
+        """
+        if self._closed:
+            raise RuntimeError(f"{self.directory}: append after close().")
+        ids = [str(i) for i in np.asarray(ids).reshape(-1).tolist()]
+        feats = np.asarray(features)
+        if feats.ndim != 2 or feats.shape[0] != len(ids) or feats.shape[1] != self.dim:
+            raise ValueError(
+                f"{self.directory}: append expects features [n={len(ids)}, dim={self.dim}], got {feats.shape}."
+            )
+        if feats.dtype.kind not in "fiu":
+            raise ValueError(f"{self.directory}: features must be numeric, got {feats.dtype}.")
+        seen = set()
+        for i in ids:
+            if not i or "\n" in i or "\r" in i:
+                raise ValueError(f"{self.directory}: invalid image id {i!r} (empty or contains a newline).")
+            if i in self._ids:
+                raise ValueError(f"{self.directory}: id {i!r} is already stored.")
+            if i in seen:
+                raise ValueError(f"{self.directory}: id {i!r} appears twice in one append.")
+            seen.add(i)
+        bad = ~np.isfinite(feats.astype(np.float64)).all(axis=1)
+        if bad.any():
+            raise ValueError(
+                f"{self.directory}: {int(bad.sum())} row(s) with NaN/Inf refused, e.g. id {ids[int(np.argmax(bad))]!r}."
+            )
+        with np.errstate(over="ignore"):
+            stored = np.ascontiguousarray(feats.astype(np.dtype(self._np_dtype).newbyteorder("<")))
+        bad = ~np.isfinite(stored).all(axis=1)
+        if bad.any():
+            raise ValueError(
+                f"{self.directory}: {int(bad.sum())} row(s) overflow {self.dtype} (|x| > 65504), "
+                f"e.g. id {ids[int(np.argmax(bad))]!r}; use dtype='float32'."
+            )
+        start = 0
+        while start < len(ids):
+            if self._current is None or self._current["rows"] >= self.rows_per_shard:
+                self._open_shard()
+            take = min(len(ids) - start, self.rows_per_shard - self._current["rows"])
+            for j in range(start, start + take):
+                ex = tf.train.Example(features=tf.train.Features(feature={
+                    "id": tf.train.Feature(bytes_list=tf.train.BytesList(value=[ids[j].encode("utf-8")])),
+                    "features": tf.train.Feature(bytes_list=tf.train.BytesList(value=[stored[j].tobytes()])),
+                }))
+                self._writer.write(ex.SerializeToString())
+            self._writer.flush()
+            shard_path = self.directory / self._current["file"]
+            _fsync_file(shard_path)
+            with open(self.directory / IDS_FILE, "a", encoding="utf-8") as f:
+                f.write("".join(i + "\n" for i in ids[start:start + take]))
+                f.flush()
+                os.fsync(f.fileno())
+            self._current["rows"] += take
+            self._current["bytes"] = shard_path.stat().st_size
+            if not self._shards or self._shards[-1] is not self._current:
+                self._shards.append(self._current)
+            self._num_rows += take
+            self._ids.update(ids[start:start + take])
+            self._commit(closed=False)
+            start += take
+
+    def _open_shard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        name = f"shard-{len(self._shards):05d}.tfrecord"
+        self._writer = tf.io.TFRecordWriter(str(self.directory / name))
+        self._current = {"file": name, "rows": 0, "bytes": 0}
+
+    def _commit(self, closed: bool) -> None:
+        _write_json_atomic(self.directory / MANIFEST, {
+            "format": FORMAT, "version": VERSION, "dim": self.dim, "dtype": self.dtype,
+            "num_rows": self._num_rows, "rows_per_shard": self.rows_per_shard,
+            "shards": self._shards, "closed": closed,
+        })
+
+    def close(self) -> Path:
+        """Closes the open shard, writes the final manifest atomically; returns the store directory."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._commit(closed=True)
+        self._closed = True
+        return self.directory
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if not self._closed:
+            self.close()
+
+
+class StreamingFeatureStore:
+    """Read side of a store directory: rows streamed with ``tf.data``.
+
+    Attributes:
+      path: the store directory (str).
+      dim: d.
+      dtype: ``"float16"`` or ``"float32"`` (on disk; the stream yields float32).
+      num_rows: n.
+      shards: list of (file path, rows, first row).
+    """
+
+    def __init__(self, directory: str | Path):
+        directory = Path(directory)
+        m = read_manifest(directory)
+        self.path = str(directory)
+        self.dim, self.dtype, self.num_rows = m["dim"], m["dtype"], m["num_rows"]
+        self.closed = bool(m.get("closed"))
+        self.shards = []
+        offset = 0
+        for s in m["shards"]:
+            f = directory / s["file"]
+            if not f.is_file():
+                raise FileNotFoundError(f"{directory}: shard {s['file']!r} listed in {MANIFEST} is missing.")
+            if f.stat().st_size < s["bytes"]:
+                raise ValueError(
+                    f"{directory}: shard {s['file']!r} is truncated ({f.stat().st_size} bytes, "
+                    f"manifest says {s['bytes']})."
+                )
+            self.shards.append((str(f), int(s["rows"]), offset))
+            offset += int(s["rows"])
+        self._ids = None
+
+    # --- the FeatureStore-like surface used by join_captions ---------------------
+    @property
+    def ids(self) -> np.ndarray:
+        """[n] str array of ids in row order (read from ``ids.txt`` on first use)."""
+        if self._ids is None:
+            self._ids = np.array(_read_ids(Path(self.path), self.num_rows), dtype=object)
+        return self._ids
+
+    def index(self) -> dict[str, int]:
+        """Maps image id → row."""
+        return {i: r for r, i in enumerate(self.ids.tolist())}
+
+    @property
+    def features(self) -> "StreamingFeatureStore":
+        """The store itself: rows are streamed, never materialised. ``CaptionPairs``
+        joined to a streaming store carry it here, and ``make_dataset`` then streams."""
+        return self
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    def take_rows(self, rows) -> np.ndarray:
+        """Materialises some rows (one pass over the store; for evaluation sets).
+
+        Args:
+          rows: int array-like [m] of rows in ``[0, num_rows)`` (repeats allowed).
+
+        Returns:
+          [m] + ``[dim]`` float32 array, row i = store row ``rows[i]``.
+
+        Raises:
+          IndexError: a row outside the store.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        flat = rows.reshape(-1)
+        if flat.size and (flat.min() < 0 or flat.max() >= self.num_rows):
+            raise IndexError(f"{self.path}: rows outside [0, {self.num_rows}).")
+        want = np.unique(flat)
+        mask = np.zeros(self.num_rows, dtype=bool)
+        mask[want] = True
+        mask_t = tf.constant(mask)
+        ds = self._records(False, 0, 1).filter(lambda r, s: tf.gather(mask_t, r)).batch(_PARSE_BATCH)
+        ds = ds.map(lambda r, s: (r, tf.cast(self._parse(s)[1], tf.float32)))
+        got_rows, got = [np.zeros(0, np.int64)], [np.zeros((0, self.dim), np.float32)]
+        for r, f in ds.as_numpy_iterator():
+            got_rows.append(r)
+            got.append(f)
+        got_rows, got = np.concatenate(got_rows), np.concatenate(got)
+        order = np.argsort(got_rows)
+        return got[order][np.searchsorted(got_rows[order], flat)].reshape(rows.shape + (self.dim,))
+
+    def __getitem__(self, rows) -> np.ndarray:
+        """``store[rows]`` = ``take_rows(rows)`` for an int or int array (as for the ``.npz`` matrix)."""
+        if isinstance(rows, slice):
+            rows = np.arange(self.num_rows)[rows]
+        return self.take_rows(rows)
+
+    # --- streams ------------------------------------------------------------------
+    def _records(self, shuffle: bool, seed: int, cycle_length: int) -> tf.data.Dataset:
+        """(row int64, serialized Example) over all shards, interleaved."""
+        if not self.shards:
+            raise ValueError(f"{self.path}: the store has no rows.")
+        files, rows, offsets = zip(*self.shards)
+        ds = tf.data.Dataset.from_tensor_slices(
+            (list(files), np.array(rows, np.int64), np.array(offsets, np.int64)))
+        if shuffle:
+            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+
+        def one_shard(f, n, o):
+            recs = tf.data.TFRecordDataset(f, buffer_size=1 << 20).take(n)
+            return tf.data.Dataset.zip((tf.data.Dataset.range(o, o + n), recs))
+
+        # Unshuffled streams keep the store's row order (one shard after another).
+        cycle = max(1, min(cycle_length, len(files))) if shuffle else 1
+        return ds.interleave(one_shard, cycle_length=cycle, block_length=1,
+                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+    def _parse(self, serialized):
+        """[b] serialized → (ids string[b], features stored dtype [b, dim])."""
+        parsed = tf.io.parse_example(serialized, {
+            "id": tf.io.FixedLenFeature([], tf.string),
+            "features": tf.io.FixedLenFeature([], tf.string),
+        })
+        feats = tf.io.decode_raw(parsed["features"], DTYPES[self.dtype][1], little_endian=True)
+        return parsed["id"], tf.ensure_shape(feats, [None, self.dim])
+
+    def dataset(self, shuffle: bool = True, seed: int = 0, shuffle_buffer: int = 10000, cycle_length: int = 4,
+                batch_size: int | None = None, with_rows: bool = False) -> tf.data.Dataset:
+        """Every row once per epoch.
+
+        Args:
+          shuffle: shuffle the shard order (per epoch), read ``cycle_length``
+            shards interleaved, and shuffle the rows through a ``shuffle_buffer``
+            of rows; seeded, so the same seed gives the same order (and a
+            different order each epoch). ``False``: the store's row order.
+          seed: shuffle seed.
+          shuffle_buffer: rows held for shuffling (memory ≈ buffer × dim × itemsize).
+          cycle_length: shards read concurrently (``interleave``, deterministic).
+          batch_size: batch the rows (the last batch may be short), or ``None``.
+          with_rows: also yield the int64 row (position in ``ids.txt``).
+
+        Returns:
+          Dataset of ``(id string, features float32 [dim])`` (``[B]``/``[B, dim]``
+          when batched), preceded by ``row int64`` when ``with_rows``.
+        """
+        ds = self._records(shuffle, seed, cycle_length).batch(_PARSE_BATCH)
+        ds = ds.map(lambda r, s: (r,) + self._parse(s), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        ds = ds.unbatch()
+        if shuffle:
+            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        if batch_size:
+            ds = ds.batch(batch_size)
+
+        def cast(r, i, f):
+            f = tf.cast(f, tf.float32)
+            return (r, i, f) if with_rows else (i, f)
+
+        ds = ds.map(cast, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def is_feature_store_dir(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+                           drop_remainder: bool = True, shuffle_buffer: int = 10000,
+                           cycle_length: int = 4) -> tf.data.Dataset:
+    """``make_dataset`` for ``CaptionPairs`` joined to a ``StreamingFeatureStore``.
+
+    The store is streamed once per epoch; rows of images without a caption in
+    ``pairs`` are skipped before their features are parsed; each image row is
+    expanded to its captions, the pairs go through a seeded shuffle buffer of
+    ``shuffle_buffer`` pairs (features still in the store dtype), then batches.
+    All in-graph: no Python per batch.
+
+    Args:
+      pairs: ``CaptionPairs`` whose ``features`` is a ``StreamingFeatureStore``
+        (from ``join_captions``) and ``feature_rows`` rows of it.
+      batch_size: B.
+      shuffle, seed: shard order + shuffle buffer, seeded, reshuffled per epoch.
+      drop_remainder: drop the last short batch.
+      shuffle_buffer: pairs held for shuffling.
+      cycle_length: shards read concurrently.
+
+    Returns:
+      Dataset of ``{"caption": string[B], "image_features": float32[B, d],
+      "image_id": int64[B]}`` (``image_id`` = the image's row in the store, as in
+      ``make_dataset``), with known cardinality.
+
+    Raises:
+      ValueError: empty split, ``batch_size < 1``, rows outside the store.
+    """
+    from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+
+    store = pairs.features
+    if not isinstance(store, StreamingFeatureStore):
+        raise ValueError("make_streaming_dataset: pairs.features must be a StreamingFeatureStore.")
+    n = len(pairs)
+    if n == 0:
+        raise ValueError("make_streaming_dataset: the split has no caption/image pairs.")
+    if batch_size < 1:
+        raise ValueError(f"make_streaming_dataset: batch_size must be >= 1, got {batch_size}.")
+    rows = np.asarray(pairs.feature_rows, dtype=np.int64)
+    if rows.min() < 0 or rows.max() >= store.num_rows:
+        raise ValueError(f"make_streaming_dataset: feature rows outside [0, {store.num_rows}) of {store.path}.")
+    order = np.argsort(rows, kind="stable")
+    captions = np.asarray(pairs.captions)[order]
+    captions = tf.constant(captions if captions.dtype.kind in "SU" else captions.astype(str))
+    del order
+    counts_np = np.bincount(rows, minlength=store.num_rows).astype(np.int64)
+    starts_np = np.cumsum(counts_np) - counts_np
+    counts, starts = tf.constant(counts_np), tf.constant(starts_np)
+
+    ds = store._records(shuffle, seed, cycle_length)
+    ds = ds.filter(lambda r, s: tf.gather(counts, r) > 0)
+    ds = ds.batch(_PARSE_BATCH)
+
+    def expand(r, s):
+        _, feats = store._parse(s)
+        k = tf.gather(counts, r)
+        first = tf.gather(starts, r)
+        caption_idx = tf.ragged.range(first, first + k).flat_values
+        return caption_idx, tf.repeat(r, k), tf.repeat(feats, k, axis=0)
+
+    ds = ds.map(expand, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.map(
+        lambda c, r, f: {CAPTION_KEY: tf.gather(captions, c), FEATURES_KEY: tf.cast(f, tf.float32), IMAGE_ID_KEY: r},
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
+    )
+    steps = n // batch_size if drop_remainder else -(-n // batch_size)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def write_feature_store(directory: str | Path, ids, features, dtype: str = "float16",
+                        rows_per_shard: int = 32768, batch: int = 4096) -> Path:
+    """Converts an in-memory ``(ids [n], features [n, d])`` (e.g. an ``.npz``) to a store directory."""
+    features = np.asarray(features)
+    sink = TFRecordFeatureSink(directory, features.shape[1], dtype=dtype, rows_per_shard=rows_per_shard)
+    have = sink.existing_ids()
+    ids = np.asarray(ids).astype(str)
+    keep = np.array([i not in have for i in ids.tolist()], dtype=bool)
+    ids, features = ids[keep], features[keep]
+    for s in range(0, len(ids), batch):
+        sink.append(ids[s:s + batch], features[s:s + batch])
+    return sink.close()

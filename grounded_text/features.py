@@ -1,0 +1,90 @@
+"""CLI: CNN image features from a folder of images into an ``.npz`` feature store.
+
+::
+
+    python -m grounded_text.features --images DIR --out STORE.npz \\
+        [--cnn inception_v3|resnet152|resnet50|vgg19|efficientnet_b0] [--crops 1|10] \\
+        [--weights imagenet|none|PATH] [--batch-size N] [--ids-file F] [--mixed-precision]
+
+The store is what ``python -m grounded_text.train --features STORE.npz`` reads
+(``ids`` = image file names, ``features`` float32 [n, d]). Re-running with the same
+``--out`` resumes: ids already stored (also from an interrupted run) are skipped.
+Images that cannot be decoded are listed (id and reason) and skipped. See
+docs/features.md. (The reader of stores is :mod:`grounded_text.data.features`.)
+
+Exit status: 0 on success (even with undecodable images, which are listed); 2 for
+bad arguments, a missing folder/file, or unavailable ImageNet weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from grounded_text.vision.networks import NETWORK_NAMES
+
+
+def _parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m grounded_text.features",
+        description="Extract pooled ImageNet-CNN features of a folder of images into an .npz "
+        "feature store (resumable).",
+    )
+    parser.add_argument("--images", required=True, help="folder of JPEG/PNG images")
+    parser.add_argument("--out", required=True, help="output .npz store (resumed if present)")
+    parser.add_argument("--cnn", default="inception_v3", choices=NETWORK_NAMES)
+    parser.add_argument("--crops", default=1, type=int, choices=(1, 10),
+                        help="1: whole image resized; 10: ten-crop average")
+    parser.add_argument("--weights", default="imagenet",
+                        help="'imagenet' (default; cached or downloaded), 'none' (random "
+                        "init) or a .weights.h5/.h5 file")
+    parser.add_argument("--batch-size", default=32, type=int)
+    parser.add_argument("--ids-file", default=None,
+                        help="only these image ids (one per line; Flickr8k split or token file)")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="run the CNN under mixed_float16 (GPU); features stay float32")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = _parse_args(argv)
+    from grounded_text.vision.extractor import (
+        extract_features, image_folder_dataset, read_ids_file,
+    )
+    from grounded_text.vision.networks import WeightsUnavailableError
+    from grounded_text.vision.sinks import NpzFeatureSink
+
+    try:
+        ids = read_ids_file(args.ids_file) if args.ids_file else None
+        images = image_folder_dataset(args.images, ids)
+        sink = NpzFeatureSink(args.out)
+        report = extract_features(
+            images, sink, cnn=args.cnn, crops=args.crops, weights=args.weights,
+            batch_size=args.batch_size, progress=not args.no_progress,
+            mixed_precision=args.mixed_precision,
+        )
+    except (FileNotFoundError, ValueError, WeightsUnavailableError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for image_id, reason in report.failed:
+        print(f"FAILED {image_id}: {reason}", file=sys.stderr)
+    if sink.existing_ids():
+        path = sink.close()
+        print(f"Store: {path} ({len(sink.existing_ids())} images, dim {sink.dim})")
+    else:
+        print("Store: nothing written (no decodable images).")
+    print(
+        f"{report.cnn} crops={report.crops} dim={report.dim}: wrote {report.written}, "
+        f"skipped {report.skipped_existing} already stored, {len(report.failed)} failed; "
+        f"{report.seconds:.1f} s total; {report.images_per_second:.2f} images/s "
+        "(decode + CNN + write)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

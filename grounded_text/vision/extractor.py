@@ -1,0 +1,315 @@
+"""CNN image features from encoded images (Contract 2 of the feature pipeline).
+
+::
+
+    images = image_folder_dataset("flickr8k/images")      # tf.data of (id, encoded bytes)
+    sink = NpzFeatureSink("features/inception_v3.npz")
+    report = extract_features(images, sink, cnn="inception_v3", crops=1, weights="imagenet")
+    sink.close()
+
+``images`` is any ``tf.data.Dataset`` of ``(image_id tf.string [], encoded tf.string [])``
+pairs, e.g. a TFDS split read with ``decoders={"image": tfds.decode.SkipDecoding()}``
+and mapped to ``(filename, image)``.
+
+Pipeline: ids already in the sink are skipped (resume); the rest are decoded
+(JPEG/PNG/GIF/BMP/WebP, forced to RGB, first frame of animations), resized/cropped
+(:mod:`grounded_text.vision.crops`) in a parallel ``map``, batched and prefetched,
+run through the pooled CNN (:mod:`grounded_text.vision.networks`), averaged over the
+ten crops when ``crops=10``, and appended to the sink batch by batch (so an
+interrupted run keeps what it wrote). Images that cannot be decoded are dropped from
+the stream (``ignore_errors``), found as the set difference of requested and written
+ids, and reported with the decoder's error message; they never abort the run.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from grounded_text.vision import crops as crops_lib
+from grounded_text.vision.networks import FeatureNetwork, get_spec
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
+
+
+@dataclasses.dataclass
+class ExtractionReport:
+    """What :func:`extract_features` did.
+
+    Attributes:
+      written: number of images whose features were appended to the sink.
+      skipped_existing: images skipped because the sink already had their id.
+      failed: ``(image_id, reason)`` for every image that could not be decoded.
+      seconds: wall time of the whole call (listing, network construction, features).
+      images_per_second: ``written`` / seconds of the feature loop (decode + crops +
+        CNN + sink writes; excludes network construction and weight loading). 0 when
+        nothing was written.
+      cnn, crops, dim: the network name, 1 or 10, the feature dimension.
+    """
+
+    written: int
+    skipped_existing: int
+    failed: list[tuple[str, str]]
+    seconds: float
+    images_per_second: float
+    cnn: str = ""
+    crops: int = 1
+    dim: int = 0
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.cnn} crops={self.crops} dim={self.dim}: wrote {self.written} image(s), "
+            f"skipped {self.skipped_existing} already stored, {len(self.failed)} failed; "
+            f"{self.seconds:.1f} s total, {self.images_per_second:.2f} images/s "
+            "(feature loop)"
+        ]
+        for image_id, reason in self.failed:
+            lines.append(f"  FAILED {image_id}: {reason}")
+        return "\n".join(lines)
+
+
+def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Path]]:
+    """``(id, path)`` of the images to read; the id is the file name.
+
+    Args:
+      folder: a folder of images (not searched recursively).
+      ids: optional iterable of file names to read (any extension); default: every
+        non-hidden file in ``folder`` whose extension (case-insensitive) is one of
+        :data:`IMAGE_EXTENSIONS`, sorted by name.
+
+    Raises:
+      FileNotFoundError: ``folder`` does not exist / is not a folder, or some ``ids``
+        have no file (the message counts them and names the first few).
+      ValueError: no image files (empty folder or empty ``ids``), or duplicate ``ids``.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"--images {str(folder)!r}: no such folder.")
+    if ids is None:
+        names = sorted(
+            p.name for p in root.iterdir()
+            if p.is_file() and not p.name.startswith(".")
+            and p.suffix.lower() in IMAGE_EXTENSIONS
+        )
+        if not names:
+            raise ValueError(
+                f"--images {str(folder)!r}: no image files ({', '.join(IMAGE_EXTENSIONS)})."
+            )
+    else:
+        names = [str(i) for i in ids]
+        if not names:
+            raise ValueError("ids: empty list of image ids.")
+        dup = sorted(n for n, c in collections.Counter(names).items() if c > 1)
+        if dup:
+            raise ValueError(f"ids: duplicate image ids {dup[:5]}.")
+        missing = [n for n in names if not (root / n).is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{len(missing)} of {len(names)} requested image(s) not in {str(root)!r}, "
+                f"e.g. {missing[:5]}."
+            )
+    return [(n, root / n) for n in names]
+
+
+def image_folder_dataset(folder: str | os.PathLike, ids=None) -> tf.data.Dataset:
+    """``tf.data`` of ``(image_id tf.string [], encoded bytes tf.string [])``, one per
+    file of :func:`list_image_files` (same arguments and errors); bytes are read with
+    ``tf.io.read_file`` in a parallel ``map``."""
+    pairs = list_image_files(folder, ids)
+    names = tf.constant([n for n, _ in pairs])
+    paths = tf.constant([str(p) for _, p in pairs])
+    ds = tf.data.Dataset.from_tensor_slices((names, paths))
+    return ds.map(lambda i, p: (i, tf.io.read_file(p)), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def read_ids_file(path: str | os.PathLike) -> list[str]:
+    """Image ids from a text file, in order, without repeats: one per line; blank lines
+    are skipped; a Flickr8k token line ``ID#n<TAB>caption`` gives ``ID``; so both the
+    split files (``Flickr_8k.trainImages.txt``) and ``Flickr8k.token.txt`` work.
+
+    Raises:
+      FileNotFoundError: no such file. ValueError: no ids in it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--ids-file {str(path)!r}: no such file.")
+    out: dict[str, None] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        image_id = re.split(r"[\t ]", line, maxsplit=1)[0].split("#", 1)[0]
+        if image_id:
+            out.setdefault(image_id, None)
+    if not out:
+        raise ValueError(f"--ids-file {str(path)!r}: no image ids.")
+    return list(out)
+
+
+def _check_dataset(images: tf.data.Dataset) -> None:
+    spec = images.element_spec
+    ok = (
+        isinstance(spec, tuple) and len(spec) == 2
+        and all(isinstance(s, tf.TensorSpec) and s.dtype == tf.string and s.shape.rank == 0
+                for s in spec)
+    )
+    if not ok:
+        raise ValueError(
+            "images must be a tf.data.Dataset of (image_id tf.string [], encoded bytes "
+            f"tf.string []) pairs; got element_spec {spec}."
+        )
+
+
+def _clean_reason(message: str) -> str:
+    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
+    message = re.sub(r"\s*\[Op:[^\]]*\]\s*$", "", message)
+    return message.strip().splitlines()[0] if message.strip() else "decode error"
+
+
+def _string_table(keys: list[str]) -> tf.lookup.StaticHashTable:
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(keys, tf.string), tf.ones([len(keys)], tf.int32)
+        ),
+        default_value=0,
+    )
+
+
+def _failure_reasons(images, failed: list[str], size: int, crops: int) -> dict[str, str]:
+    """Decodes the failed images again, eagerly, to get the decoder's message."""
+    table = _string_table(failed)
+    reasons: dict[str, str] = {}
+    for image_id, encoded in images.filter(lambda i, b: table.lookup(i) == 1):
+        key = image_id.numpy().decode("utf-8", "replace")
+        try:
+            if int(tf.strings.length(encoded)) == 0:
+                raise ValueError("empty file (0 bytes)")
+            crops_lib.make_views(crops_lib.decode_rgb(encoded), size, crops)
+        except (tf.errors.OpError, ValueError) as e:
+            reasons[key] = _clean_reason(getattr(e, "message", None) or str(e))
+        else:
+            reasons[key] = "dropped by the input pipeline (error while decoding)"
+    return reasons
+
+
+def extract_features(
+    images: tf.data.Dataset,
+    sink,
+    *,
+    cnn: str = "inception_v3",
+    crops: int = 1,
+    weights="imagenet",
+    batch_size: int = 32,
+    progress: bool = True,
+    mixed_precision: bool = False,
+    network: FeatureNetwork | None = None,
+) -> ExtractionReport:
+    """Writes pooled CNN features of ``images`` into ``sink``, skipping stored ids.
+
+    Args:
+      images: ``tf.data.Dataset`` of ``(image_id tf.string [], encoded tf.string [])``;
+        ids must be unique (they become the store's ids, e.g. Flickr8k file names).
+      sink: a feature sink (``existing_ids``/``append``/``close``); rows are appended
+        one batch at a time (durable per batch). The caller closes the sink.
+      cnn: one of :data:`grounded_text.vision.networks.NETWORK_NAMES`.
+      crops: 1 (whole image resized to the network size) or 10 (ten-crop, features
+        averaged over the crops); see :mod:`grounded_text.vision.crops`.
+      weights: ``"imagenet"``, ``"none"``/``None`` (random init) or a weights file.
+      batch_size: images per CNN call (with ``crops=10`` the CNN sees 10× as many).
+      progress: show a ``keras.utils.Progbar``.
+      mixed_precision: run the CNN under ``mixed_float16`` (GPU); output stays float32.
+      network: an already built :class:`FeatureNetwork` to use instead of building one
+        (then ``weights``/``mixed_precision`` are ignored; its name must equal ``cnn``).
+
+    Returns:
+      :class:`ExtractionReport`; the sink holds float32 [written, d] new rows.
+
+    Raises:
+      ValueError: unknown ``cnn``, ``crops`` not in {1, 10}, ``batch_size`` < 1, a
+        dataset of the wrong element type, duplicate ids, or ``network`` ≠ ``cnn``.
+      FileNotFoundError / WeightsUnavailableError: see :class:`FeatureNetwork`.
+    """
+    start = time.perf_counter()
+    spec = get_spec(cnn)
+    crops = crops_lib.check_crops(crops)
+    if int(batch_size) < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {batch_size}.")
+    if network is not None and network.spec.name != spec.name:
+        raise ValueError(f"network is {network.spec.name!r} but cnn={cnn!r}.")
+    _check_dataset(images)
+
+    all_ids = [i.decode("utf-8") for i in images.map(lambda i, b: i).as_numpy_iterator()]
+    if len(set(all_ids)) != len(all_ids):
+        seen, dup = set(), []
+        for i in all_ids:
+            if i in seen:
+                dup.append(i)
+            seen.add(i)
+        raise ValueError(f"images: duplicate image ids, e.g. {dup[:5]}.")
+    existing = sink.existing_ids()
+    todo = [i for i in all_ids if i not in existing]
+    skipped = len(all_ids) - len(todo)
+    if progress and skipped:
+        print(f"Skipping {skipped} image(s) already in the store.", file=sys.stderr)
+    if not todo:
+        return ExtractionReport(0, skipped, [], time.perf_counter() - start, 0.0,
+                                spec.name, crops, spec.dim)
+
+    if network is None:
+        network = FeatureNetwork(cnn, weights=weights, mixed_precision=mixed_precision)
+    size = network.input_size
+    table = _string_table(todo)
+    ds = (
+        images.filter(lambda i, b: table.lookup(i) == 1)
+        .map(lambda i, b: (i, crops_lib.make_views(crops_lib.decode_rgb(b), size, crops)),
+             num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        .ignore_errors()
+        .batch(int(batch_size))
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    bar = None
+    if progress:
+        import keras
+
+        bar = keras.utils.Progbar(len(todo), unit_name="image")
+    written: set[str] = set()
+    loop_start = time.perf_counter()
+    for ids_b, views in ds:
+        if crops == 10:
+            n = tf.shape(views)[0]
+            flat = tf.reshape(views, [-1, size, size, 3])
+            feats = tf.reduce_mean(tf.reshape(network(flat), [n, 10, -1]), axis=1)
+        else:
+            feats = network(views)
+        ids_np = np.array([i.decode("utf-8") for i in ids_b.numpy()])
+        sink.append(ids_np, feats.numpy().astype(np.float32, copy=False))
+        written.update(ids_np.tolist())
+        if bar is not None:
+            bar.add(len(ids_np))
+    loop_seconds = time.perf_counter() - loop_start
+
+    failed_ids = [i for i in todo if i not in written]
+    failed: list[tuple[str, str]] = []
+    if failed_ids:
+        reasons = _failure_reasons(images, failed_ids, size, crops)
+        failed = [(i, reasons.get(i, "not produced by the input dataset")) for i in failed_ids]
+    if bar is not None and len(written) < len(todo):
+        bar.update(len(todo), finalize=True)
+    return ExtractionReport(
+        written=len(written),
+        skipped_existing=skipped,
+        failed=failed,
+        seconds=time.perf_counter() - start,
+        images_per_second=(len(written) / loop_seconds) if written and loop_seconds > 0 else 0.0,
+        cnn=spec.name,
+        crops=crops,
+        dim=network.dim,
+    )

@@ -1,0 +1,306 @@
+"""ImageNet CNNs used as image encoders, and how to load their weights.
+
+Every network is a ``keras.applications`` backbone built with ``include_top=False,
+pooling="avg"``: the output is the global-average-pooled last convolutional block
+(the "penultimate layer" features of the grounding papers). The table:
+
+=================  ======  =======================================  ======  ==============================
+``--cnn``          input   ``preprocess_input`` scaling             dim     used by
+=================  ======  =======================================  ======  ==============================
+inception_v3       299 px  "tf": x / 127.5 - 1 → [-1, 1]            2048    Kurach et al. 2017 (VETE);
+                                                                            Bordes et al. 2019
+resnet152          224 px  "caffe": RGB→BGR, minus ImageNet mean    2048    Merckx & Frank 2019 (ten-crop);
+                                                                            Karpathy & Fei-Fei 2015 style
+resnet50           224 px  "caffe"                                  2048    He et al. 2016
+vgg19              224 px  "caffe"                                  512     Kiros et al. 2014; VSE
+efficientnet_b0    224 px  none (rescaling is inside the model)      1280    Tan & Le 2019
+=================  ======  =======================================  ======  ==============================
+
+Input to every network here is float32 RGB in [0, 255]; :func:`FeatureNetwork.__call__`
+applies the network's own ``preprocess_input``.
+
+Weights: ``"imagenet"`` (the Keras ImageNet checkpoint, downloaded once into
+``$KERAS_HOME/models`` or ``~/.keras/models``; offline and not cached this fails fast
+with :class:`WeightsUnavailableError`), ``None``/``"none"`` (random initialisation),
+or a path to a ``.weights.h5`` / ``.h5`` file for the same architecture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+_GCS = "https://storage.googleapis.com/"
+_KERAS_APPS = _GCS + "tensorflow/keras-applications/"
+_PROBE_HOST = ("storage.googleapis.com", 443)
+PROBE_TIMEOUT_S = 5.0
+DOWNLOAD_SOCKET_TIMEOUT_S = 30.0
+
+
+class WeightsUnavailableError(RuntimeError):
+    """The ImageNet weights are neither cached nor downloadable (offline)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSpec:
+    """One ``keras.applications`` backbone.
+
+    Attributes:
+      name: the ``--cnn`` name.
+      constructor: the ``keras.applications`` function (called with
+        ``include_top=False, pooling="avg", weights=..., input_shape=(S, S, 3)``).
+      preprocess: the network's ``keras.applications.<module>.preprocess_input``:
+        float32 RGB [..., S, S, 3] in [0, 255] → the network's input scaling.
+      input_size: S, the square crop size in pixels.
+      dim: output dimension of the pooled penultimate layer.
+      scaling: human-readable description of ``preprocess``.
+      notop_file: file name of the no-top ImageNet checkpoint in the Keras cache.
+      notop_origin: its download URL.
+      notop_hash: its sha256 / md5 as listed by Keras, or ``None`` where Keras lists none.
+      source: the paper.
+    """
+
+    name: str
+    constructor: Callable[..., keras.Model]
+    preprocess: Callable
+    input_size: int
+    dim: int
+    scaling: str
+    notop_file: str
+    notop_origin: str
+    notop_hash: str | None
+    source: str
+
+
+def _resnet_hash(name: str) -> str | None:
+    from keras.src.applications import resnet
+
+    return resnet.WEIGHTS_HASHES.get(name, (None, None))[1]
+
+
+def _efficientnet_hash(key: str) -> str | None:
+    from keras.src.applications import efficientnet
+
+    return efficientnet.WEIGHTS_HASHES.get(key, (None, None))[1]
+
+
+def _specs() -> dict[str, NetworkSpec]:
+    apps = keras.applications
+    return {
+        "inception_v3": NetworkSpec(
+            "inception_v3", apps.InceptionV3, apps.inception_v3.preprocess_input, 299, 2048,
+            "x/127.5 - 1 (range [-1, 1])",
+            "inception_v3_weights_tf_dim_ordering_tf_kernels_notop.h5",
+            _KERAS_APPS + "inception_v3/inception_v3_weights_tf_dim_ordering_tf_kernels_notop.h5",
+            None,
+            "Szegedy et al. 2016 (CVPR); features of Kurach et al. 2017 (VETE) and "
+            "Bordes et al. 2019",
+        ),
+        "resnet152": NetworkSpec(
+            "resnet152", apps.ResNet152, apps.resnet.preprocess_input, 224, 2048,
+            "caffe: RGB→BGR, minus ImageNet mean (103.939, 116.779, 123.68)",
+            "resnet152_weights_tf_dim_ordering_tf_kernels_notop.h5",
+            _KERAS_APPS + "resnet/resnet152_weights_tf_dim_ordering_tf_kernels_notop.h5",
+            _resnet_hash("resnet152"),
+            "He et al. 2016 (CVPR); ten-crop features of Merckx & Frank 2019",
+        ),
+        "resnet50": NetworkSpec(
+            "resnet50", apps.ResNet50, apps.resnet50.preprocess_input, 224, 2048,
+            "caffe: RGB→BGR, minus ImageNet mean (103.939, 116.779, 123.68)",
+            "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5",
+            _KERAS_APPS + "resnet/resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5",
+            _resnet_hash("resnet50"),
+            "He et al. 2016 (CVPR)",
+        ),
+        "vgg19": NetworkSpec(
+            "vgg19", apps.VGG19, apps.vgg19.preprocess_input, 224, 512,
+            "caffe: RGB→BGR, minus ImageNet mean (103.939, 116.779, 123.68)",
+            "vgg19_weights_tf_dim_ordering_tf_kernels_notop.h5",
+            _KERAS_APPS + "vgg19/vgg19_weights_tf_dim_ordering_tf_kernels_notop.h5",
+            None,
+            "Simonyan & Zisserman 2015 (ICLR); image encoder of Kiros et al. 2014 / VSE++",
+        ),
+        "efficientnet_b0": NetworkSpec(
+            "efficientnet_b0", apps.EfficientNetB0, apps.efficientnet.preprocess_input, 224,
+            1280, "none (Rescaling + Normalization layers inside the model)",
+            "efficientnetb0_notop.h5",
+            "https://storage.googleapis.com/keras-applications/efficientnetb0_notop.h5",
+            _efficientnet_hash("b0"),
+            "Tan & Le 2019 (ICML)",
+        ),
+    }
+
+
+NETWORK_NAMES: tuple[str, ...] = (
+    "inception_v3", "resnet152", "resnet50", "vgg19", "efficientnet_b0",
+)
+
+
+def get_spec(cnn: str) -> NetworkSpec:
+    """Returns the :class:`NetworkSpec` of ``cnn``.
+
+    Raises:
+      ValueError: unknown name; the message lists the known ones.
+    """
+    if cnn not in NETWORK_NAMES:
+        raise ValueError(f"Unknown --cnn {cnn!r}; choose one of {list(NETWORK_NAMES)}.")
+    return _specs()[cnn]
+
+
+def keras_cache_dir() -> Path:
+    """Folder where Keras keeps downloaded weights: ``$KERAS_HOME/models`` (read at call
+    time), else Keras's own home (``~/.keras``, or ``/tmp/.keras`` when home is read-only)."""
+    home = os.environ.get("KERAS_HOME")
+    if not home:
+        from keras.src.backend import config as _config
+
+        home = _config.keras_home()
+    return Path(os.path.expanduser(home)) / "models"
+
+
+def _probe_network(host: tuple[str, int], timeout: float) -> str | None:
+    """``None`` when a TCP connection to ``host`` opens within ``timeout`` seconds, else
+    the reason. Runs in a daemon thread so even a stuck DNS lookup cannot hang the caller."""
+    result: list[str | None] = ["timed out after %.0f s" % timeout]
+
+    def _try():
+        try:
+            with socket.create_connection(host, timeout=timeout):
+                result[0] = None
+        except OSError as e:
+            result[0] = f"{type(e).__name__}: {e}"
+
+    thread = threading.Thread(target=_try, daemon=True)
+    thread.start()
+    thread.join(timeout + 1.0)
+    return result[0]
+
+
+def imagenet_weights_path(spec: NetworkSpec) -> Path:
+    """Local path of the no-top ImageNet checkpoint, downloading it if needed.
+
+    Never hangs: a cached file is used as is; otherwise a TCP probe of
+    ``storage.googleapis.com:443`` (``PROBE_TIMEOUT_S``) decides whether to try the
+    download, which runs with a ``DOWNLOAD_SOCKET_TIMEOUT_S`` socket timeout.
+
+    Raises:
+      WeightsUnavailableError: not cached and the host is unreachable or the download
+        failed. The message names the expected cache file and the alternatives.
+    """
+    cache = keras_cache_dir()
+    cached = cache / spec.notop_file
+    if cached.is_file() and cached.stat().st_size > 0:
+        return cached
+    hint = (
+        f"ImageNet weights for {spec.name} are not cached at {cached} and cannot be "
+        f"downloaded from {spec.notop_origin}"
+    )
+    alternatives = (
+        f". Copy that file into {cache} (or set KERAS_HOME), pass --weights PATH to a "
+        ".weights.h5/.h5 file for the same architecture, or use --weights none (random "
+        "initialisation, for testing only)."
+    )
+    reason = _probe_network(_PROBE_HOST, PROBE_TIMEOUT_S)
+    if reason is not None:
+        raise WeightsUnavailableError(f"{hint} (offline? {reason}){alternatives}")
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_SOCKET_TIMEOUT_S)
+    try:
+        path = keras.utils.get_file(
+            spec.notop_file, spec.notop_origin, cache_subdir="models",
+            cache_dir=str(cache.parent), file_hash=spec.notop_hash,
+        )
+    except Exception as e:  # noqa: BLE001 — any download failure gets the same advice.
+        raise WeightsUnavailableError(f"{hint} ({type(e).__name__}: {e}){alternatives}") from e
+    finally:
+        socket.setdefaulttimeout(old)
+    return Path(path)
+
+
+def _resolve_weights(spec: NetworkSpec, weights) -> str | None:
+    if weights is None or (isinstance(weights, str) and weights.lower() == "none"):
+        return None
+    if isinstance(weights, str) and weights == "imagenet":
+        return str(imagenet_weights_path(spec))
+    path = Path(weights)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"--weights {str(weights)!r}: no such file (expected 'imagenet', 'none' or a "
+            f"path to a .weights.h5/.h5 file for {spec.name})."
+        )
+    if not (path.name.endswith(".h5") or path.name.endswith(".keras")):
+        raise ValueError(f"--weights {str(path)!r}: expected a .weights.h5 or .h5 file.")
+    return str(path)
+
+
+class FeatureNetwork:
+    """A pooled ImageNet backbone: float32 RGB [N, S, S, 3] in [0, 255] → float32 [N, d].
+
+    Args:
+      cnn: a name in :data:`NETWORK_NAMES`.
+      weights: ``"imagenet"``, ``None``/``"none"`` or a weights-file path (see module doc).
+      mixed_precision: build the backbone under the ``mixed_float16`` policy (for GPUs);
+        the output is still float32. The global policy is restored afterwards.
+
+    Raises:
+      ValueError: unknown ``cnn``; a weights file that does not fit the architecture.
+      FileNotFoundError: ``weights`` is a path that does not exist.
+      WeightsUnavailableError: ``"imagenet"`` while offline and not cached.
+    """
+
+    def __init__(self, cnn: str, weights="imagenet", mixed_precision: bool = False):
+        self.spec = get_spec(cnn)
+        path = _resolve_weights(self.spec, weights)
+        previous = keras.mixed_precision.global_policy()
+        if mixed_precision:
+            keras.mixed_precision.set_global_policy("mixed_float16")
+        try:
+            size = self.spec.input_size
+            self.model = self.spec.constructor(
+                include_top=False, weights=None, pooling="avg", input_shape=(size, size, 3)
+            )
+            if path is not None:
+                try:
+                    self.model.load_weights(path)
+                except Exception as e:  # noqa: BLE001
+                    raise ValueError(
+                        f"--weights {path!r} does not fit {cnn} (include_top=False): "
+                        f"{type(e).__name__}: {e}"
+                    ) from e
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
+        self.mixed_precision = mixed_precision
+        self.weights = "none" if path is None else path
+        size = self.spec.input_size
+        # One trace per network, whatever the batch size.
+        self._call = tf.function(
+            self._forward, input_signature=[tf.TensorSpec([None, size, size, 3], tf.float32)]
+        )
+
+    @property
+    def input_size(self) -> int:
+        return self.spec.input_size
+
+    @property
+    def dim(self) -> int:
+        return self.spec.dim
+
+    def _forward(self, images):
+        x = self.spec.preprocess(tf.cast(images, tf.float32))
+        return tf.cast(self.model(x, training=False), tf.float32)
+
+    def __call__(self, images) -> tf.Tensor:
+        """float32 [N, S, S, 3] RGB in [0, 255] → float32 [N, d] tensor."""
+        return self._call(tf.cast(images, tf.float32))
+
+    def features(self, images) -> np.ndarray:
+        """Like ``__call__`` but returns a NumPy array."""
+        return self(images).numpy()
