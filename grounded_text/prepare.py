@@ -30,7 +30,8 @@ import sys
 from pathlib import Path
 
 from grounded_text.data import sources
-from grounded_text.data.prepared import FEATURES_FILE, TFDS_DIR, _open_store, export_tfds, write_prepared
+from grounded_text.data.features import open_feature_store
+from grounded_text.data.prepared import FEATURES_FILE, TFDS_DIR, export_tfds, write_prepared
 
 
 def build_source(a: argparse.Namespace) -> sources.CaptionSource:
@@ -60,7 +61,7 @@ def prepare(a: argparse.Namespace) -> dict:
                         "karpathy": a.karpathy, "tfds_data_dir": a.tfds_data_dir}}
     if a.features:
         store_path = Path(a.features)
-        _open_store(store_path)  # validate now, not at training time
+        open_feature_store(store_path)  # validate now, not at training time
     else:
         try:
             from grounded_text.vision.extractor import extract_features
@@ -78,7 +79,7 @@ def prepare(a: argparse.Namespace) -> dict:
                                "images_per_second": report.images_per_second}
     write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
     if a.tfds:
-        store = _open_store(store_path)
+        store = open_feature_store(store_path)
         extra["tfds"] = str(export_tfds(src.captions, store, out / TFDS_DIR, name=a.tfds_name))
         write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
     return json.loads((out / "dataset.json").read_text())

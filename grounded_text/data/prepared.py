@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_text.data.features import FeatureStore, load_npz_features
+from grounded_text.data.features import FeatureStore, open_feature_store
 from grounded_text.data.flickr8k import SPLITS, Caption
 
 MANIFEST = "dataset.json"
@@ -109,24 +109,6 @@ def write_prepared(out: str | Path, captions: list[Caption], store_path: str | P
     return out
 
 
-def _open_store(path: str | Path) -> FeatureStore:
-    """``.npz`` via ``load_npz_features``; other stores via ``open_feature_store`` when the
-    installed package has it (issue 7's TFRecord store), materialised as a FeatureStore."""
-    path = Path(path)
-    if path.suffix == ".npz":
-        return load_npz_features(path)
-    from grounded_text.data import features as features_mod
-
-    opener = getattr(features_mod, "open_feature_store", None)
-    if opener is None:
-        raise ValueError(f"{path}: not an .npz feature file, and this install cannot open other stores.")
-    store = opener(path)
-    if isinstance(store, FeatureStore):
-        return store
-    ids, feats = store.ids, store.features  # duck-typed reader
-    return FeatureStore(np.asarray(ids).astype(str), np.asarray(feats, dtype=np.float32), str(path))
-
-
 def load_prepared(folder: str | Path, features: str | Path | None = None) -> tuple[list[Caption], FeatureStore]:
     """Reads a prepared folder.
 
@@ -135,7 +117,8 @@ def load_prepared(folder: str | Path, features: str | Path | None = None) -> tup
       features: a feature store overriding the manifest's (e.g. another CNN's).
 
     Returns:
-      (captions, store).
+      (captions, store): the store as ``open_feature_store`` opens it (an ``.npz`` in
+      memory, a store directory streamed from disk).
 
     Raises:
       FileNotFoundError: no manifest / captions / store.
@@ -156,21 +139,23 @@ def load_prepared(folder: str | Path, features: str | Path | None = None) -> tup
     store_path = Path(store_path)
     if not store_path.is_absolute() and not store_path.exists():
         store_path = folder / store_path
-    return captions, _open_store(store_path)
+    return captions, open_feature_store(store_path)
 
 
 # --------------------------------------------------------------------------- TFDS export
 
 
-def _examples(captions: list[Caption], store: FeatureStore, split: str) -> list[dict]:
+def _examples(captions: list[Caption], store, split: str) -> list[dict]:
     row = store.index()
     by_image: dict[str, list[Caption]] = {}
     for c in captions:
         if c.split == split and c.image_id in row:
             by_image.setdefault(c.image_id, []).append(c)
+    # One gather of the split's rows (one pass over a streaming store).
+    feats = store.features[np.array([row[i] for i in by_image], dtype=np.int64)]
     # (key, example) pairs: the key fixes the order with disable_shuffling.
     return [(n, {"image_id": i, "captions": [c.text for c in cs], "caption_index": [c.index for c in cs],
-                 "image_features": store.features[row[i]]}) for n, (i, cs) in enumerate(by_image.items())]
+                 "image_features": feats[n]}) for n, (i, cs) in enumerate(by_image.items())]
 
 
 def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Path, *,
@@ -179,8 +164,9 @@ def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Pa
 
     Args:
       captions: the captions (split ``None`` ones are not exported).
-      store: their image features (captions of images without a row are dropped
-        with a counted warning, as in ``join_captions``).
+      store: their image features, a ``FeatureStore`` or a streaming store (rows
+        read in one gather per split); captions of images without a row are dropped
+        with a counted warning, as in ``join_captions``.
       data_dir: TFDS data folder; the dataset lands in ``data_dir/name/version``.
       name, version: the TFDS name and version.
 
