@@ -250,6 +250,24 @@ def group_by_image(image_ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
     return list(order), idx
 
 
+def images_of_pairs(pairs) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The distinct images of a caption split, for retrieval against its captions.
+
+    Args:
+      pairs: a ``grounded_text.data.pairs.CaptionPairs`` (``image_ids`` [m] str,
+        ``feature_rows`` [m] int, ``features`` [n, d]: an array or a streaming store).
+
+    Returns:
+      ``(images, caption_image, image_features)``: ``list[str]`` [n_images] in order
+      of first appearance, int64 [m] (each caption's index into ``images``) and float32
+      [n_images, d], the feature row of each image (one gather).
+    """
+    images, caption_image = group_by_image(pairs.image_ids.tolist())
+    rows = np.zeros(len(images), dtype=np.int64)
+    rows[caption_image] = pairs.feature_rows  # captions of one image share its row (joined by id)
+    return images, caption_image, np.asarray(pairs.features[rows], dtype=np.float32)
+
+
 def format_retrieval_markdown(result: dict, title: str = "Retrieval") -> str:
     """A Markdown table of one ``evaluate_retrieval`` result (both directions)."""
     lines = [

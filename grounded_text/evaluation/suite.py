@@ -29,7 +29,7 @@ import numpy as np
 from grounded_text.data.pairs import CaptionPairs, load_flickr8k_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
 from grounded_text.evaluation.contamination import ContaminationIndex
-from grounded_text.evaluation.retrieval import evaluate_retrieval, group_by_image
+from grounded_text.evaluation.retrieval import evaluate_retrieval, group_by_image, images_of_pairs
 from grounded_text.evaluation.same_image import CaptionedImages, evaluate_same_image, read_coco_captions
 from grounded_text.evaluation.structure import structural_measures
 from grounded_text.evaluation.sts import Encoder, _EmbeddingCache, evaluate_sts
@@ -159,11 +159,7 @@ def evaluate_one(
     if test_pairs is not None and ("retrieval" in sections or "structure" in sections):
         captions = test_pairs.captions.tolist()
         text = cache(captions)
-        images, caption_image = group_by_image(test_pairs.image_ids.tolist())
-        first_row = {}
-        for i, image_id in enumerate(test_pairs.image_ids.tolist()):
-            first_row.setdefault(image_id, test_pairs.feature_rows[i])
-        image_features = test_pairs.features[[first_row[i] for i in images]]
+        _, caption_image, image_features = images_of_pairs(test_pairs)
         if "retrieval" in sections and spec.image_encoder is not None:
             timed("retrieval", lambda: {
                 **evaluate_retrieval(text, spec.image_encoder(image_features), caption_image, retrieval_protocol),
