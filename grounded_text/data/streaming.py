@@ -39,6 +39,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from grounded_text.durable import atomic_write, fsync_file
+
 MANIFEST = "manifest.json"
 IDS_FILE = "ids.txt"
 FORMAT = "grounded_text.feature_store"
@@ -47,29 +49,8 @@ DTYPES = {"float16": (np.float16, tf.float16), "float32": (np.float32, tf.float3
 _PARSE_BATCH = 256  # records parsed per parse_example call
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_json_atomic(path: Path, obj: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    try:  # make the rename itself durable
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    atomic_write(path, lambda f: f.write(json.dumps(obj, indent=1).encode("utf-8")))
 
 
 def read_manifest(directory: str | Path) -> dict:
@@ -238,7 +219,7 @@ class TFRecordFeatureSink:
                 self._writer.write(ex.SerializeToString())
             self._writer.flush()
             shard_path = self.directory / self._current["file"]
-            _fsync_file(shard_path)
+            fsync_file(shard_path)
             with open(self.directory / IDS_FILE, "a", encoding="utf-8") as f:
                 f.write("".join(i + "\n" for i in ids[start:start + take]))
                 f.flush()

@@ -21,32 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.durable import atomic_write
+
 _PART = re.compile(r"^part-(\d{6})\.npz$")
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _atomic_savez(path: Path, **arrays) -> None:
-    """Writes ``path`` via a temp file in the same folder + fsync + ``os.replace``: a
-    reader (or a crash) sees either the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    """Writes ``path`` atomically (see ``grounded_text.durable.atomic_write``)."""
+    atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
