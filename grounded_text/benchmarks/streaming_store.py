@@ -8,7 +8,7 @@ branch, Pearson loss; ``grounded_text.models.vete.build_vete_bow``, N=128) for o
 epoch on one synthetic caption per image (8 words from a 1000-word vocabulary),
 through ``grounded_text.data.pairs.make_dataset`` — the trainer's input path
 (streamed: ``make_streaming_dataset``, shuffle buffer 10000 pairs). The child
-reports its peak RSS (``VmHWM`` of ``/proc/self/status``; see ``_peak_rss_mib``) and
+reports its peak RSS (``VmHWM`` of ``/proc/self/status``; see ``throughput.rss_mib``) and
 pairs/s over the epoch after its first step (the first step compiles the graph). Stores are deleted
 afterwards unless ``--keep``.
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -36,6 +35,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from grounded_text.benchmarks.throughput import rss_mib
 
 VOCAB = 1000
 WORDS = 8
@@ -86,21 +87,6 @@ def write_synthetic(workdir: Path, n: int, dim: int, dtype: str, npz: bool, seed
     return out
 
 
-def _peak_rss_mib() -> float:
-    """This process's peak resident set (``VmHWM``), MiB.
-
-    Not ``getrusage(RUSAGE_SELF).ru_maxrss``: on Linux that keeps the high-water
-    mark of the parent process image from before ``exec``, so a child would report
-    the benchmark driver's peak."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _child(path: str, batch_size: int, seed: int) -> dict:
     """One epoch of VETE-BOW from ``path`` (a store dir or .npz); runs in a fresh process."""
     import keras
@@ -112,7 +98,7 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     from grounded_text.models.vete import build_vete_bow
 
     keras.utils.set_random_seed(seed)
-    rss0 = _peak_rss_mib()
+    rss0 = rss_mib()
     t = time.perf_counter()
     store = open_feature_store(path)
     n = len(store.ids)
@@ -134,7 +120,7 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     steady_s = time.perf_counter() - marks["first"]
     steps = n // batch_size
     return {"rows": n, "dim": store.dim, "kind": "stream" if Path(path).is_dir() else "npz",
-            "peak_rss_mib": _peak_rss_mib(), "peak_rss_after_imports_mib": rss0, "load_s": load_s, "fit_s": fit_s,
+            "peak_rss_mib": rss_mib(), "peak_rss_after_imports_mib": rss0, "load_s": load_s, "fit_s": fit_s,
             "pairs_per_s": (steps - 1) * batch_size / steady_s, "loss": float(hist.history["loss"][-1])}
 
 

@@ -31,11 +31,24 @@ import sys
 import threading
 import time
 
+from pathlib import Path
+
 import numpy as np
 
 
 def rss_mib() -> float:
-    """Peak resident set size of this process so far, MiB (Linux ``ru_maxrss`` is KiB)."""
+    """Peak resident set size of this process so far (``VmHWM``), MiB.
+
+    Not ``getrusage(RUSAGE_SELF).ru_maxrss`` where ``/proc`` is readable: on Linux
+    that keeps the high-water mark of the process image from before ``exec``, so a
+    phase subprocess could report its parent's peak. Elsewhere ``ru_maxrss`` (KiB
+    on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
