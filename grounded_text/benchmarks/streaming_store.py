@@ -253,6 +253,8 @@ def main(argv=None) -> int:
         print(json.dumps(_child(a.child, a.batch_size, a.seed)))
         return 0
     need = max(a.rows) * a.dim * np.dtype(a.dtype).itemsize * 1.1
+    if a.workdir:
+        Path(a.workdir).mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(a.workdir or tempfile.gettempdir()).free
     if need > free:
         raise SystemExit(f"Need ~{need / 2**30:.1f} GiB free for {max(a.rows)} rows, have {free / 2**30:.1f} GiB.")
