@@ -6,7 +6,6 @@ import pytest
 import tensorflow as tf
 
 from grounded_text.layers import (
-    AttentionPooling,
     BagOfWordsEncoder,
     CharacterEncoder,
     CharacterPreprocessor,
@@ -15,7 +14,9 @@ from grounded_text.layers import (
     LinearImageEncoder,
     MLPBranch,
     RNNEncoder,
+    ScalarAttentionPooling,
     TextPreprocessor,
+    VectorAttentionPooling,
     build_character_vocabulary,
     build_vocabulary,
     last_valid,
@@ -49,18 +50,50 @@ def test_masked_mean_max_last_match_numpy():
         np.testing.assert_allclose(last[i], x[i, n - 1], atol=1e-6)
 
 
-def test_attention_pooling_matches_numpy():
-    x, mask, lengths = _seq(1)
-    layer = AttentionPooling(5)
+def merckx_frank_attention(h, W, b_w, V, b_v):
+    """Merckx & Frank (2019) §3.1 for one sentence h [T, 2n], written from the paper:
+    a_t = softmax over t of (V·tanh(W·h_t + b_w) + b_v) ∈ R^{2n}, Att = Σ_t a_t ∘ h_t."""
+    T, H = h.shape
+    z = np.array([V.T @ np.tanh(W.T @ h[t] + b_w) + b_v for t in range(T)])  # [T, H]
+    a = np.zeros_like(z)
+    for f in range(H):  # the softmax runs over time, separately for each feature
+        e = np.exp(z[:, f] - z[:, f].max())
+        a[:, f] = e / e.sum()
+    return sum(a[t] * h[t] for t in range(T)), a
+
+
+def test_vector_attention_matches_merckx_frank():
+    x, mask, lengths = _seq(1, h=6)
+    layer = VectorAttentionPooling(128)  # the paper's 128 hidden units
     out = layer(tf.constant(x), tf.constant(mask)).numpy()
     a = layer.weights_of(tf.constant(x), tf.constant(mask)).numpy()
+    W, bw = (v.numpy().astype(np.float64) for v in layer.hidden.weights)
+    V, bv = (v.numpy().astype(np.float64) for v in layer.score.weights)
+    assert W.shape == (6, 128) and V.shape == (128, 6)  # a_t ∈ R^{2n}: one weight per feature
+    for i, n in enumerate(lengths):
+        if n == 0:
+            np.testing.assert_array_equal(out[i], 0.0)
+            continue
+        ref_out, ref_a = merckx_frank_attention(x[i, :n].astype(np.float64), W, bw, V, bv)
+        np.testing.assert_allclose(a[i, :n], ref_a, atol=1e-6)
+        np.testing.assert_array_equal(a[i, n:], 0.0)
+        np.testing.assert_allclose(out[i], ref_out, atol=1e-5)
+    # Not the scalar form: the weights differ between features of one step.
+    assert np.ptp(a[0, :lengths[0]], axis=1).max() > 1e-3
+
+
+def test_scalar_attention_matches_numpy():
+    x, mask, lengths = _seq(1)
+    layer = ScalarAttentionPooling(5)
+    out = layer(tf.constant(x), tf.constant(mask)).numpy()
+    a = layer.weights_of(tf.constant(x), tf.constant(mask)).numpy()[..., 0]
     W, bw = (v.numpy() for v in layer.hidden.weights)
     V, bv = (v.numpy() for v in layer.score.weights)
     for i, n in enumerate(lengths):
         if n == 0:
             np.testing.assert_array_equal(out[i], 0.0)
             continue
-        logits = (np.tanh(x[i, :n] @ W + bw) @ V + bv)[:, 0]  # a_t = softmax(V tanh(W h_t + b_w) + b_v)
+        logits = (np.tanh(x[i, :n] @ W + bw) @ V + bv)[:, 0]
         ref_a = np.exp(logits - logits.max())
         ref_a /= ref_a.sum()
         np.testing.assert_allclose(a[i, :n], ref_a, atol=1e-6)
@@ -243,7 +276,8 @@ def _layer_models():
     models["grounded"] = keras.Model(x, GroundedProjection("mlp", 5, 2)(x))
     h = keras.Input(shape=(None, 3))
     m = keras.Input(shape=(None,), dtype="bool")
-    models["attention"] = keras.Model([h, m], AttentionPooling(4)(h, m))
+    models["attention"] = keras.Model([h, m], VectorAttentionPooling(4)(h, m))
+    models["scalar_attention"] = keras.Model([h, m], ScalarAttentionPooling(4)(h, m))
     return models
 
 
@@ -259,7 +293,7 @@ def test_every_layer_round_trips_config_and_keras_file(tmp_path):
                 continue
             clone = layer.__class__.from_config(layer.get_config())
             assert clone.get_config() == layer.get_config(), name
-        if name == "attention":
+        if name in ("attention", "scalar_attention"):
             feed = [tf.constant(x), tf.constant(mask)]
         else:
             feed = inputs["image"] if name in ("linear", "mlp", "grounded") else inputs["text"]

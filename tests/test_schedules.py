@@ -16,24 +16,55 @@ from grounded_text.export import export_text_tower
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
 from grounded_text.models.ensemble import build_snapshot_ensemble
-from grounded_text.training import CyclicCosineSchedule, SnapshotSaver, cycle_steps, load_snapshot_towers
+from grounded_text.training import (CyclicCosineSchedule, SnapshotSaver, WarmRestartCosineSchedule, cycle_steps,
+                                    load_snapshot_towers)
 
 CAPS = ["A dog runs on the beach .", "A man rides a red bike .", "Two kids play in the snow", "a cat sleeps"]
 PROBE = CAPS + ["", "zebra unicorn", "a dog and a cat"]
 
 
-def test_schedule_matches_closed_form():
-    lr_min, lr_max, period = 2e-5, 2e-3, 7
+def merckx_frank_lr(mb, lr_min, lr_max, step):
+    """Merckx & Frank (2019) §3.3 as printed: lr = lr_min + ½(lr_max − lr_min)(1 + cos(π(1 + 2·mb/step))),
+    mb counted from each cycle's start."""
+    return lr_min + 0.5 * (lr_max - lr_min) * (1 + np.cos(np.pi * (1 + 2 * (mb % step) / step)))
+
+
+def test_merckx_frank_schedule_matches_the_paper():
+    lr_min, lr_max = 1e-6, 1e-3  # the paper's Flickr8k constants
+    steps_per_epoch, cycle_epochs = 5, 4  # a cycle is 4 epochs
+    period = cycle_steps(cycle_epochs, steps_per_epoch)
     schedule = CyclicCosineSchedule(lr_min, lr_max, period)
+    for mb in [0, 1, 3, 7, 10, 13, 19, 20, 21, 30, 39, 40, 55]:
+        assert float(schedule(mb)) == pytest.approx(merckx_frank_lr(mb, lr_min, lr_max, period), rel=1e-5, abs=1e-9)
+    # lr_min at each cycle's start and end, lr_max at its middle.
+    for c in range(3):
+        assert float(schedule(c * period)) == pytest.approx(lr_min, abs=1e-9)
+        assert float(schedule(c * period + period // 2)) == pytest.approx(lr_max, rel=1e-6)
+        assert float(schedule(c * period + period - 1)) < 0.05 * lr_max  # the last step, about to restart
+    # Rising over the first half, falling over the second.
+    lrs = [float(schedule(mb)) for mb in range(period)]
+    half = period // 2
+    assert all(a < b for a, b in zip(lrs[:half], lrs[1:half + 1]))
+    assert all(a > b for a, b in zip(lrs[half:-1], lrs[half + 1:]))
+    assert schedule.cycle(period - 1) == 0 and schedule.cycle(period) == 1
+    clone = CyclicCosineSchedule.from_config(schedule.get_config())
+    assert clone.get_config() == schedule.get_config()
+    restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert float(restored(3)) == pytest.approx(float(schedule(3)))
+
+
+def test_warm_restart_schedule_is_sgdr():
+    """Huang et al. (2017) eq. 2: starts each cycle at lr_max and falls to lr_min."""
+    lr_min, lr_max, period = 2e-5, 2e-3, 7
+    schedule = WarmRestartCosineSchedule(lr_min, lr_max, period)
     for step in [0, 1, 3, 6, 7, 8, 13, 14, 100]:
         expected = lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * (step % period) / period))
         assert float(schedule(step)) == pytest.approx(expected, rel=1e-6)
     assert float(schedule(0)) == pytest.approx(lr_max) and float(schedule(7)) == pytest.approx(lr_max)
     assert schedule.cycle(13) == 1 and schedule.cycle(14) == 2
-    clone = CyclicCosineSchedule.from_config(schedule.get_config())
-    assert clone.get_config() == schedule.get_config()
-    restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
-    assert float(restored(3)) == pytest.approx(float(schedule(3)))
+    assert WarmRestartCosineSchedule.from_config(schedule.get_config()).get_config() == schedule.get_config()
+    # The two schedules differ: SGDR starts high, Merckx & Frank start low.
+    assert float(CyclicCosineSchedule(lr_min, lr_max, period)(0)) == pytest.approx(lr_min)
 
 
 def test_schedule_drives_an_optimizer_and_validates():
@@ -44,12 +75,13 @@ def test_schedule_drives_an_optimizer_and_validates():
     for _ in range(6):
         seen.append(float(opt.learning_rate))
         opt.apply_gradients([(tf.constant(1.0), var)])
-    np.testing.assert_allclose(seen, [1.0, 0.853553, 0.5, 0.146447, 1.0, 0.853553], atol=1e-5)
+    np.testing.assert_allclose(seen, [0.0, 0.5, 1.0, 0.5, 0.0, 0.5], atol=1e-5)
     assert float(var) == pytest.approx(-sum(seen), abs=1e-5)
-    with pytest.raises(ValueError, match="lr_min"):
-        CyclicCosineSchedule(1e-2, 1e-3, 10)
-    with pytest.raises(ValueError, match="steps_per_cycle"):
-        CyclicCosineSchedule(0.0, 1e-3, 0)
+    for cls in (CyclicCosineSchedule, WarmRestartCosineSchedule):
+        with pytest.raises(ValueError, match="lr_min"):
+            cls(1e-2, 1e-3, 10)
+        with pytest.raises(ValueError, match="steps_per_cycle"):
+            cls(0.0, 1e-3, 0)
     with pytest.raises(ValueError, match="cycle_epochs"):
         cycle_steps(0, 10)
 

@@ -13,9 +13,12 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from grounded_text.layers.pooling import AttentionPooling, masked_max, masked_mean
+from grounded_text.layers.pooling import ScalarAttentionPooling, VectorAttentionPooling, masked_max, masked_mean
 from grounded_text.layers.rnn_encoder import CELLS
 from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
+
+# "attention" is Merckx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
+POOLINGS = ("attention", "scalar_attention", "max", "mean")
 
 
 def split_characters(strings, lowercase: bool = True) -> tf.RaggedTensor:
@@ -60,7 +63,8 @@ class CharacterPreprocessor(keras.layers.Layer):
     Args:
       vocabulary: list of single characters (unique).
       num_oov_buckets: buckets for unseen characters (>= 1).
-      lowercase: Unicode case folding first (Merckx & Frank lowercase).
+      lowercase: Unicode case folding first; ``False`` keeps case and punctuation as
+        they are (NFKC only), as Merckx & Frank feed characters (§3.2.1).
       max_chars: truncate to this many characters, or ``None``.
 
     Returns:
@@ -122,9 +126,10 @@ class CharacterEncoder(keras.layers.Layer):
     """Character ids → embeddings → bidirectional RNN(s) → attention/max pooling → L2.
 
     Merckx & Frank (2019, §3.1): 20-d character embeddings, a bidirectional
-    GRU (or LSTM), then self-attention ``a_t = softmax_t(V tanh(W h_t + b_w) + b_v)``
-    (§3.1.2, 128 hidden units) and ``e = Σ_t a_t h_t``, or max pooling over time;
-    then ``e / ||e||_2``. Padding (id 0) is masked throughout.
+    GRU (or LSTM), then vector self-attention ``a_t = softmax_t(V tanh(W h_t + b_w) + b_v)
+    ∈ R^N`` (softmax over time for each feature, 128 hidden units) and
+    ``e = Σ_t a_t ∘ h_t`` (``VectorAttentionPooling``); or scalar attention, max or mean
+    pooling over time; then ``e / ||e||_2``. Padding (id 0) is masked throughout.
 
     Args:
       vocabulary_size: number of ids (``CharacterPreprocessor.vocabulary_size``).
@@ -133,7 +138,7 @@ class CharacterEncoder(keras.layers.Layer):
       num_layers: stacked RNN layers (1–3).
       cell: ``"gru"`` or ``"lstm"``.
       bidirectional: bidirectional RNN (paper: yes).
-      pooling: ``"attention"``, ``"max"`` or ``"mean"``.
+      pooling: ``"attention"`` (vector, the paper's), ``"scalar_attention"``, ``"max"`` or ``"mean"``.
       attention_units: hidden size of the attention MLP (paper: 128).
       normalize: L2-normalise the output.
 
@@ -153,8 +158,8 @@ class CharacterEncoder(keras.layers.Layer):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"CharacterEncoder: cell must be one of {sorted(CELLS)}, got {cell!r}.")
-        if pooling not in ("attention", "max", "mean"):
-            raise ValueError(f"CharacterEncoder: pooling must be 'attention', 'max' or 'mean', got {pooling!r}.")
+        if pooling not in POOLINGS:
+            raise ValueError(f"CharacterEncoder: pooling must be one of {POOLINGS}, got {pooling!r}.")
         if not 1 <= int(num_layers) <= 3:
             raise ValueError(f"CharacterEncoder: num_layers must be 1..3, got {num_layers}.")
         if min(vocabulary_size, char_dim, units, attention_units) < 1:
@@ -170,8 +175,9 @@ class CharacterEncoder(keras.layers.Layer):
             if self.bidirectional:
                 rnn = keras.layers.Bidirectional(rnn, dtype=self.dtype_policy, name=f"bi_{cell}_{i}")
             self.rnns.append(rnn)
-        self.attention = (AttentionPooling(self.attention_units, dtype=self.dtype_policy, name="attention")
-                          if pooling == "attention" else None)
+        attention_cls = {"attention": VectorAttentionPooling, "scalar_attention": ScalarAttentionPooling}.get(pooling)
+        self.attention = (attention_cls(self.attention_units, dtype=self.dtype_policy, name="attention")
+                          if attention_cls is not None else None)
 
     @property
     def output_dim(self) -> int:
@@ -197,7 +203,7 @@ class CharacterEncoder(keras.layers.Layer):
 
     def call(self, ids, training=None):
         h, mask = self.sequence(ids, training)
-        if self.pooling == "attention":
+        if self.attention is not None:
             e = self.attention(h, mask)
         elif self.pooling == "max":
             e = masked_max(h, mask)

@@ -1,4 +1,4 @@
-"""Masked pooling over time: mean over valid steps, max over time, self-attention.
+"""Masked pooling over time: mean over valid steps, max over time, vector and scalar self-attention.
 
 Every pooling takes a sequence ``h`` float [B, T, H] and a boolean ``mask`` [B, T]
 (True = a real step, False = padding) and ignores the padded steps exactly, so
@@ -45,51 +45,40 @@ def last_valid(h, mask):
     return tf.where((lengths > 0)[:, None], out, tf.zeros_like(out))
 
 
-@keras.saving.register_keras_serializable(package="grounded_text")
-class AttentionPooling(keras.layers.Layer):
-    """Self-attention pooling of Merckx & Frank (2019, §3.1.2).
-
-    ``a_t = softmax_t(V tanh(W h_t + b_w) + b_v)`` over the valid steps only,
-    output ``Σ_t a_t h_t``.
-
-    Args:
-      units: hidden size of the attention MLP (W: H → units; paper: 128).
-
-    Call args:
-      h: float [B, T, H]; mask: bool [B, T] (True = valid step).
-
-    Returns:
-      float32 [B, H]; zeros for a row with no valid step.
-
-    Raises:
-      ValueError: ``units < 1``.
-    """
+class _AttentionPoolingBase(keras.layers.Layer):
+    """The attention MLP shared by the vector and scalar self-attention poolings:
+    ``logits_t = V tanh(W h_t + b_w) + b_v``, a softmax over the valid time steps,
+    and ``Σ_t a_t ∘ h_t``; subclasses set the width of V's output."""
 
     def __init__(self, units: int = 128, **kwargs):
         super().__init__(**kwargs)
         if units < 1:
-            raise ValueError(f"AttentionPooling: units must be >= 1, got {units}.")
+            raise ValueError(f"{type(self).__name__}: units must be >= 1, got {units}.")
         self.units = int(units)
         self.supports_masking = True  # the mask is an explicit call argument
         self.hidden = keras.layers.Dense(self.units, activation="tanh", dtype=self.dtype_policy, name="W")
-        self.score = keras.layers.Dense(1, dtype=self.dtype_policy, name="V")
+        self.score = None
+
+    def _score_width(self, features: int) -> int:
+        raise NotImplementedError
 
     def build(self, h_shape, mask_shape=None):
         self.hidden.build(h_shape)
+        self.score = keras.layers.Dense(self._score_width(int(h_shape[-1])), dtype=self.dtype_policy, name="V")
         self.score.build(tuple(h_shape[:-1]) + (self.units,))
         self.built = True
 
     def weights_of(self, h, mask):
-        """The attention weights a [B, T] (float32; zero on padding)."""
-        logits = tf.cast(self.score(self.hidden(h))[..., 0], tf.float32)
-        mask = tf.cast(mask, tf.bool)
-        logits = tf.where(mask, logits, tf.float32.min)
-        a = tf.nn.softmax(logits, axis=1)
-        return tf.where(mask, a, tf.zeros_like(a))
+        """The attention weights a: float32 [B, T, H] (vector) or [B, T, 1] (scalar);
+        each column sums to 1 over the valid steps and is zero on padding."""
+        logits = tf.cast(self.score(self.hidden(h)), tf.float32)
+        valid = tf.cast(mask, tf.bool)[..., None]
+        logits = tf.where(valid, logits, tf.float32.min)
+        a = tf.nn.softmax(logits, axis=1)  # over time, separately for each column
+        return tf.where(valid, a, tf.zeros_like(a))
 
     def call(self, h, mask):
-        a = self.weights_of(h, mask)
-        return tf.reduce_sum(a[..., None] * tf.cast(h, tf.float32), axis=1)
+        return tf.reduce_sum(self.weights_of(h, mask) * tf.cast(h, tf.float32), axis=1)
 
     def compute_mask(self, h, mask=None):
         return None
@@ -101,3 +90,53 @@ class AttentionPooling(keras.layers.Layer):
         config = super().get_config()
         config.update(units=self.units)
         return config
+
+
+@keras.saving.register_keras_serializable(package="grounded_text")
+class VectorAttentionPooling(_AttentionPoolingBase):
+    """Vector self-attention of Merckx & Frank (2019, §3.1): one weight per feature and step.
+
+    ``a_t = softmax_t(V tanh(W h_t + b_w) + b_v) ∈ R^H`` (the softmax runs over time,
+    separately for each of the H features, over the valid steps only) and
+    ``Att = Σ_t a_t ∘ h_t``. W: H → ``units`` (paper: 128), V: ``units`` → H.
+
+    Args:
+      units: hidden size of the attention MLP (paper: 128).
+
+    Call args:
+      h: float [B, T, H]; mask: bool [B, T] (True = valid step).
+
+    Returns:
+      float32 [B, H]; zeros for a row with no valid step.
+
+    Raises:
+      ValueError: ``units < 1``.
+    """
+
+    def _score_width(self, features: int) -> int:
+        return features
+
+
+@keras.saving.register_keras_serializable(package="grounded_text")
+class ScalarAttentionPooling(_AttentionPoolingBase):
+    """Scalar self-attention: one weight per time step, shared by all features.
+
+    ``a_t = softmax_t(v·tanh(W h_t + b_w) + b_v) ∈ R`` over the valid steps and
+    ``Σ_t a_t h_t`` (the additive attention of Yang et al. 2016 without a context
+    query; a lighter variant of ``VectorAttentionPooling``, not Merckx & Frank's).
+
+    Args:
+      units: hidden size of the attention MLP.
+
+    Call args:
+      h: float [B, T, H]; mask: bool [B, T] (True = valid step).
+
+    Returns:
+      float32 [B, H]; zeros for a row with no valid step.
+
+    Raises:
+      ValueError: ``units < 1``.
+    """
+
+    def _score_width(self, features: int) -> int:
+        return 1
