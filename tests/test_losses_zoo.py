@@ -50,11 +50,16 @@ def np_skt(x, y, alpha):
 
 
 def np_triplet(text, image, ids, margin, lam, negatives, k):
-    """Brute-force loop over anchors and negatives (Kolluru eq. 3)."""
+    """Brute-force loop over anchors and negatives (Kolluru eq. 3).
+
+    Direction 0: caption i anchored, negatives images j (S[i, j]) — the
+    sentence-anchored term, weighted by λ. Direction 1: image i anchored,
+    negatives captions j (S[j, i]) — the image-anchored term, weight 1.
+    """
     s = np_cosmat(text, image)
     b = len(ids)
     total = 0.0
-    for direction, weight in ((0, 1.0), (1, lam)):
+    for direction, weight in ((0, lam), (1, 1.0)):
         for i in range(b):
             pos = s[i, i]
             costs = []

