@@ -39,6 +39,7 @@ class DataConfig:
     max_dev_images: int | None = None
     # issue 6: standard datasets (COCO, Flickr30k, TFDS exports).
     dataset: str = "flickr8k"
+    bucket_by_length: bool = False
 
 
 @dataclasses.dataclass
@@ -120,6 +121,7 @@ class TrainConfig:
     mixed_precision: str | None = None
     strategy: str = "default"
     steps_per_execution: int = 16
+    ensemble_size: int | None = None
 
 
 @dataclasses.dataclass

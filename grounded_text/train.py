@@ -62,6 +62,9 @@ from grounded_text.training.distribute import (STRATEGIES, apply_mixed_precision
 
 log = logging.getLogger("grounded_text.train")
 SELECTION_YEAR = "STS16"
+# Model selection signals: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum
+# (the training task; Merckx & Frank), or the last epoch.
+SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last")
 
 
 def train(
@@ -149,8 +152,10 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     config = resolve_config(config)  # issue 9: the preset's loss/sampler/schedule for None fields
     if config.data.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
-    if config.train.select_on not in ("avg2016", "val_loss"):
-        raise ValueError(f"select_on must be 'avg2016' or 'val_loss', got {config.train.select_on!r}.")
+    if config.train.select_on not in SELECT_ON:
+        raise ValueError(f"select_on must be one of {SELECT_ON}, got {config.train.select_on!r}.")
+    if config.train.ensemble_size is not None and config.train.ensemble_size < 1:
+        raise ValueError(f"ensemble_size must be >= 1 or None, got {config.train.ensemble_size}.")
     if config.model.name not in MODELS:
         raise ValueError(f"Unknown model {config.model.name!r}; choose one of {sorted(MODELS)}.")
     strategy = strategy if strategy is not None else make_strategy(config.train.strategy)
@@ -225,20 +230,33 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
         else:
             sts_cb = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
             callbacks.append(sts_cb)
-    monitor, mode = ("val_avg2016", "max") if select_on == "avg2016" else ("val_loss", "min")
+    retrieval_cb = None
+    if select_on == "dev_retrieval" or config.train.snapshots:
+        from grounded_text.training.callbacks import DevRetrieval
+
+        retrieval_cb = DevRetrieval(model.text_tower, model.image_tower, dev_pairs)
+        callbacks.append(retrieval_cb)
+    if select_on == "dev_retrieval" and SELECTION_YEAR in years and sts_cb is None:
+        # Logged, not selected on: the semantic score's curve over training (Merckx & Frank, Fig. 4).
+        sts_cb = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
+        callbacks.append(sts_cb)
+    monitor, mode = {"avg2016": ("val_avg2016", "max"), "dev_retrieval": ("val_rsum", "max"),
+                     "val_loss": ("val_loss", "min"), "last": ("val_loss", "min")}[select_on]
     best_path = out / "checkpoints" / "best.weights.h5"
+    last_path = out / "checkpoints" / "last.weights.h5"
+    if select_on != "last":
+        callbacks.append(keras.callbacks.ModelCheckpoint(
+            str(best_path), monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True))
     callbacks += [
-        keras.callbacks.ModelCheckpoint(
-            str(best_path), monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True
-        ),
-        keras.callbacks.ModelCheckpoint(str(out / "checkpoints" / "last.weights.h5"), save_weights_only=True),
+        keras.callbacks.ModelCheckpoint(str(last_path), save_weights_only=True),
         keras.callbacks.TensorBoard(log_dir=str(out / "logs"), write_graph=False),
     ]
     snapshot_cb = None
     if config.train.snapshots:
         from grounded_text.training.callbacks import SnapshotSaver
 
-        snapshot_cb = SnapshotSaver(model.text_tower, out / "snapshots", config.train.cycle_epochs)
+        snapshot_cb = SnapshotSaver(model.text_tower, out / "snapshots", config.train.cycle_epochs,
+                                    image_tower=model.image_tower, score_key="val_rsum")
         callbacks.append(snapshot_cb)
 
     t_fit = time.perf_counter()
@@ -248,19 +266,33 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     fit_seconds = time.perf_counter() - t_fit
     hist = {k: [float(v) for v in vals] for k, vals in history.history.items()}
     scores = np.array(hist[monitor], dtype=np.float64)
-    best_epoch = int(np.nanargmax(scores) if mode == "max" else np.nanargmin(scores)) + 1
-    model.train_model.load_weights(str(best_path))
+    if select_on == "last":
+        best_epoch = len(scores)
+        model.train_model.load_weights(str(last_path))
+    else:
+        if not np.isfinite(scores).any():
+            raise RuntimeError(f"No epoch has a finite {monitor}: nothing to select.")
+        best_epoch = int(np.nanargmax(scores) if mode == "max" else np.nanargmin(scores)) + 1
+        model.train_model.load_weights(str(best_path))
 
-    export_tower, exported = model.text_tower, {"kind": "best_epoch", "epoch": best_epoch}
+    export_tower, image_tower = model.text_tower, model.image_tower
+    exported = {"kind": "best_epoch", "epoch": best_epoch}
     if snapshot_cb is not None and snapshot_cb.paths:
         from grounded_text.models.ensemble import build_snapshot_ensemble
         from grounded_text.training.callbacks import load_snapshot_towers
 
-        export_tower = build_snapshot_ensemble(load_snapshot_towers(snapshot_cb.paths))
-        exported = {"kind": "snapshot_ensemble", "snapshots": [str(p) for p in snapshot_cb.paths]}
+        chosen = snapshot_cb.best(config.train.ensemble_size)
+        export_tower = build_snapshot_ensemble(load_snapshot_towers([snapshot_cb.paths[i] for i in chosen]))
+        image_tower = build_snapshot_ensemble(load_snapshot_towers([snapshot_cb.image_paths[i] for i in chosen]),
+                                              name="image_snapshot_ensemble")
+        exported = {"kind": "snapshot_ensemble", "snapshots": [str(snapshot_cb.paths[i]) for i in chosen],
+                    "snapshot_epochs": [snapshot_cb.epochs[i] for i in chosen],
+                    "ranked_on": "val_rsum (dev retrieval)",
+                    "all_snapshots": [{"epoch": e, "val_rsum": v} for e, v in zip(snapshot_cb.epochs,
+                                                                                   snapshot_cb.scores)]}
     export_dir = export_text_tower(export_tower, out / "export", config.to_dict())
     # Image tower too, for retrieval from the run directory (issue 3).
-    image_export_dir = export_image_tower(model.image_tower, out / IMAGE_EXPORT_DIR, config.to_dict())
+    image_export_dir = export_image_tower(image_tower, out / IMAGE_EXPORT_DIR, config.to_dict())
 
     metrics = {
         "config": config.to_dict(),
@@ -279,6 +311,7 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
                       "best_value": float(scores[best_epoch - 1])},
         "history": hist,
         "sts_validation_subsets": sts_cb.history if sts_cb else [],
+        "dev_retrieval": retrieval_cb.history if retrieval_cb else [],
         "parameters": {
             "text_tower": int(model.text_tower.count_params()),
             "image_tower": int(model.image_tower.count_params()),
@@ -316,7 +349,8 @@ def _datasets(data: DataConfig, train_pairs, dev_pairs):
         train_ds = make_grouped_dataset(train_pairs, per_batch, data.captions_per_image, seed=data.seed)
         dev_ds = make_grouped_dataset(dev_pairs, per_batch, data.captions_per_image, seed=data.seed, shuffle=False)
     else:
-        train_ds = make_dataset(train_pairs, data.batch_size, shuffle=True, seed=data.seed)
+        train_ds = make_dataset(train_pairs, data.batch_size, shuffle=True, seed=data.seed,
+                                bucket_by_length=data.bucket_by_length)
         dev_ds = make_dataset(dev_pairs, data.batch_size, shuffle=False)
     steps = int(train_ds.cardinality())
     if steps < 0:  # unknown cardinality: count once
@@ -327,12 +361,13 @@ def _datasets(data: DataConfig, train_pairs, dev_pairs):
 
 
 def _learning_rate(train_cfg: TrainConfig, steps_per_epoch: int):
-    """A float (constant) or ``CyclicCosineSchedule`` (Merckx & Frank §3.3)."""
-    if train_cfg.schedule == "cyclic_cosine":
-        from grounded_text.training.schedules import CyclicCosineSchedule, cycle_steps
+    """A float (constant), or a cyclic cosine schedule: ``CyclicCosineSchedule``
+    (Merckx & Frank §3.3, min → max → min) or ``WarmRestartCosineSchedule`` (SGDR)."""
+    if train_cfg.schedule in ("cyclic_cosine", "warm_restarts"):
+        from grounded_text.training.schedules import CYCLIC_SCHEDULES, cycle_steps
 
-        return CyclicCosineSchedule(train_cfg.lr_min, train_cfg.learning_rate,
-                                    cycle_steps(train_cfg.cycle_epochs, steps_per_epoch))
+        return CYCLIC_SCHEDULES[train_cfg.schedule](train_cfg.lr_min, train_cfg.learning_rate,
+                                                    cycle_steps(train_cfg.cycle_epochs, steps_per_epoch))
     return train_cfg.learning_rate
 
 

@@ -54,7 +54,7 @@ PRESET_DEFAULTS = {
                             "snapshots": False},
 }
 SAMPLERS = ("random", "grouped")
-SCHEDULES = ("constant", "cyclic_cosine")
+SCHEDULES = ("constant", "cyclic_cosine", "warm_restarts")
 
 
 def resolve_config(config):
@@ -81,12 +81,12 @@ def resolve_config(config):
     if train.schedule is None:
         train = dataclasses.replace(train, schedule=d["schedule"])
     if train.snapshots is None:
-        train = dataclasses.replace(train, snapshots=d["snapshots"] and train.schedule == "cyclic_cosine")
+        train = dataclasses.replace(train, snapshots=d["snapshots"] and train.schedule in ("cyclic_cosine", "warm_restarts"))
     if data.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {data.sampler!r}.")
     if train.schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {train.schedule!r}.")
-    if train.snapshots and train.schedule != "cyclic_cosine":
+    if train.snapshots and train.schedule not in ("cyclic_cosine", "warm_restarts"):
         raise ValueError("snapshots=True needs schedule='cyclic_cosine' (a snapshot is taken at each cycle's end).")
     if train.cycle_epochs < 1 or not 0 < train.lr_min <= train.learning_rate:
         raise ValueError("cycle_epochs must be >= 1 and 0 < lr_min <= learning_rate.")
