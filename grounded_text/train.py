@@ -20,11 +20,14 @@ Writes to ``--output-dir``:
   * ``logs/``: TensorBoard logs;
   * ``export/``: the TF Hub text tower of the best epoch (see ``grounded_text.export``),
     or, with snapshots, the snapshot ensemble (``snapshots/`` holds the snapshots);
+  * ``export_<name>/``: each named sentence space of the model (best epoch), e.g.
+    ``export_textual/`` (u) and ``export_grounded/`` (g(u)) for ``bordes_cg_pg``;
   * ``image_export/``: the best epoch's image tower (float32 [B, d] → [B, N]), for
     retrieval (for ``bordes_cg_pg`` it is the identity on the CNN features: that model
     has no image branch, and its text space is not aligned with them);
   * ``metrics.json``: config, data counts, per-epoch history, best epoch, timings
-    and the STS report of the export (``grounded_text.evaluate``).
+    and the STS report of the export (``grounded_text.evaluate``); ``spaces`` maps each
+    space to its folder, ``evaluation.spaces`` to its STS headline figures.
 
 Model selection never uses a test set: ``avg2016`` (mean Pearson over the STS 2016
 subsets, VETE's signal) or ``val_loss`` (Flickr8k dev). Note that STS16 is then
@@ -291,6 +294,10 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
                     "all_snapshots": [{"epoch": e, "val_rsum": v} for e, v in zip(snapshot_cb.epochs,
                                                                                    snapshot_cb.scores)]}
     export_dir = export_text_tower(export_tower, out / "export", config.to_dict())
+    # Models with several sentence spaces (bordes_cg_pg: textual u, grounded g(u)) export
+    # each one too (best epoch), so that every space can be scored from the run directory.
+    space_dirs = {name: str(export_text_tower(tower, out / f"export_{name}", config.to_dict()))
+                  for name, tower in model.spaces.items()}
     # Image tower too, for retrieval from the run directory (issue 3).
     image_export_dir = export_image_tower(image_tower, out / IMAGE_EXPORT_DIR, config.to_dict())
 
@@ -321,6 +328,7 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
         "timing_seconds": {"fit": fit_seconds},
         "export_dir": str(export_dir),
         "image_export_dir": str(image_export_dir),
+        "spaces": space_dirs,
     }
     metrics["distribution"] = {"strategy": config.train.strategy, "replicas": strategy.num_replicas_in_sync,
                                "precision": setup.precision, "chief": chief}
@@ -333,6 +341,15 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
                          embedding_dim=int(model.text_tower.output.shape[-1]),
                          parameters=int(model.text_tower.count_params()))
         print(format_markdown(report, f"{config.model.name}: STS (cosine, unsupervised) of {export_dir}"))
+        metrics["evaluation"]["spaces"] = {}
+        for name, space_dir in space_dirs.items():
+            # The space export/ already holds is not scored twice.
+            headline = metrics["evaluation"]["headline"] if model.spaces[name] is export_tower else \
+                headline_figures(evaluate_sts(load_encoder(space_dir), sts_dir))
+            metrics["evaluation"]["spaces"][name] = headline
+            write_model_card(space_dir, config.to_dict(), headline,
+                             embedding_dim=int(model.spaces[name].output.shape[-1]),
+                             parameters=int(model.spaces[name].count_params()))
     metrics["timing_seconds"]["total"] = time.perf_counter() - t_start
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     if not chief:

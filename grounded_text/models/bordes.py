@@ -13,7 +13,12 @@ projection g maps u to the grounded space, where the grounding losses act:
   images' CNN features;
 * the C_g + P_g model trains α_C L_C + α_P L_P.
 
-The exported text tower is u = F_t(s) (the textual space), not g(u).
+Both spaces are kept: ``GroundedModel.spaces`` holds the textual tower u = F_t(s) and
+the grounded tower g(u) (the trainer exports them to ``export_textual/`` and
+``export_grounded/``). The main text tower (``export/``) is the grounded space g(u) by
+default: the paper's grounding-only models (Table 1, textual loss discarded) are
+measured in g(u), and this package trains no textual loss. The encoder key
+``export_space`` ("grounded" or "textual") overrides the choice.
 """
 
 from __future__ import annotations
@@ -31,7 +36,11 @@ from grounded_text.models.vete import RNN_DEFAULTS, rnn_encoder_kwargs
 
 BORDES_ENCODER_DEFAULTS = {"word_dim": 128, "units": None, "num_layers": 1, "cell": "gru", "pooling": "last",
                            "bidirectional": False, "dropout": 0.0, "trainable_embeddings": True,
-                           "projection": "mlp", "grounded_hidden": 512, "grounded_dim": 512}
+                           "projection": "mlp", "grounded_hidden": 512, "grounded_dim": 512,
+                           # No textual loss here, so the grounded space is the one the losses shape
+                           # (and the one Bordes et al. score grounding-only models in, Table 1).
+                           "export_space": "grounded"}
+EXPORT_SPACES = ("grounded", "textual")
 
 
 def build_identity_image_tower(feature_dim: int) -> keras.Model:
@@ -59,12 +68,33 @@ def build_bordes_cg_pg(model: ModelConfig, text: TextConfig, vocabulary, feature
     ``trainable_embeddings`` True), ``projection`` "mlp" or "identity",
     ``grounded_hidden`` 512, ``grounded_dim`` 512. With ``ModelConfig.loss =
     "cross_modal"`` (the CM baseline) g maps into the image feature space, so its
-    output size is the feature dimension d.
+    output size is the feature dimension d. ``export_space`` "grounded" (default) or
+    "textual": which space is the main text tower (below).
 
-    The ``GroundedModel.image_tower`` is the identity on CNN features [B, d]; the
-    text tower is F_t (string[B] → float32[B, N]).
+    Spaces (``GroundedModel.spaces``, string[B] → float32[B, ·], L2-normalised rows like
+    every export, so their cosines are those of u and g(u)):
+
+    * ``"textual"``: u = F_t(s), float32[B, N] (N = ``ModelConfig.embedding_dim``);
+    * ``"grounded"``: g(u), float32[B, N_g] (N_g = ``grounded_dim``; d with the
+      cross-modal loss; N with ``projection="identity"``).
+
+    ``GroundedModel.text_tower`` (what ``export/`` holds, what model selection and
+    snapshots use) is ``spaces[export_space]``. The default is the grounded space:
+    Bordes et al. (2019, Table 1) evaluate the models trained without the textual loss
+    L_T in the grounded space g(u), where the grounding losses act (eqs. 2–3); this
+    package has no textual loss, so every model it trains is such a grounding-only
+    model. ``export_space="textual"`` exports u instead (e.g. to study what the
+    grounding does to the space below g). The training loss always acts on g(u).
+
+    The ``GroundedModel.image_tower`` is the identity on CNN features [B, d].
+
+    Raises:
+      ValueError: an ``export_space`` other than "grounded" or "textual".
     """
     p = encoder_params(model, BORDES_ENCODER_DEFAULTS)
+    export_space = p["export_space"]
+    if export_space not in EXPORT_SPACES:
+        raise ValueError(f"bordes_cg_pg: export_space must be one of {EXPORT_SPACES}, got {export_space!r}.")
     rnn_model = dataclasses.replace(model, encoder={k: v for k, v in p.items()
                                                     if k in RNN_DEFAULTS})
     loss_name = model.loss or "grounding"
@@ -75,10 +105,18 @@ def build_bordes_cg_pg(model: ModelConfig, text: TextConfig, vocabulary, feature
     encoder = RNNEncoder(preprocessor.vocabulary_size, name="rnn_encoder", **rnn_encoder_kwargs(rnn_model))
     u = encoder(preprocessor(sentences))
     init_word_embeddings(encoder.embedding, preprocessor, model)
-    text_tower = keras.Model(sentences, u, name="text_tower")
     g = GroundedProjection(p["projection"], int(p["grounded_hidden"]), grounded_dim, name="grounded_projection")
-    grounded_tower = keras.Model(sentences, g(text_tower(sentences)), name="grounded_text_tower")
+    gu = g(u)
+    # The towers are flat graphs over the same layers (not nested models), so that the
+    # exporter finds the TextPreprocessor and ships the vocabulary as an asset.
+    grounded_tower = keras.Model(sentences, gu, name="grounded_text_tower")
+    # Exports promise L2-normalised rows; the grounding losses only use cosines of g(u),
+    # so they train on g(u) itself and the normalisation is added for the exported space.
+    # float32 so that mixed precision still exports float32 embeddings.
+    grounded_space = keras.Model(sentences, keras.layers.UnitNormalization(dtype="float32", name="grounded_l2")(gu),
+                                 name="grounded_space")
+    spaces = {"textual": keras.Model(sentences, u, name="text_tower"), "grounded": grounded_space}
     loss_params = {"alpha_cluster": 1.0, "alpha_perceptual": 1.0, **model.loss_params} \
         if loss_name == "grounding" else dict(model.loss_params)
     gm = assemble(grounded_tower, build_identity_image_tower(feature_dim), make_loss(loss_name, loss_params, seed))
-    return dataclasses.replace(gm, text_tower=text_tower)
+    return dataclasses.replace(gm, text_tower=spaces[export_space], spaces=spaces)
