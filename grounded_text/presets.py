@@ -488,12 +488,19 @@ def preset_config(name: str, overrides: dict | None = None) -> ExperimentConfig:
 
 
 def _fmt(v) -> str:
-    return "–" if v is None else str(v)
+    return str(v)
+
+
+def _short(path: str) -> str:
+    """``"model.encoder.units"`` → ``"encoder.units"``, ``"train.epochs"`` → ``"epochs"``."""
+    section, rest = path.split(".", 1)
+    return {"model.embedding_dim": "N"}.get(path, rest if section != "model" or "." in rest else rest)
 
 
 def markdown_table() -> str:
-    """The records as a Markdown table (docs/models.md is written from it)."""
-    rows = ["| preset | builder | paper | data | model | loss | training | not from the paper (ours) |",
+    """The records as a Markdown table (docs/models.md holds it; ``python -m grounded_text.presets``
+    prints it)."""
+    rows = ["| preset | builder | paper | data | model | loss | training | not from the paper (ours; see `unsaid`) |",
             "|---|---|---|---|---|---|---|---|"]
     for p in PRESETS.values():
         c = fill_config(ExperimentConfig(model=ModelConfig(name=p.name)))
@@ -501,21 +508,26 @@ def markdown_table() -> str:
                                                 else "all captions") + f", {c.data.sampler}"
                 + (f" ({c.data.captions_per_image}/image)" if c.data.sampler == "grouped" else "")
                 + (", length buckets" if c.data.bucket_by_length else "")
-                + ("" if c.text.lowercase else ", case kept"))
+                + (", lowercase" if c.text.lowercase else ", case kept"))
         enc = ", ".join(f"{k}={_fmt(v)}" for k, v in c.model.encoder.items())
-        model = (f"N = {_fmt(c.model.embedding_dim)}; {enc}"
-                 + (f"; pooling={c.model.pooling}" if p.builder == "vete_bow" else "")
-                 + (f"; vectors={c.model.word_vectors}" if c.model.word_vectors else ""))
-        loss = c.model.loss + ("(" + ", ".join(f"{k}={v}" for k, v in c.model.loss_params.items()) + ")"
+        model = ((f"N = {c.model.embedding_dim}; " if c.model.embedding_dim is not None else "")
+                 + enc + (f"; pooling={c.model.pooling}" if p.builder == "vete_bow" else "")
+                 + (f"; word vectors {c.model.word_vectors}" if c.model.word_vectors else ""))
+        loss = c.model.loss + (" (" + ", ".join(f"{k}={v}" for k, v in c.model.loss_params.items()) + ")"
                                if c.model.loss_params else "")
         t = c.train
         train = f"{t.epochs} epochs, Adam {t.learning_rate:g}, {t.schedule}"
         if t.schedule != "constant":
-            train += f" ({t.lr_min:g}–{t.learning_rate:g}, {t.cycle_epochs}-epoch cycles)"
+            train += f" ({t.lr_min:g} to {t.learning_rate:g}, {t.cycle_epochs}-epoch cycles)"
         if t.snapshots:
-            train += ", snapshots" + (f", ensemble of {t.ensemble_size}" if t.ensemble_size else "")
-        train += f", select on {t.select_on}"
-        ours = ", ".join(f"`{k}`" for k in p.unsaid)
-        name = p.name + (f" (variant of {p.variant_of})" if p.variant_of else "")
-        rows.append(f"| `{name}` | {p.builder} | {p.paper.split(',')[0]} | {data} | {model} | {loss} | {train} | {ours} |")
+            train += ", snapshots" + (f", ensemble of the {t.ensemble_size} best" if t.ensemble_size else "")
+        train += f", selection: {t.select_on}"
+        ours = ", ".join(_short(k) for k in p.unsaid)
+        name = f"`{p.name}`" + (f" (variant of `{p.variant_of}`)" if p.variant_of else "")
+        paper = p.paper.split(",")[0].split(" (")[0]
+        rows.append(f"| {name} | {p.builder} | {paper} | {data} | {model} | {loss} | {train} | {ours} |")
     return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -272,9 +272,13 @@ def test_every_model_value_of_a_record_reaches_the_built_model(name):
     expected.pop("model.word_vectors", None)  # checked below
     assert set(expected) <= set(seen), f"not inspected: {sorted(set(expected) - set(seen))}"
     assert {k: seen[k] for k in expected} == expected
-    if name == "two_branch_khard":  # frozen GloVe vectors were loaded: rows differ from the initialiser's
-        emb = _one(gm, "BagOfWordsEncoder").embedding
-        assert not emb.trainable and emb.embeddings.shape[1] == 50
+    if name == "two_branch_khard":  # the record's frozen GloVe vectors were loaded
+        from grounded_text.layers.word_vectors import pretrained_matrix_for
+
+        bow, pre = _one(gm, "BagOfWordsEncoder"), _one(gm, "TextPreprocessor")
+        glove, _ = pretrained_matrix_for(pre.vocabulary, pre.num_oov_buckets, record.config["model"]["word_vectors"])
+        assert not bow.embedding.trainable
+        np.testing.assert_allclose(bow.embedding.embeddings.numpy(), glove)
     if record.builder == "char_gru_attention":  # case kept: the alphabet has capitals
         assert "A" in _one(gm, "CharacterPreprocessor").vocabulary
 
@@ -296,6 +300,13 @@ def test_training_values_reach_the_optimizer_and_the_batches(data_dir):
     lr = s.model.train_model.optimizer._learning_rate
     assert isinstance(lr, CyclicCosineSchedule)
     assert (lr.lr_min, lr.lr_max, lr.steps_per_cycle) == (1e-6, 1e-3, 4 * s.steps_per_epoch)
+
+
+def test_docs_table_is_the_records():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
+    assert presets_mod.markdown_table() in docs, "regenerate: python -m grounded_text.presets"
 
 
 # ----------------------------------------------------------------------------- the CLI
