@@ -20,7 +20,7 @@ from grounded_text.models.components import LOSSES, loss_needs_grouped_batches
 from grounded_text.models.pretrained import build_grounded_pretrained
 from grounded_text.models.two_branch import build_two_branch_khard
 from grounded_text.models.vete import build_vete_bow, build_vete_cnn, build_vete_rnn
-from grounded_text.presets import PRESETS, fill_config, fill_model_text, get_preset
+from grounded_text.presets import fill_config, fill_model_text, get_preset
 
 MODELS = {
     "vete_bow": build_vete_bow,

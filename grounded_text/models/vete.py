@@ -23,7 +23,7 @@ from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.cnn_encoder import KimCNNEncoder
 from grounded_text.layers.rnn_encoder import RNNEncoder
-from grounded_text.models.components import (RNN_KEYS, build_affine_image_tower, family_loss,  # noqa: F401
+from grounded_text.models.components import (RNN_KEYS, build_affine_image_tower, family_loss,
                                               init_word_embeddings, require_embedding_dim, require_params,
                                               rnn_encoder_kwargs, word_preprocessor, word_tower)
 from grounded_text.models.grounded_model import GroundedModel, assemble
