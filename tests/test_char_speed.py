@@ -10,18 +10,17 @@ import numpy as np
 import pytest
 
 from grounded_text.benchmarks.cudnn import mask_statistics, padding_report, recurrent_layers, rnn_cudnn_report
-from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.models import build_model
+from grounded_text.presets import preset_config
 from grounded_text.layers.char_encoder import CharacterPreprocessor
-from grounded_text.models.char_level import build_char_gru_attention
 
 CAPTIONS = ["A dog runs .", "Two children play on the beach .", "A man", "Kids jump into a pool ."]
 
 
 def _paper_char_model(units: int = 8):
     # The paper's configuration at a small size: eligibility does not depend on units.
-    return build_char_gru_attention(ModelConfig(name="char_gru_attention", embedding_dim=2 * units,
-                                                encoder={"units": units}),
-                                    TextConfig(lowercase=False), None, feature_dim=6, train_captions=CAPTIONS)
+    cfg = preset_config("char_gru_attention", {"model": {"embedding_dim": 2 * units, "encoder": {"units": units}}})
+    return build_model(cfg.model, cfg.text, None, feature_dim=6, train_captions=CAPTIONS)
 
 
 def test_paper_char_encoder_is_cudnn_eligible():

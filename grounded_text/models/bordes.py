@@ -30,46 +30,35 @@ import keras
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.branches import GroundedProjection
 from grounded_text.layers.rnn_encoder import RNNEncoder
-from grounded_text.models.components import encoder_params, init_word_embeddings, make_loss, word_preprocessor
+from grounded_text.models.components import (GROUNDING_KEYS, RNN_KEYS, build_identity_image_tower,
+                                              family_loss, init_word_embeddings, require_params,
+                                              rnn_encoder_kwargs, word_preprocessor)
 from grounded_text.models.grounded_model import GroundedModel, assemble
-from grounded_text.models.vete import RNN_DEFAULTS, rnn_encoder_kwargs
 
-BORDES_ENCODER_DEFAULTS = {"word_dim": 128, "units": None, "num_layers": 1, "cell": "gru", "pooling": "last",
-                           "bidirectional": False, "dropout": 0.0, "trainable_embeddings": True,
-                           "projection": "mlp", "grounded_hidden": 512, "grounded_dim": 512,
-                           # No textual loss here, so the grounded space is the one the losses shape
-                           # (and the one Bordes et al. score grounding-only models in, Table 1).
-                           "export_space": "grounded"}
+BORDES_KEYS = RNN_KEYS + ("projection", "grounded_hidden", "grounded_dim", "export_space")
 EXPORT_SPACES = ("grounded", "textual")
-
-
-def build_identity_image_tower(feature_dim: int) -> keras.Model:
-    """Float[B, d] → float32[B, d]: the CNN features themselves (no learnt image branch)."""
-    features = keras.Input(shape=(feature_dim,), dtype="float32", name="image_features")
-    out = keras.layers.Activation("linear", dtype="float32", name="image_embedding")(features)
-    return keras.Model(features, out, name="image_tower")
 
 
 def build_bordes_cg_pg(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                        **_) -> GroundedModel:
     """Bordes et al. (2019) C_g + P_g: cluster + perceptual loss in a grounded space over a GRU encoder.
 
-    Paper configuration (§3–4): sentence encoder F_t a GRU over word embeddings
-    (the paper's encoder is the SkipThought-style GRU); projection g to the grounded
-    space; loss α_C L_C + α_P L_P (``GroundingLoss``) over batches holding several
-    captions per image (the grouped sampler). **No SkipThought textual loss**: the
-    paper adds a textual objective L_T (SkipThought, on the Toronto BookCorpus) to
-    the grounding losses; this package has no such corpus or loss, so this preset
-    trains the grounding objective alone (the paper's grounded-only setting).
+    Sentence encoder F_t an RNN over word embeddings (the paper's is the SkipThought-style
+    GRU); projection g to the grounded space; loss α_C L_C + α_P L_P (``GroundingLoss``)
+    over batches holding several captions per image (the grouped sampler). **No
+    SkipThought textual loss**: the paper adds a textual objective L_T (SkipThought, on
+    the Toronto BookCorpus) to the grounding losses; this package has no such corpus or
+    loss, so this preset trains the grounding objective alone (the paper's grounded-only
+    setting).
 
-    Encoder keys (``ModelConfig.encoder``) and defaults: the ``RNNEncoder`` keys
-    (``word_dim`` 128, ``units`` None = N, ``num_layers`` 1, ``cell`` "gru",
-    ``pooling`` "last", ``bidirectional`` False, ``dropout`` 0,
-    ``trainable_embeddings`` True), ``projection`` "mlp" or "identity",
-    ``grounded_hidden`` 512, ``grounded_dim`` 512. With ``ModelConfig.loss =
-    "cross_modal"`` (the CM baseline) g maps into the image feature space, so its
-    output size is the feature dimension d. ``export_space`` "grounded" (default) or
-    "textual": which space is the main text tower (below).
+    Encoder keys (``ModelConfig.encoder``; the ``bordes_cg_pg`` record gives them): the
+    ``RNNEncoder`` keys (``word_dim``, ``units`` (None = N), ``num_layers``, ``cell``,
+    ``pooling``, ``bidirectional``, ``dropout``, ``trainable_embeddings``), ``projection``
+    ("mlp" or "identity"), ``grounded_hidden``, ``grounded_dim``, ``export_space``
+    ("grounded" or "textual": which space is the main text tower, below). Loss parameters of
+    ``"grounding"``: ``alpha_cluster``, ``alpha_perceptual``, ``margin``. With
+    ``ModelConfig.loss = "cross_modal"`` (the CM baseline) g maps into the image feature
+    space, so its output size is the feature dimension d.
 
     Spaces (``GroundedModel.spaces``, string[B] → float32[B, ·], L2-normalised rows like
     every export, so their cosines are those of u and g(u)):
@@ -79,30 +68,26 @@ def build_bordes_cg_pg(model: ModelConfig, text: TextConfig, vocabulary, feature
       cross-modal loss; N with ``projection="identity"``).
 
     ``GroundedModel.text_tower`` (what ``export/`` holds, what model selection and
-    snapshots use) is ``spaces[export_space]``. The default is the grounded space:
+    snapshots use) is ``spaces[export_space]``. The record's choice is the grounded space:
     Bordes et al. (2019, Table 1) evaluate the models trained without the textual loss
     L_T in the grounded space g(u), where the grounding losses act (eqs. 2–3); this
     package has no textual loss, so every model it trains is such a grounding-only
-    model. ``export_space="textual"`` exports u instead (e.g. to study what the
-    grounding does to the space below g). The training loss always acts on g(u).
+    model. ``export_space="textual"`` exports u instead. The training loss always acts on g(u).
 
     The ``GroundedModel.image_tower`` is the identity on CNN features [B, d].
 
     Raises:
-      ValueError: an ``export_space`` other than "grounded" or "textual".
+      ValueError: a missing or unknown encoder or loss parameter; N unset.
     """
-    p = encoder_params(model, BORDES_ENCODER_DEFAULTS)
+    p = require_params(model, model.encoder, BORDES_KEYS, "encoder")
     export_space = p["export_space"]
     if export_space not in EXPORT_SPACES:
         raise ValueError(f"bordes_cg_pg: export_space must be one of {EXPORT_SPACES}, got {export_space!r}.")
-    rnn_model = dataclasses.replace(model, encoder={k: v for k, v in p.items()
-                                                    if k in RNN_DEFAULTS})
-    loss_name = model.loss or "grounding"
-    grounded_dim = feature_dim if loss_name == "cross_modal" else int(p["grounded_dim"])
+    grounded_dim = feature_dim if model.loss == "cross_modal" else int(p["grounded_dim"])
 
     preprocessor = word_preprocessor(text, vocabulary)
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
-    encoder = RNNEncoder(preprocessor.vocabulary_size, name="rnn_encoder", **rnn_encoder_kwargs(rnn_model))
+    encoder = RNNEncoder(preprocessor.vocabulary_size, name="rnn_encoder", **rnn_encoder_kwargs(model, p))
     u = encoder(preprocessor(sentences))
     init_word_embeddings(encoder.embedding, preprocessor, model)
     g = GroundedProjection(p["projection"], int(p["grounded_hidden"]), grounded_dim, name="grounded_projection")
@@ -116,7 +101,6 @@ def build_bordes_cg_pg(model: ModelConfig, text: TextConfig, vocabulary, feature
     grounded_space = keras.Model(sentences, keras.layers.UnitNormalization(dtype="float32", name="grounded_l2")(gu),
                                  name="grounded_space")
     spaces = {"textual": keras.Model(sentences, u, name="text_tower"), "grounded": grounded_space}
-    loss_params = {"alpha_cluster": 1.0, "alpha_perceptual": 1.0, **model.loss_params} \
-        if loss_name == "grounding" else dict(model.loss_params)
-    gm = assemble(grounded_tower, build_identity_image_tower(feature_dim), make_loss(loss_name, loss_params, seed))
+    loss = family_loss(model, "grounding", GROUNDING_KEYS, seed)
+    gm = assemble(grounded_tower, build_identity_image_tower(feature_dim), loss)
     return dataclasses.replace(gm, text_tower=spaces[export_space], spaces=spaces)
