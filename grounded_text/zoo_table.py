@@ -44,7 +44,8 @@ RUNS = [
     ("vete_rnn", "vete_rnn", "efficientnet_lite0", 5, _ZOO + ["--encoder-param", "cell=gru"]),
     ("bordes_cg_pg", "bordes_cg_pg", "efficientnet_lite0", 8, _ZOO),
     ("char_gru_attention", "char_gru_attention", "efficientnet_lite0", 4,
-     _ZOO + ["--encoder-param", "units=64", "--cycle-epochs", "1", "--ensemble-size", "4",
+     _ZOO + ["--encoder-param", "units=64", "--encoder-param", "pooling=scalar_attention",
+             "--schedule", "warm_restarts", "--cycle-epochs", "1", "--ensemble-size", "4",
              "--no-bucket-by-length"]),
 ]
 HEADLINE = [("STS12 MSRvid r", "STS12/MSRvid pearson"), ("STS-B test r", "STS-B test pearson"),
