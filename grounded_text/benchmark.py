@@ -19,6 +19,18 @@ Figures (every phase in a fresh subprocess; warm-up excluded; median and spread 
    keras-hub tower with ``--reference-preset``; otherwise a ``TextVectorization`` +
    mean-embedding encoder, named in the output), and the ratio;
 3. the peak resident memory (``ru_maxrss``) of each phase's process.
+
+``--char-speed`` instead measures the character model (``char_gru_attention``, Merckx &
+Frank 2019) at paper sizes, without and with length-bucketed batches::
+
+    python -m grounded_text.benchmark --char-speed --units 512 1024 --steps 30 [--batch-size 32] [--json out.json]
+
+For each ``units`` (per direction) and each batching, in its own subprocess: the model
+built by ``prepare_training``, the compiled train step timed over the first ``--steps``
+batches of the Flickr8k train pipeline after ``--warmup`` steps; pairs/s, seconds per
+step, the padding of the measured batches (mean padded vs true length in characters),
+the bucketed / unbucketed ratio, and whether the GRU layers can take the cuDNN kernel
+on a GPU (``grounded_text.benchmarks.cudnn``).
 """
 
 from __future__ import annotations
@@ -77,7 +89,7 @@ def run(args) -> dict:
     timeout = args.phase_timeout
     # (1) training + export of the trained text tower.
     export_dir = args.export or str(work / "export")
-    fit_args = {"model": args.model, "batch_size": args.batch_size, "repeats": args.repeats,
+    fit_args = {"model": args.model, "batch_size": args.batch_size or 128, "repeats": args.repeats,
                 "data_dir": str(root), "mixed_precision": args.mixed_precision, "strategy": args.strategy,
                 "steps_per_execution": args.steps_per_execution, "max_train_images": args.max_train_images,
                 "export_dir": None if args.export else export_dir,
@@ -116,6 +128,81 @@ def run(args) -> dict:
         Path(args.json).write_text(json.dumps(report, indent=2))
         print(f"wrote {args.json}")
     return report
+
+
+def run_char_speed(args) -> dict:
+    """The ``--char-speed`` mode (see the module docstring)."""
+    root = resolve_data_dir(args.data_dir)
+    batch = args.batch_size or 32
+    report: dict = {"command": " ".join(["python -m grounded_text.benchmark"] + sys.argv[1:]),
+                    "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine_info(), "uptime": _uptime(),
+                    "batch_size": batch, "steps": args.steps, "warmup_steps": args.warmup, "runs": []}
+    m = report["machine"]
+    print(f"machine: {m['device']}; {m['cpu_count']} CPU(s) ({m['cpu_affinity']} usable); "
+          f"TF {m['tensorflow']}, Keras {m['keras']}; GPUs: {m['gpus'] or 'none'}")
+    print(f"load at start: {report['uptime']}")
+    for units in args.units:
+        for bucket in (False, True):
+            phase_args = {"units": units, "bucket_by_length": bucket, "batch_size": batch, "steps": args.steps,
+                          "warmup": args.warmup, "data_dir": str(root)}
+            r = run_phase_subprocess("char_speed", phase_args, args.phase_timeout)
+            report["runs"].append(r)
+            print(f"  units {units}, bucketing {'on' if bucket else 'off'}: {r['pairs_per_second']:,.1f} pairs/s "
+                  f"(load {r['process']['loadavg_before'][0]:.2f}→{r['process']['loadavg_after'][0]:.2f}, "
+                  f"{r['process']['wall_seconds']:.0f} s)", flush=True)
+    report["ratios"] = char_speed_ratios(report["runs"])
+    report["uptime_end"] = _uptime()
+    report["machine"]["loadavg_end"] = list(os.getloadavg())
+    print(f"load at end: {report['uptime_end']}\n")
+    print(char_speed_table(report))
+    print()
+    for units in args.units:
+        r = next(x for x in report["runs"] if x["units"] == units)
+        for row in r["cudnn"]:
+            print(f"cuDNN, units {units}: {row['layer']}: {'eligible' if row['eligible'] else 'NOT eligible'}"
+                  f"{' (' + ', '.join(row['reasons']) + ')' if row['reasons'] else ''}; on this machine: "
+                  f"{'yes' if row['on_this_machine'] else 'no (no GPU)' if not row['gpu_available'] else 'no'}")
+    pads = [x["padding"] for x in report["runs"]]
+    print(f"char preprocessor padding right-padded (ids 0 after the last character) in every measured batch: "
+          f"{all(p['right_padded'] for p in pads)}; fully padded rows: {sum(p['fully_masked_rows'] for p in pads)}; "
+          f"empty train captions: {report['runs'][0]['empty_train_captions']}")
+    print(f"GPU (tf.config.list_physical_devices('GPU')): {report['runs'][0]['gpus'] or 'none'}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
+    return report
+
+
+def char_speed_ratios(runs: list[dict]) -> dict:
+    """{units: {"pairs_per_second", "mean_padded_length"}: bucketed / unbucketed}, for each
+    ``units`` measured both ways."""
+    out = {}
+    for units in dict.fromkeys(r["units"] for r in runs):
+        off = next((r for r in runs if r["units"] == units and not r["bucket_by_length"]), None)
+        on = next((r for r in runs if r["units"] == units and r["bucket_by_length"]), None)
+        if off and on:
+            out[str(units)] = {"pairs_per_second": on["pairs_per_second"] / off["pairs_per_second"],
+                               "mean_padded_length": on["padding"]["mean_padded_length"]
+                               / off["padding"]["mean_padded_length"]}
+    return out
+
+
+def char_speed_table(report: dict) -> str:
+    """The markdown table of a ``--char-speed`` report."""
+    lines = ["| units / direction (N) | batches | pairs/s | s/step, median (min–max) | mean padded length "
+             "| mean true length | padding | bucketed / unbucketed | load 1-min |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in report["runs"]:
+        p, s = r["padding"], r["seconds_per_step"]
+        ratio = report["ratios"].get(str(r["units"]), {}).get("pairs_per_second")
+        lines.append(
+            f"| {r['units']} ({r['embedding_dim']}) | {'bucketed' if r['bucket_by_length'] else 'shuffled'} "
+            f"| {r['pairs_per_second']:,.1f} | {s['median']:.3f} ({s['min']:.3f}–{s['max']:.3f}) "
+            f"| {p['mean_padded_length']:.1f} | {p['mean_true_length']:.1f} | {100 * p['padding_fraction']:.1f} % "
+            f"| {f'{ratio:.2f}×' if r['bucket_by_length'] and ratio else '–'} "
+            f"| {r['loadavg_timing']['before'][0]:.2f}→{r['loadavg_timing']['after'][0]:.2f} |")
+    return "\n".join(lines)
 
 
 def _uptime() -> str:
@@ -168,7 +255,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--json", default=None, help="write every figure and the machine info here")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=128, help="training batch (DataConfig default)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="training batch (default: 128, DataConfig's; 32, the paper's, with --char-speed)")
     p.add_argument("--max-train-images", type=int, default=None, help="train on a slice (default: all)")
     p.add_argument("--mixed-precision", nargs="?", const="auto", default=None,
                    choices=["mixed_float16", "mixed_bfloat16", "auto"])
@@ -185,12 +273,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--reference-repeats", type=int, default=None, help="default: --repeats")
     p.add_argument("--export", default=None, help="time this exported hub module instead of the fitted one")
     p.add_argument("--skip-fit", action="store_true", help="only the encoding figures (needs --export)")
+    p.add_argument("--char-speed", action="store_true",
+                   help="only the character model's training speed without/with length bucketing")
+    p.add_argument("--units", type=int, nargs="+", default=[512, 1024],
+                   help="--char-speed: GRU units per direction (paper: 512, 1024)")
+    p.add_argument("--steps", type=int, default=30, help="--char-speed: timed train steps per configuration")
+    p.add_argument("--warmup", type=int, default=3, help="--char-speed: untimed steps first (tracing)")
     p.add_argument("--phase-timeout", type=float, default=3600.0, help="seconds per phase subprocess")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
-    run(parse_args(argv))
+    args = parse_args(argv)
+    run_char_speed(args) if args.char_speed else run(args)
     return 0
 
 

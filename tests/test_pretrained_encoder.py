@@ -103,15 +103,16 @@ def test_grounded_pretrained_preset_trains_and_exports(tiny_preset, data_dir, tm
 def test_grounded_pretrained_mixed_float16_step_keeps_float32(tiny_preset):
     import keras
 
-    from grounded_text.config import ModelConfig
-    from grounded_text.models.pretrained import build_grounded_pretrained
+    from grounded_text.config import ModelConfig, TextConfig
+    from grounded_text.models import build_model
 
     path, _, _ = tiny_preset
     keras.mixed_precision.set_global_policy("mixed_float16")
-    gm = build_grounded_pretrained(
+    # build_model fills the other encoder and loss parameters from the grounded_pretrained record.
+    gm = build_model(
         ModelConfig(name="grounded_pretrained", encoder={"preset": path, "sequence_length": 16,
                                                           "grounded_hidden": 8, "grounded_dim": 8}),
-        None, [], feature_dim=6)
+        TextConfig(), [], feature_dim=6)
     gm.train_model.compile(optimizer=keras.optimizers.Adam(1e-3))
     x = {"caption": tf.constant(["a dog", "a dog runs", "the cat", "a cat ."]),
          "image_features": tf.random.stateless_normal([4, 6], seed=[0, 1]),

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from grounded_text.losses import TripletRankingLoss, triplet_ranking_loss
-from grounded_text.models.two_branch import TWO_BRANCH_DEFAULTS, TWO_BRANCH_LOSS
+from grounded_text.presets import get_preset
 
 B, N = 7, 5
 # Rows 0–1 are two captions of image 10, rows 3–5 three captions of image 30.
@@ -127,8 +127,10 @@ def test_lambda_on_sentence_anchored_term_hand_built():
 
 def test_two_branch_preset_uses_the_thesis_constants():
     # Kolluru: m = 0.1, λ = 0.1 (sentence-anchored term), K = 1 hardest negative, dropout 0.5.
-    assert TWO_BRANCH_LOSS == {"margin": 0.1, "direction_weight": 0.1, "negatives": "hardest", "k": 1}
-    assert TWO_BRANCH_DEFAULTS["dropout"] == 0.5
+    record = get_preset("two_branch_khard").config
+    assert record["model"]["loss_params"] == {"margin": 0.1, "direction_weight": 0.1, "negatives": "hardest", "k": 1}
+    assert record["model"]["encoder"]["dropout"] == 0.5
+    assert record["train"]["learning_rate"] == 2e-4 and record["data"]["batch_size"] == 64
 
 
 def test_two_branch_model_builds_its_loss_with_the_thesis_constants():

@@ -389,7 +389,7 @@ def test_train_on_coco_format_fixture(tmp_path):
     prepare.main(["--source", "coco_json", "--captions", str(COCO), "--karpathy", str(KARPATHY),
                   "--out", str(tmp_path / "prep"), "--features", str(tmp_path / "f.npz")])
     cfg = ExperimentConfig(
-        data=DataConfig(dataset=str(tmp_path / "prep"), batch_size=4),
+        data=DataConfig(dataset=str(tmp_path / "prep"), batch_size=4, one_caption_per_image=False),
         model=ModelConfig("vete_bow", embedding_dim=8),
         train=TrainConfig(epochs=1, select_on="val_loss"),
     )

@@ -227,7 +227,8 @@ def test_real_features_stream_and_train(data_dir, tmp_path):
         _pair_multiset(make_dataset(b, 32, shuffle=True, seed=1, drop_remainder=False))
 
     cfg = ExperimentConfig(
-        data=DataConfig(features=str(store_dir), max_train_images=150, batch_size=32, max_dev_images=40),
+        data=DataConfig(features=str(store_dir), max_train_images=150, batch_size=32, max_dev_images=40,
+                        one_caption_per_image=False),
         train=TrainConfig(epochs=1, learning_rate=3e-3, select_on="val_loss"),
     )
     metrics = train(cfg, data_dir, tmp_path / "run", evaluate=False, verbose=0)

@@ -26,7 +26,7 @@ from grounded_text.evaluation.sts import batched, evaluate_sts, headline_figures
 from grounded_text.export import export_text_tower
 from grounded_text.layers import build_vocabulary
 from grounded_text.models.ensemble import build_snapshot_ensemble
-from grounded_text.models.vete import build_vete_bow
+from grounded_text.models import build_model
 from grounded_text.training import CyclicCosineSchedule, SnapshotSaver, cycle_steps, load_snapshot_towers
 
 
@@ -51,7 +51,7 @@ def main():
     keras.utils.set_random_seed(args.seed)
     pairs = load_flickr8k_pairs(root).splits["train"]
     vocab = build_vocabulary(pairs.captions.tolist(), max_size=20000)
-    gm = build_vete_bow(ModelConfig(embedding_dim=128), TextConfig(), vocab, pairs.features.shape[1], seed=args.seed)
+    gm = build_model(ModelConfig(name="vete_bow", embedding_dim=128), TextConfig(), vocab, pairs.features.shape[1], seed=args.seed)
     ds = make_dataset(pairs, args.batch_size, seed=args.seed)
     steps_per_epoch = len(pairs) // args.batch_size
     schedule = CyclicCosineSchedule(args.lr_min, args.lr_max, cycle_steps(args.cycle_epochs, steps_per_epoch))

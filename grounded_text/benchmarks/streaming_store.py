@@ -4,7 +4,7 @@ For each row count n: writes a synthetic store (n rows of ``--dim`` features, se
 Gaussian, ``--dtype`` on disk) with ``TFRecordFeatureSink`` and, for n up to
 ``--npz-max-rows``, the same rows as an ``.npz``; then, each in a FRESH subprocess,
 trains VETE-BOW (Kurach et al. 2017: mean of word embeddings, affine image
-branch, Pearson loss; ``grounded_text.models.vete.build_vete_bow``, N=128) for one
+branch, Pearson loss; the ``vete_bow`` preset via ``build_model``, N=128) for one
 epoch on one synthetic caption per image (8 words from a 1000-word vocabulary),
 through ``grounded_text.data.pairs.make_dataset`` — the trainer's input path
 (streamed: ``make_streaming_dataset``, shuffle buffer 10000 pairs). The child
@@ -95,7 +95,7 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     from grounded_text.data.features import open_feature_store
     from grounded_text.data.pairs import CaptionPairs, make_dataset
     from grounded_text.layers import build_vocabulary
-    from grounded_text.models.vete import build_vete_bow
+    from grounded_text.models import build_model
 
     keras.utils.set_random_seed(seed)
     rss0 = rss_mib()
@@ -106,7 +106,7 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     ds = make_dataset(pairs, batch_size, shuffle=True, seed=seed)
     load_s = time.perf_counter() - t
     vocab = build_vocabulary([" ".join(f"w{i}" for i in range(VOCAB))], max_size=None)
-    gm = build_vete_bow(ModelConfig(embedding_dim=128), TextConfig(), vocab, store.dim, seed=seed)
+    gm = build_model(ModelConfig(name="vete_bow", embedding_dim=128), TextConfig(), vocab, store.dim, seed=seed)
     gm.train_model.compile(optimizer=keras.optimizers.Adam(1e-3))
     marks = {}
 

@@ -14,6 +14,13 @@ JSON line with its results. Phases:
 * ``encode``: sentences/s of an exported hub module (``tf.saved_model.load``) at
   several batch sizes on a fixed sentence list; each repeat encodes consecutive
   batches until ``min_seconds`` have passed (at least one batch).
+* ``char_speed``: the character model (``char_gru_attention``, Merckx & Frank 2019) at
+  one size (``units`` per direction) with or without length-bucketed batches
+  (``DataConfig.bucket_by_length``): the model built through ``prepare_training``, the
+  first ``warmup + steps`` batches of the real train pipeline, the compiled train step
+  timed over the last ``steps``; the padding of those batches as the model's own
+  character preprocessor pads them, and the GRU layers' cuDNN eligibility
+  (``grounded_text.benchmarks.cudnn``).
 * ``textvectorization``: the fallback reference encoder (``keras.layers.
   TextVectorization`` + mean of a 384-d embedding, in a ``tf.function``), used when
   no reference preset is given.
@@ -334,7 +341,78 @@ def _textvectorization_phase(a: dict) -> dict:
             "rss_mib": {"after_imports": rss0, "peak": rss_mib()}}
 
 
-PHASES = {"fit": _fit_phase, "encode": _encode_phase, "textvectorization": _textvectorization_phase}
+def _char_speed_phase(a: dict) -> dict:
+    import keras
+    import tensorflow as tf
+
+    from grounded_text.benchmarks.cudnn import mask_statistics, padding_report, rnn_cudnn_report
+    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig
+    from grounded_text.data.pairs import CAPTION_KEY
+    from grounded_text.layers.char_encoder import CharacterPreprocessor
+    from grounded_text.train import prepare_training
+
+    units, steps, warmup = int(a["units"]), int(a["steps"]), int(a.get("warmup", 3))
+    rss0 = rss_mib()
+    # The paper's configuration as train.py builds it: N = 2 × units, case and
+    # punctuation kept (§3.2.1); the preset's loss and schedule come from resolve_config.
+    cfg = ExperimentConfig(
+        data=DataConfig(batch_size=a["batch_size"], bucket_by_length=bool(a["bucket_by_length"]), max_dev_images=1),
+        model=ModelConfig(name="char_gru_attention", embedding_dim=2 * units, encoder={"units": units}),
+        text=TextConfig(lowercase=False),
+    )
+    t0 = time.perf_counter()
+    setup = prepare_training(cfg, a.get("data_dir"))
+    setup_seconds = time.perf_counter() - t0
+    model = setup.model.train_model
+    pre = next(l for l in setup.model.text_tower.layers if isinstance(l, CharacterPreprocessor))
+    if warmup + steps > setup.steps_per_epoch:
+        raise ValueError(f"warmup + steps = {warmup + steps} > {setup.steps_per_epoch} batches in an epoch.")
+    # The first batches of the first epoch, in memory, so the timing is the train step alone.
+    batches = list(setup.train_ds.take(warmup + steps))
+    measured = batches[warmup:]
+    stats = [mask_statistics(pre(b[CAPTION_KEY]).numpy()) for b in measured]
+    # The step fit compiles (Keras' one_step_on_data: train_step in a tf.function, with
+    # the model's resolved jit_compile), called once per batch; the loss is read back
+    # after every step so each step's time is its own.
+    step_fn = tf.function(model.train_step, jit_compile=bool(model.jit_compile))
+
+    def run(b):
+        logs = step_fn(b)
+        return float(np.asarray(keras.ops.convert_to_numpy(next(iter(logs.values())))).ravel()[0])
+
+    t0 = time.perf_counter()
+    for b in batches[:warmup]:
+        run(b)
+    warmup_seconds = time.perf_counter() - t0
+    load_before = list(os.getloadavg())
+    step_seconds = []
+    for b in measured:
+        t0 = time.perf_counter()
+        run(b)
+        step_seconds.append(time.perf_counter() - t0)
+    load_after = list(os.getloadavg())
+    total = float(sum(step_seconds))
+    captions = setup.train_pairs.captions.tolist()
+    return {
+        "model": "char_gru_attention", "units": units, "embedding_dim": 2 * units,
+        "bucket_by_length": bool(a["bucket_by_length"]), "batch_size": cfg.data.batch_size,
+        "steps": steps, "warmup_steps": warmup, "jit_compile": bool(model.jit_compile),
+        "parameters": int(model.count_params()), "character_vocabulary": int(pre.vocabulary_size),
+        "train_pairs": len(setup.train_pairs), "steps_per_epoch": setup.steps_per_epoch,
+        "setup_seconds": setup_seconds, "warmup_seconds": warmup_seconds,
+        "seconds": total, "pairs_per_second": steps * cfg.data.batch_size / total,
+        "seconds_per_step": summary(step_seconds), "padded_length_per_step": [s["padded_length"] for s in stats],
+        "padding": padding_report(stats),
+        "empty_train_captions": sum(1 for c in captions if not c.strip()),
+        "cudnn": rnn_cudnn_report(setup.model.text_tower),
+        "gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
+        "loadavg_timing": {"before": load_before, "after": load_after},
+        "rss_mib": {"after_imports": rss0, "peak": rss_mib()},
+    }
+
+
+PHASES = {"fit": _fit_phase, "encode": _encode_phase, "textvectorization": _textvectorization_phase,
+          "char_speed": _char_speed_phase}
 
 
 def run_phase_subprocess(phase: str, args: dict, timeout: float | None = None) -> dict:

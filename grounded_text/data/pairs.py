@@ -151,6 +151,8 @@ def make_dataset(
     shuffle: bool = True,
     seed: int = 0,
     drop_remainder: bool = True,
+    bucket_by_length: bool = False,
+    bucket_pool: int = 64,
 ) -> tf.data.Dataset:
     """A ``tf.data`` pipeline of caption/feature batches.
 
@@ -163,6 +165,13 @@ def make_dataset(
       shuffle: reshuffle every epoch with ``seed``.
       seed: shuffle seed.
       drop_remainder: drop the last short batch (training).
+      bucket_by_length: batches of captions of similar length (in characters), so
+        that a batch padded to its longest caption carries little padding (the RNN
+        encoders' cost grows with the padded length). Each epoch, the shuffled
+        pairs are cut into pools of ``bucket_pool`` batches, each pool is sorted by
+        length and cut into batches, and the batches are shuffled. Every pair is
+        still served once per epoch; negatives in a batch are then of similar length.
+      bucket_pool: batches per sorting pool (>= 1).
 
     Returns:
       Dataset of dicts ``{"caption": string[B], "image_features": float32[B, d],
@@ -196,14 +205,22 @@ def make_dataset(
     ids = tf.constant(pairs.feature_rows.astype(np.int64))
     n = len(pairs)
     num_batches = n // batch_size if drop_remainder else -(-n // batch_size)
-    if shuffle:
+    if bucket_by_length:
+        if bucket_pool < 1:
+            raise ValueError(f"make_dataset: bucket_pool must be >= 1, got {bucket_pool}.")
+        lengths = np.fromiter((len(c) for c in pairs.captions.tolist()), dtype=np.int64, count=n)
+        orders = _bucketed_orders(lengths, batch_size, num_batches, bucket_pool, seed, shuffle)
+    elif shuffle:
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
         orders = seeds.map(lambda s: tf.random.experimental.stateless_shuffle(
             tf.range(n, dtype=tf.int64), seed=tf.stack([s, s // 2])))
     else:
         orders = tf.data.Dataset.from_tensors(tf.range(n, dtype=tf.int64))
-    ds = orders.flat_map(lambda order: tf.data.Dataset.range(num_batches).map(
-        lambda k: order[k * batch_size:(k + 1) * batch_size]))
+    if bucket_by_length:
+        ds = orders
+    else:
+        ds = orders.flat_map(lambda order: tf.data.Dataset.range(num_batches).map(
+            lambda k: order[k * batch_size:(k + 1) * batch_size]))
     ds = ds.apply(tf.data.experimental.assert_cardinality(num_batches))
     ds = ds.map(
         lambda i: {CAPTION_KEY: tf.gather(captions, i), FEATURES_KEY: tf.gather(table, tf.gather(rows, i)),
@@ -212,3 +229,31 @@ def make_dataset(
         deterministic=True,
     )
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _bucketed_orders(lengths: np.ndarray, batch_size: int, num_batches: int, pool: int, seed: int,
+                     shuffle: bool) -> tf.data.Dataset:
+    """Batches of pair indices (int64 [<= batch_size]) of similar caption lengths, a new
+    arrangement each epoch (see ``make_dataset``'s ``bucket_by_length``)."""
+    n = lengths.size
+    epoch = [0]
+
+    def batches():
+        rng = np.random.default_rng([seed, epoch[0]])
+        epoch[0] += 1
+        order = rng.permutation(n) if shuffle else np.arange(n)
+        out = []
+        step = pool * batch_size
+        for start in range(0, n, step):
+            chunk = order[start:start + step]
+            chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+            out += [chunk[k:k + batch_size] for k in range(0, chunk.size, batch_size)]
+        full = [b for b in out if b.size == batch_size]
+        short = [b for b in out if b.size < batch_size]
+        if shuffle:
+            full = [full[i] for i in rng.permutation(len(full))]
+        kept = (full + short)[:num_batches]  # drop_remainder keeps the full batches only
+        for b in kept:
+            yield b.astype(np.int64)
+
+    return tf.data.Dataset.from_generator(batches, output_signature=tf.TensorSpec([None], tf.int64))

@@ -126,7 +126,7 @@ class GroundedProjection(keras.layers.Layer):
 
     ``kind="mlp"``: ``g(u) = W_2 ReLU(W_1 u + b_1) + b_2`` (2-layer MLP);
     ``kind="identity"``: ``g(u) = u`` (the grounding losses then act on the
-    textual space itself). The exported text tower is u, never g(u).
+    textual space itself). ``bordes_cg_pg`` exports both u and g(u) (g(u) by default).
 
     Args:
       kind: ``"mlp"`` or ``"identity"``.

@@ -17,44 +17,45 @@ import keras
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.branches import LinearImageEncoder
 from grounded_text.layers.char_encoder import CharacterEncoder
-from grounded_text.models.components import character_preprocessor, encoder_params, make_loss
+from grounded_text.models.components import TRIPLET_KEYS, character_preprocessor, family_loss, require_params
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
-CHAR_DEFAULTS = {"char_dim": 20, "units": None, "num_layers": 1, "cell": "gru", "bidirectional": True,
-                 "pooling": "attention", "attention_units": 128, "max_chars": None}
-CHAR_LOSS = {"margin": 0.2, "direction_weight": 1.0, "negatives": "all"}
+CHAR_KEYS = ("char_dim", "units", "num_layers", "cell", "bidirectional", "pooling", "attention_units", "max_chars")
 
 
 def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                              train_captions=None, **_) -> GroundedModel:
     """Merckx & Frank (2019) character-level bi-GRU with self-attention.
 
-    Paper configuration (§3.1–3.3): 20-d character embeddings; bidirectional GRU
-    (the paper uses large hidden states, 2 × 1024 and more; here each direction has
-    N / 2 units so N = ``ModelConfig.embedding_dim``); self-attention with 128
-    hidden units; L2; image branch linear + L2; hinge loss over all in-batch
-    negatives, margin 0.2, both directions weighted equally
-    (``TripletRankingLoss(negatives="all")``); cyclic cosine learning rate and
-    snapshot ensembling (``TrainConfig.schedule="cyclic_cosine"``,
-    ``snapshots=True`` are this preset's defaults). The character vocabulary
-    comes from the training captions (``train_captions``, required).
+    Characters (``TextConfig.lowercase``: the paper keeps case, §3.2.1) → embeddings →
+    bidirectional GRU → self-attention → L2; image branch linear + L2 to the text width;
+    ``TripletRankingLoss`` (the paper's hinge over all in-batch negatives, both directions).
+    The records ``char_gru_attention`` (the paper: 20-d characters, 1024 units per
+    direction, 128 attention units, margin 0.2) and ``char_gru_attention_512`` give every
+    value. The character vocabulary comes from the training captions (``train_captions``,
+    required).
 
-    Encoder keys and defaults: ``char_dim`` 20, ``units`` None (= N / 2 when
-    bidirectional), ``num_layers`` 1, ``cell`` "gru" (or "lstm"),
-    ``bidirectional`` True, ``pooling`` "attention" (or "max", "mean"),
-    ``attention_units`` 128, ``max_chars`` None.
+    Encoder keys: ``char_dim``, ``units`` (per direction; None = N / directions),
+    ``num_layers``, ``cell`` ("gru" or "lstm"), ``bidirectional``, ``pooling``
+    ("attention", "max", "mean"), ``attention_units``, ``max_chars`` (None: no
+    truncation). Loss parameters of ``"triplet"``: ``margin``, ``direction_weight``,
+    ``negatives`` (and ``k`` with the hardest negatives).
 
     Raises:
-      ValueError: no ``train_captions``; N odd with bidirectional and units None.
+      ValueError: no ``train_captions``; a missing or unknown encoder or loss parameter;
+        N unset or different from units × directions.
     """
-    p = encoder_params(model, CHAR_DEFAULTS)
+    p = require_params(model, model.encoder, CHAR_KEYS, "encoder")
     directions = 2 if p["bidirectional"] else 1
-    units = p["units"]
+    units, n = p["units"], model.embedding_dim
     if units is None:
-        if model.embedding_dim % directions:
-            raise ValueError(f"char_gru_attention: embedding_dim {model.embedding_dim} must be even "
-                             f"(two directions) or set encoder units.")
-        units = model.embedding_dim // directions
+        if n is None or n % directions:
+            raise ValueError(f"{model.name}: embedding_dim {n} must be set and divisible by {directions} "
+                             f"(directions), or set encoder units.")
+        units = n // directions
+    if n is not None and int(units) * directions != n:
+        raise ValueError(f"{model.name}: embedding_dim {n} must equal units × directions = "
+                         f"{int(units)} × {directions} (the sentence vector is the concatenated states).")
     preprocessor = character_preprocessor(text, train_captions, p["max_chars"])
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
     encoder = CharacterEncoder(preprocessor.vocabulary_size, char_dim=p["char_dim"], units=int(units),
@@ -64,7 +65,4 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
     features = keras.Input(shape=(feature_dim,), dtype="float32", name="image_features")
     image_tower = keras.Model(features, LinearImageEncoder(encoder.output_dim, normalize=True,
                                                            name="image_projection")(features), name="image_tower")
-    loss_name = model.loss or "triplet"
-    loss = make_loss(loss_name, {**CHAR_LOSS, **model.loss_params} if loss_name == "triplet" else model.loss_params,
-                     seed)
-    return assemble(text_tower, image_tower, loss)
+    return assemble(text_tower, image_tower, family_loss(model, "triplet", TRIPLET_KEYS, seed))

@@ -1,4 +1,6 @@
-"""Building blocks shared by the presets: losses by name, text front-ends, word vectors.
+"""Building blocks shared by the builders: losses by name, parameter checks, text
+front-ends, word towers, image towers, word vectors. (The builder modules import from
+here, never from each other.)
 
 Loss names (``ModelConfig.loss``; parameters in ``ModelConfig.loss_params``):
 
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+
+import keras
 
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.char_encoder import CharacterPreprocessor, build_character_vocabulary
@@ -71,23 +75,110 @@ def make_loss(name: str, params: dict | None = None, seed: int = 0):
     return cls(name=f"{name}_loss", **params)
 
 
-def encoder_params(model: ModelConfig, defaults: dict) -> dict:
-    """The preset's encoder defaults overridden by ``model.encoder``.
+def require_params(model: ModelConfig, params: dict, keys, what: str) -> dict:
+    """``params`` checked against the builder's parameter names ``keys``.
+
+    The builders hide no defaults: every parameter comes from the preset record
+    (``grounded_text.presets``) or the user, through ``ModelConfig.encoder`` /
+    ``ModelConfig.loss_params``.
 
     Raises:
-      ValueError: a key of ``model.encoder`` the preset does not know.
+      ValueError: a missing key (named; the preset records give them all) or an
+        unknown one (the message lists the valid ones).
     """
-    unknown = set(model.encoder) - set(defaults)
+    keys = tuple(keys)
+    unknown = set(params) - set(keys)
     if unknown:
-        raise ValueError(f"Model {model.name!r} has no encoder parameter(s) {sorted(unknown)}; "
-                         f"it takes {sorted(defaults)}.")
-    return {**defaults, **model.encoder}
+        raise ValueError(f"Model {model.name!r} has no {what} parameter(s) {sorted(unknown)}; it takes {sorted(keys)}.")
+    missing = [k for k in keys if k not in params]
+    if missing:
+        raise ValueError(f"Model {model.name!r} needs {what} parameter(s) {missing}: set them in its preset record "
+                         f"(grounded_text.presets) or ModelConfig.{'encoder' if what == 'encoder' else 'loss_params'}.")
+    return dict(params)
 
 
-def word_preprocessor(text: TextConfig, vocabulary) -> TextPreprocessor:
+def require_embedding_dim(model: ModelConfig) -> int:
+    """``ModelConfig.embedding_dim`` N, which the record or the user must set.
+
+    Raises:
+      ValueError: unset or < 1.
+    """
+    if model.embedding_dim is None or int(model.embedding_dim) < 1:
+        raise ValueError(f"Model {model.name!r} needs embedding_dim (N >= 1), got {model.embedding_dim!r}.")
+    return int(model.embedding_dim)
+
+
+# The triplet loss's parameters a builder passes (``k`` only with the hardest negatives).
+TRIPLET_KEYS = ("margin", "direction_weight", "negatives")
+GROUNDING_KEYS = ("alpha_cluster", "alpha_perceptual", "margin")
+
+
+def family_loss(model: ModelConfig, family_loss_name: str, keys, seed: int):
+    """The loss layer. With the family's own loss its parameters ``keys`` are required
+    (``"triplet"`` also needs ``k`` when ``negatives="hardest"``); another loss takes the
+    user's ``loss_params`` alone (that loss class's own defaults fill the rest).
+
+    Raises:
+      ValueError: no loss set; a missing parameter (named); an unknown one (``make_loss``).
+    """
+    if model.loss is None:
+        raise ValueError(f"Model {model.name!r} needs ModelConfig.loss (its preset record gives one).")
+    if model.loss == family_loss_name:
+        keys = tuple(keys) + (("k",) if family_loss_name == "triplet"
+                              and model.loss_params.get("negatives") == "hardest" else ())
+        missing = [k for k in keys if k not in model.loss_params]
+        if missing:
+            raise ValueError(f"Model {model.name!r} needs loss parameter(s) {missing} for {family_loss_name!r}: set "
+                             f"them in its preset record (grounded_text.presets) or ModelConfig.loss_params.")
+    return make_loss(model.loss, model.loss_params, seed)
+
+
+def word_preprocessor(text: TextConfig, vocabulary, vocabulary_file=None) -> TextPreprocessor:
+    """Word front-end (string[B] → int ids) for ``TextConfig`` (``lowercase`` must be set)."""
+    if text.lowercase is None:
+        raise ValueError("TextConfig.lowercase is unset: resolve the config (its preset record sets it).")
     return TextPreprocessor(vocabulary, num_oov_buckets=text.num_oov_buckets, lowercase=text.lowercase,
                             boundary_tokens=text.boundary_tokens, max_tokens=text.max_tokens,
-                            name="text_preprocessor")
+                            vocabulary_file=vocabulary_file, name="text_preprocessor")
+
+
+def word_tower(model: ModelConfig, text: TextConfig, vocabulary, encoder_cls, kwargs: dict, name: str) -> keras.Model:
+    """string[B] → ``encoder_cls(vocabulary_size, **kwargs)`` over word ids, with
+    ``model.word_vectors`` loaded into its embedding when given."""
+    preprocessor = word_preprocessor(text, vocabulary)
+    sentences = keras.Input(shape=(), dtype="string", name="sentences")
+    encoder = encoder_cls(preprocessor.vocabulary_size, name=name, **kwargs)
+    embedding = encoder(preprocessor(sentences))
+    init_word_embeddings(encoder.embedding, preprocessor, model)
+    return keras.Model(sentences, embedding, name="text_tower")
+
+
+RNN_KEYS = ("word_dim", "units", "num_layers", "cell", "pooling", "bidirectional", "dropout", "trainable_embeddings")
+
+
+def rnn_encoder_kwargs(model: ModelConfig, params: dict) -> dict:
+    """``RNNEncoder`` arguments from the ``RNN_KEYS`` of ``params``: ``units=None`` means N;
+    a projection to N is added when the pooled state's size differs from N."""
+    n = require_embedding_dim(model)
+    p = {k: params[k] for k in RNN_KEYS}
+    units = int(p.pop("units") or n)
+    state = units * (2 if p["bidirectional"] else 1)
+    return {**p, "units": units, "output_dim": None if state == n else n}
+
+
+def build_affine_image_tower(feature_dim: int, embedding_dim: int) -> keras.Model:
+    """Float[B, d] → float32[B, N], ``v = W x + b`` (VETE's affine image branch)."""
+    features = keras.Input(shape=(feature_dim,), dtype="float32", name="image_features")
+    projected = keras.layers.Dense(embedding_dim, name="image_projection")(features)
+    projected = keras.layers.Activation("linear", dtype="float32", name="image_embedding")(projected)
+    return keras.Model(features, projected, name="image_tower")
+
+
+def build_identity_image_tower(feature_dim: int) -> keras.Model:
+    """Float[B, d] → float32[B, d]: the CNN features themselves (no learnt image branch)."""
+    features = keras.Input(shape=(feature_dim,), dtype="float32", name="image_features")
+    out = keras.layers.Activation("linear", dtype="float32", name="image_embedding")(features)
+    return keras.Model(features, out, name="image_tower")
 
 
 def character_preprocessor(text: TextConfig, train_captions, max_chars: int | None = None) -> CharacterPreprocessor:
@@ -98,6 +189,8 @@ def character_preprocessor(text: TextConfig, train_captions, max_chars: int | No
     """
     if train_captions is None:
         raise ValueError("A character-level model needs train_captions to build its character vocabulary.")
+    if text.lowercase is None:
+        raise ValueError("TextConfig.lowercase is unset: resolve the config (its preset record sets it).")
     chars = build_character_vocabulary(train_captions, lowercase=text.lowercase)
     return CharacterPreprocessor(chars, num_oov_buckets=text.num_oov_buckets, lowercase=text.lowercase,
                                  max_chars=max_chars, name="char_preprocessor")
@@ -109,7 +202,7 @@ def init_word_embeddings(embedding_layer, preprocessor: TextPreprocessor, model:
     Raises:
       ValueError: the vectors' dimension differs from the embedding's.
     """
-    if not model.word_vectors:
+    if not model.word_vectors or str(model.word_vectors).lower() == "none":  # "none": explicitly no vectors
         return None
     matrix, coverage = pretrained_matrix_for(preprocessor.vocabulary, preprocessor.num_oov_buckets,
                                              model.word_vectors, model.word_vectors_vocab, seed=seed)

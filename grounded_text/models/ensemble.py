@@ -38,16 +38,21 @@ class MeanNormalize(keras.layers.Layer):
 
 
 def build_snapshot_ensemble(text_towers, name: str = "snapshot_ensemble") -> keras.Model:
-    """One text tower from M snapshots: string[B] → float32[B, N], mean then L2-normalise.
+    """One tower from M snapshots: input[B, ...] → float32[B, N], mean then L2-normalise.
+
+    Text towers (string[B]) give the text ensemble; image towers (float[B, d]) the
+    image ensemble, for retrieval (Merckx & Frank ensemble both encoders).
 
     Args:
-      text_towers: list of M >= 1 Keras models string[B] → float[B, N] with the same
-        N (e.g. from ``load_snapshot_towers``). They are shared, not copied.
+      text_towers: list of M >= 1 Keras models with the same input and the same
+        output width N, string[B] → float[B, N] or float[B, d] → float[B, N] (e.g.
+        from ``load_snapshot_towers``). They are shared, not copied.
       name: model name.
 
     Returns:
-      ``keras.Model`` string[B] → float32[B, N]; export it with
-      ``grounded_text.export.export_text_tower`` like any text tower.
+      ``keras.Model`` input[B, ...] → float32[B, N]; export a text ensemble with
+      ``grounded_text.export.export_text_tower`` like any text tower, an image one
+      with ``export_image_tower``.
 
     Raises:
       ValueError: empty list or differing output widths.
@@ -58,12 +63,13 @@ def build_snapshot_ensemble(text_towers, name: str = "snapshot_ensemble") -> ker
     widths = {tuple(t.output_shape[1:]) for t in towers}
     if len(widths) != 1:
         raise ValueError(f"build_snapshot_ensemble: snapshots differ in output shape: {sorted(widths)}.")
-    sentences = keras.Input(shape=(), dtype="string", name="sentences")
+    first = towers[0].inputs[0]
+    sentences = keras.Input(shape=tuple(first.shape[1:]), dtype=first.dtype, name=first.name)
     outputs = []
     for k, tower in enumerate(towers):
         # A renamed functional view over the same layers, so M towers named
         # "text_tower" can live in one model.
-        view = keras.Model(tower.inputs[0], tower.outputs[0], name=f"snapshot_{k + 1:02d}")
+        view = keras.Model(tower.inputs[0], tower.outputs[0], name=f"{name}_{k + 1:02d}")
         outputs.append(view(sentences))
     ensemble = MeanNormalize(name="mean_normalize")(outputs)
     return keras.Model(sentences, ensemble, name=name)

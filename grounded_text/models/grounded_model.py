@@ -75,11 +75,17 @@ class GroundedModel:
       train_model: ``keras.Model`` on ``{"caption", "image_features"[, "image_id"]}`` whose
         output is the scalar training loss (added with ``add_loss``); compile it
         with an optimizer only.
+      spaces: named sentence spaces of a model that has several, ``{name: keras.Model
+        string[B] → float32[B, N_name]}`` sharing the trained weights (e.g. Bordes et
+        al.'s ``"textual"`` u and ``"grounded"`` g(u)); ``text_tower`` is one of them.
+        The trainer exports each to ``export_<name>/`` beside ``export/``. Empty (the
+        default) for single-space models.
     """
 
     text_tower: keras.Model
     image_tower: keras.Model
     train_model: keras.Model
+    spaces: dict[str, keras.Model] = dataclasses.field(default_factory=dict)
 
 
 def assemble(text_tower: keras.Model, image_tower: keras.Model, loss_layer) -> GroundedModel:

