@@ -301,58 +301,25 @@ BUDGETS: dict[str, Budget] = {
 
 
 def deep_merge(base: dict, overrides: dict | None) -> dict:
-    """A copy of ``base`` with ``overrides`` merged in (dicts merged key by key, anything else replaced)."""
-    out = copy.deepcopy(base)
-    for key, value in (overrides or {}).items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+    """``grounded_text.presets.deep_merge`` (dicts merged key by key, anything else replaced)."""
+    from grounded_text.presets import deep_merge as merge
 
-
-# Used only while grounded_text.presets is absent: the registry's defaults for each name.
-_FALLBACK_MODELS = {"vete_bow": "vete_bow", "vete_rnn": "vete_rnn", "vete_cnn": "vete_cnn",
-                    "bordes_cg_pg": "bordes_cg_pg", "two_branch_khard": "two_branch_khard",
-                    "char_gru_attention": "char_gru_attention", "char_gru_attention_512": "char_gru_attention"}
-
-
-def _presets_module():
-    """``grounded_text.presets``, or None while it does not exist (any other import error is raised)."""
-    import importlib
-
-    try:
-        return importlib.import_module("grounded_text.presets")
-    except ModuleNotFoundError as e:
-        if e.name != "grounded_text.presets":
-            raise
-        return None
-
-
-def preset_source() -> str:
-    """``"grounded_text.presets"`` or the fallback used while that module does not exist."""
-    if _presets_module() is None:
-        return "fallback: the registry's defaults (grounded_text.presets not present)"
-    return "grounded_text.presets"
+    return merge(base, overrides or {})
 
 
 def preset_config(name: str, overrides: dict | None = None):
-    """``grounded_text.presets.preset_config(name, overrides)``; until that module exists, the
-    registry's defaults for the model ``name`` names, with ``overrides`` deep-merged.
+    """The resolved config of record ``name`` with ``overrides`` (``grounded_text.presets.preset_config``)."""
+    from grounded_text.presets import preset_config as config_of
 
-    Raises:
-      ValueError: unknown preset name (also from the presets module).
-    """
-    from grounded_text.config import ExperimentConfig
+    return config_of(name, overrides)
 
-    presets = _presets_module()
-    if presets is not None:
-        return presets.preset_config(name, overrides)
-    if name not in _FALLBACK_MODELS:
-        raise ValueError(f"Unknown preset {name!r}; choose one of {sorted(_FALLBACK_MODELS)}.")
-    base = ExperimentConfig().to_dict()
-    base["model"]["name"] = _FALLBACK_MODELS[name]
-    return ExperimentConfig.from_dict(deep_merge(base, overrides))
+
+def record_note(name: str) -> str:
+    """The record's paper, and what it is a variant of."""
+    from grounded_text.presets import get_preset
+
+    record = get_preset(name)
+    return record.paper + (f"; variant of `{record.variant_of}`" if record.variant_of else "")
 
 
 @dataclasses.dataclass
@@ -412,9 +379,14 @@ def _get(d, dotted: str, default=None):
 _MISSING = object()
 
 
-def run_matches(spec: RunSpec, model_name: str, run_config: dict) -> bool:
+def record_names(spec: RunSpec) -> set:
+    """The records a run of ``spec`` may have been trained as: its own and every budget's stand-in."""
+    return {spec.preset} | {b.preset_map.get(spec.preset, spec.preset) for b in BUDGETS.values()}
+
+
+def run_matches(spec: RunSpec, run_config: dict) -> bool:
     """Whether a run folder's ``metrics.json`` config is the planned run (see ``RunSpec.match``)."""
-    if _get(run_config, "model.name") != model_name:
+    if _get(run_config, "model.name") not in record_names(spec):
         return False
     for key, want in spec.match.items():
         got = _get(run_config, key, _MISSING)
@@ -426,7 +398,7 @@ def run_matches(spec: RunSpec, model_name: str, run_config: dict) -> bool:
     return True
 
 
-def find_run_dir(root: Path, paper: str, spec: RunSpec, model_name: str) -> tuple[Path | None, list]:
+def find_run_dir(root: Path, paper: str, spec: RunSpec) -> tuple[Path | None, list]:
     """The trained run folder of ``spec`` under ``root``, and every folder that matched.
 
     Order: ``root/<run>``, ``root/<paper>/runs/<run>``, then any folder up to 4 levels down
@@ -436,8 +408,8 @@ def find_run_dir(root: Path, paper: str, spec: RunSpec, model_name: str) -> tupl
         if (cand / "metrics.json").is_file() and (cand / "export").is_dir():
             cfg = json.loads((cand / "metrics.json").read_text()).get("config", {})
             # A folder named after the run only needs the right model; root itself must match.
-            named = cand != root and _get(cfg, "model.name") == model_name
-            if named or run_matches(spec, model_name, cfg):
+            named = cand != root and _get(cfg, "model.name") in record_names(spec)
+            if named or run_matches(spec, cfg):
                 return cand, [str(cand)]
     found = []
     for metrics in sorted(root.glob("**/metrics.json")):
@@ -447,7 +419,7 @@ def find_run_dir(root: Path, paper: str, spec: RunSpec, model_name: str) -> tupl
             cfg = json.loads(metrics.read_text()).get("config", {})
         except (OSError, json.JSONDecodeError):
             continue
-        if run_matches(spec, model_name, cfg):
+        if run_matches(spec, cfg):
             found.append(metrics.parent)
     found.sort(key=lambda p: (p / "metrics.json").stat().st_mtime, reverse=True)
     return (found[0] if found else None), [str(p) for p in found]
@@ -655,7 +627,6 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
       The ``results.json`` content.
     """
     from grounded_text.data.paths import resolve_data_dir
-    from grounded_text.models.registry import resolve_config
 
     t_start = time.perf_counter()
     b = BUDGETS[budget]
@@ -667,16 +638,14 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
     runs: dict = {}
     for planned in plan_runs(paper, budget, only):
         spec = planned.spec
-        node: dict = {"preset": planned.preset, "record": spec.preset, "main": spec.main,
+        node: dict = {"preset": planned.preset, "record": record_note(planned.preset), "main": spec.main,
                       "groups": [list(g) for g in spec.groups], "overrides": planned.overrides}
         runs[spec.name] = node
         if not planned.selected:
             node.update({"status": "skipped", "reason": planned.reason})
             continue
-        config = planned.config()
-        resolved = resolve_config(config).to_dict()
         if from_runs is not None:
-            run_dir, candidates = find_run_dir(Path(from_runs), paper, spec, resolved["model"]["name"])
+            run_dir, candidates = find_run_dir(Path(from_runs), paper, spec)
             node["candidates"] = candidates
             if run_dir is None:
                 node.update({"status": "missing", "reason": f"no trained run of {spec.name} under {from_runs}"})
@@ -684,6 +653,8 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
                 continue
             metrics = json.loads((run_dir / "metrics.json").read_text())
         else:
+            config = planned.config()  # resolved (preset_config applies resolve_config)
+            resolved = config.to_dict()
             run_dir = out_dir / "runs" / spec.name
             metrics_path = run_dir / "metrics.json"
             previous = json.loads(metrics_path.read_text()) if metrics_path.is_file() else None
@@ -717,7 +688,7 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
         "budget": budget, "budget_description": b.description,
         "mode": "from_runs" if from_runs is not None else "train",
         "from_runs": str(from_runs) if from_runs is not None else None,
-        "command": command, "data_dir": str(root), "preset_source": preset_source(),
+        "command": command, "data_dir": str(root),
         "evaluation_settings": dataclasses.asdict(b.evaluation),
         "protocol": {"sections": list(p.protocol.sections), "spaces": [s for s, _ in p.protocol.spaces],
                      "transfer": p.protocol.transfer, "description": list(p.protocol.description)},
@@ -854,10 +825,9 @@ def format_paper_markdown(results: dict) -> str:
               f"| scored on | {scored} |"]
     for name, node in results["runs"].items():
         if node.get("status") == "ok":
-            lines.append(f"| run `{name}` | preset `{node['preset']}`: {node['trained_with']}; best epoch "
+            lines.append(f"| run `{name}` | record `{node['preset']}` ({node['record']}): {node['trained_with']}; best epoch "
                          f"{node['training']['best_epoch']} by {node['training']['selection']}, exported "
                          f"{node['training']['exported']} |")
-    lines.append(f"| preset records | {results['preset_source']} |")
     lines += ["", "What differs from the paper's data:", "", "| aspect | paper | ours |", "|---|---|---|"]
     lines += [f"| {d['aspect']} | {d['paper']} | {d['ours']} |" for d in results["data_differences"]]
     lines += ["", "Protocol: " + "; ".join(results["protocol"]["description"]) + ".", ""]

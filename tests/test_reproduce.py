@@ -33,6 +33,10 @@ def test_plans_follow_the_budget_table():
     cpu = rp.plan_runs("merckx_frank", "cpu")[0]
     assert cpu.preset == "char_gru_attention_512"
     assert cpu.overrides["train"] == {"epochs": 8, "cycle_epochs": 4}  # 2 cosine cycles
+    cfg = cpu.config()
+    assert (cfg.model.name, cfg.model.encoder["units"], cfg.train.epochs, cfg.train.cycle_epochs) == (
+        "char_gru_attention_512", 512, 8, 4)
+    assert rp.plan_runs("merckx_frank", "full")[0].config().model.encoder["units"] == 1024  # the paper's n
     assert rp.plan_runs("bordes", "cpu")[0].overrides["train"]["epochs"] == 8
 
     only = rp.plan_runs("kolluru", "smoke", only=["two_branch_khard_k10"])
@@ -67,18 +71,22 @@ def test_from_runs_lookup_by_name_then_by_config(tmp_path):
     _fake_run(tmp_path / "long" / "b", "two_branch_khard", {"k": 5})
     _fake_run(tmp_path / "two_branch_khard_k10", "two_branch_khard", {"k": 3})  # named: the name wins
     _fake_run(tmp_path / "other", "vete_bow", {})
-    assert rp.find_run_dir(tmp_path, "kolluru", k1, "two_branch_khard")[0] == tmp_path / "long" / "a"
-    assert rp.find_run_dir(tmp_path, "kolluru", k5, "two_branch_khard")[0] == tmp_path / "long" / "b"
-    assert rp.find_run_dir(tmp_path, "kolluru", k10, "two_branch_khard")[0] == tmp_path / "two_branch_khard_k10"
+    assert rp.find_run_dir(tmp_path, "kolluru", k1)[0] == tmp_path / "long" / "a"
+    assert rp.find_run_dir(tmp_path, "kolluru", k5)[0] == tmp_path / "long" / "b"
+    assert rp.find_run_dir(tmp_path, "kolluru", k10)[0] == tmp_path / "two_branch_khard_k10"
     vete_rnn = rp.PAPERS["vete"].runs[1]
-    assert rp.find_run_dir(tmp_path, "vete", vete_rnn, "vete_rnn") == (None, [])
+    assert rp.find_run_dir(tmp_path, "vete", vete_rnn) == (None, [])
+    # A CPU-size variant of the record stands for the paper's run.
+    _fake_run(tmp_path / "cpu" / "char", "char_gru_attention_512", {})
+    char = rp.PAPERS["merckx_frank"].runs[0]
+    assert rp.find_run_dir(tmp_path, "merckx_frank", char)[0] == tmp_path / "cpu" / "char"
 
 
 def _fake_results(paper: str, headline: dict, command: str = "python -m grounded_text.reproduce x") -> dict:
     runs = {}
     for spec in rp.PAPERS[paper].runs:
         if spec.main:
-            runs[spec.name] = {"status": "ok", "preset": spec.preset, "trained_with": "epochs 1",
+            runs[spec.name] = {"status": "ok", "preset": spec.preset, "record": "paper", "trained_with": "epochs 1",
                                "training": {"best_epoch": 1, "selection": "val_loss", "exported": "best_epoch",
                                             "feature_file": "/d/efficientnet_lite0.npz", "feature_dim": 1280,
                                             "train_images": 64},
@@ -87,7 +95,7 @@ def _fake_results(paper: str, headline: dict, command: str = "python -m grounded
             runs[spec.name] = {"status": "skipped", "reason": "ablation run"}
     return {"paper": paper, "title": rp.PAPERS[paper].title, "citation": rp.PAPERS[paper].citation,
             "budget": "smoke", "budget_description": rp.BUDGETS["smoke"].description, "mode": "train",
-            "from_runs": None, "command": command, "preset_source": "test",
+            "from_runs": None, "command": command,
             "evaluation_settings": {"test_images": 64, "same_image_n": 100, "transfer_kfold": 3,
                                     "transfer_max_examples": 200},
             "protocol": {"sections": list(rp.PAPERS[paper].protocol.sections), "transfer": False,
