@@ -334,11 +334,13 @@ class PlannedRun:
         return preset_config(self.preset, self.overrides)
 
 
-def plan_runs(paper: str, budget: str, only=None) -> list[PlannedRun]:
-    """The runs of ``paper`` under ``budget``, with their overrides and whether they train.
+def plan_runs(paper: str, budget: str, only=None, *, training: bool = True) -> list[PlannedRun]:
+    """The runs of ``paper`` under ``budget``, with their overrides and whether they are selected.
 
     ``only``: run names or preset names; when given, exactly the runs named (by run name,
     the record's name or the mapped record's name) are selected, ablations included.
+    Without it, a budget without ablations selects the main runs only when ``training``
+    (evaluating runs found with ``--from-runs`` costs no training: all are selected).
     """
     b = BUDGETS[budget]
     out = []
@@ -349,7 +351,7 @@ def plan_runs(paper: str, budget: str, only=None) -> list[PlannedRun]:
             selected = bool({spec.name, spec.preset, preset} & set(only))
             reason = "" if selected else "not named by --only"
         else:
-            selected = spec.main or b.ablations
+            selected = spec.main or b.ablations or not training
             reason = "" if selected else f"ablation run: not trained by the {budget} budget (name it with --only)"
         out.append(PlannedRun(spec, preset, overrides, selected, reason))
     return out
@@ -636,7 +638,7 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
     out_dir.mkdir(parents=True, exist_ok=True)
     data = _Data(root)
     runs: dict = {}
-    for planned in plan_runs(paper, budget, only):
+    for planned in plan_runs(paper, budget, only, training=from_runs is None):
         spec = planned.spec
         node: dict = {"preset": planned.preset, "record": record_note(planned.preset), "main": spec.main,
                       "groups": [list(g) for g in spec.groups], "overrides": planned.overrides}
@@ -953,7 +955,7 @@ def main(argv=None) -> int:
     command = "python -m grounded_text.reproduce " + shlex.join(argv)
     results = {}
     for paper in a.papers:
-        if a.only and not any(r.selected for r in plan_runs(paper, a.budget, a.only)):
+        if a.only and not any(r.selected for r in plan_runs(paper, a.budget, a.only, training=not a.from_runs)):
             continue  # `all --only vete_bow`: the other papers have nothing to do
         results[paper] = reproduce_paper(paper, a.budget, Path(a.output_dir), a.data_dir, only=a.only,
                                          from_runs=Path(a.from_runs) if a.from_runs else None, command=command)

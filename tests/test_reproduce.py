@@ -42,6 +42,7 @@ def test_plans_follow_the_budget_table():
     only = rp.plan_runs("kolluru", "smoke", only=["two_branch_khard_k10"])
     assert [r.selected for r in only] == [False, False, True]
     assert [r.selected for r in rp.plan_runs("vete", "smoke", only=["vete_rnn"])] == [False, True] + [False] * 4
+    assert all(r.selected for r in rp.plan_runs("kolluru", "smoke", training=False))  # --from-runs: all looked up
 
 
 def test_smoke_overrides_reach_the_config():
