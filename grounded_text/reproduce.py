@@ -314,12 +314,12 @@ def preset_config(name: str, overrides: dict | None = None):
     return config_of(name, overrides)
 
 
-def record_note(name: str) -> str:
-    """The record's paper, and what it is a variant of."""
-    from grounded_text.presets import get_preset
+def record_note(name: str | None) -> str:
+    """``"record `NAME`"``, with what it is a variant of (a name that is no record is shown as is)."""
+    from grounded_text.presets import PRESETS
 
-    record = get_preset(name)
-    return record.paper + (f"; variant of `{record.variant_of}`" if record.variant_of else "")
+    record = PRESETS.get(name)
+    return f"record `{name}`" + (f" (variant of `{record.variant_of}`)" if record and record.variant_of else "")
 
 
 @dataclasses.dataclass
@@ -606,14 +606,16 @@ def headline(paper: str, evaluation: dict) -> dict:
 # ----------------------------------------------------------------------------- one paper
 
 
-def _trained_with(metrics: dict) -> str:
+def _trained_with(metrics: dict, overrides: dict | None) -> str:
+    """What the run trained: its size and length, and the overrides of its record (when we trained it)."""
     cfg = metrics.get("config", {})
     d, m, t = cfg.get("data", {}), cfg.get("model", {}), cfg.get("train", {})
     n_img = metrics.get("data", {}).get("train_images")
     images = f"{n_img:,} training images" if n_img else "training images: ?"
-    parts = [f"epochs {t.get('epochs')}", images, f"N = {m.get('embedding_dim')}", f"batch {d.get('batch_size')}"]
-    if m.get("encoder"):
-        parts.append("encoder " + json.dumps(m["encoder"], sort_keys=True))
+    epochs = t.get("epochs")
+    parts = [f"{epochs} epoch{'' if epochs == 1 else 's'}", images, f"N = {m.get('embedding_dim')}", f"batch {d.get('batch_size')}"]
+    if overrides:
+        parts.append("overrides of the record " + json.dumps(overrides, sort_keys=True))
     return ", ".join(parts)
 
 
@@ -640,7 +642,7 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
     runs: dict = {}
     for planned in plan_runs(paper, budget, only, training=from_runs is None):
         spec = planned.spec
-        node: dict = {"preset": planned.preset, "record": record_note(planned.preset), "main": spec.main,
+        node: dict = {"preset": planned.preset, "main": spec.main,
                       "groups": [list(g) for g in spec.groups], "overrides": planned.overrides}
         runs[spec.name] = node
         if not planned.selected:
@@ -672,7 +674,8 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
                 metrics = train(config, root, run_dir, evaluate=b.trainer_evaluates, verbose=b.verbose)
         node.update({
             "status": "ok", "run_dir": str(run_dir), "config": metrics.get("config"),
-            "trained_with": _trained_with(metrics),
+            "record": (metrics.get("config") or {}).get("model", {}).get("name"),
+            "trained_with": _trained_with(metrics, None if from_runs is not None else planned.overrides),
             "training": {"best_epoch": metrics.get("selection", {}).get("best_epoch"),
                          "selection": metrics.get("selection", {}).get("monitor"),
                          "exported": metrics.get("exported", {}).get("kind"),
@@ -795,9 +798,8 @@ def data_differences(paper: str, runs: dict, root: Path) -> list[dict]:
 def _fmt(x, label: str = "") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    if re.search(r"R@|medr|acc|F1|rsum", label):
-        return f"{x:.1f}"
-    return f"{x:.3f}"
+    text = f"{x:.1f}" if re.search(r"R@|medr|acc|F1|rsum", label) else f"{x:.3f}"
+    return text.replace("-", "−")
 
 
 def _signed(x, label: str) -> str:
@@ -827,7 +829,7 @@ def format_paper_markdown(results: dict) -> str:
               f"| scored on | {scored} |"]
     for name, node in results["runs"].items():
         if node.get("status") == "ok":
-            lines.append(f"| run `{name}` | record `{node['preset']}` ({node['record']}): {node['trained_with']}; best epoch "
+            lines.append(f"| run `{name}` | {record_note(node.get('record'))}: {node['trained_with']}; best epoch "
                          f"{node['training']['best_epoch']} by {node['training']['selection']}, exported "
                          f"{node['training']['exported']} |")
     lines += ["", "What differs from the paper's data:", "", "| aspect | paper | ours |", "|---|---|---|"]

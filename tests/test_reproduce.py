@@ -87,7 +87,7 @@ def _fake_results(paper: str, headline: dict, command: str = "python -m grounded
     runs = {}
     for spec in rp.PAPERS[paper].runs:
         if spec.main:
-            runs[spec.name] = {"status": "ok", "preset": spec.preset, "record": "paper", "trained_with": "epochs 1",
+            runs[spec.name] = {"status": "ok", "preset": spec.preset, "record": spec.preset, "trained_with": "1 epochs",
                                "training": {"best_epoch": 1, "selection": "val_loss", "exported": "best_epoch",
                                             "feature_file": "/d/efficientnet_lite0.npz", "feature_dim": 1280,
                                             "train_images": 64},
