@@ -888,7 +888,8 @@ package's evaluation code (`grounded_text.evaluation`); the papers' figures are 
 `grounded_text/reproduce.py` with their table citations, and "not reported here" where this
 repository does not record them. Budgets: `full` = the records as the papers train them, `cpu` =
 what fits 2 CPU cores, `smoke` = a 64-image plumbing check (its figures mean nothing).
-`--from-runs DIR` scores runs trained separately with `python -m grounded_text.train`.
+`--from-runs DIR` scores runs trained separately with `python -m grounded_text.train`. A paper
+without a section below has not been put in this report yet.
 """
 
 
