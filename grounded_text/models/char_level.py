@@ -2,12 +2,14 @@
 sentence representations from visually grounded language without lexical knowledge"
 (Natural Language Engineering), §3.
 
-Text: characters → 20-d embeddings → bidirectional GRU → self-attention
-(a_t = softmax(V tanh(W h_t + b_w) + b_v), 128 hidden) → L2. Image: a linear
-projection of the CNN features, L2-normalised. Loss: hinge (triplet) loss summed
-over all in-batch negatives, both directions. Training: cyclic cosine learning
-rate (§3.3) with a snapshot saved at each cycle's end; the exported encoder is the
-snapshot ensemble.
+Text: characters as they are (case and punctuation kept, §3.2.1) → 20-d embeddings →
+bidirectional GRU → vector self-attention (a_t = softmax_t(V tanh(W h_t + b_w) + b_v) ∈
+R^{2n}, Att = Σ_t a_t ∘ h_t, 128 hidden; ``VectorAttentionPooling``) → L2. Image: a
+linear projection of the CNN features, L2-normalised. Loss: hinge (triplet) loss summed
+over all in-batch negatives, both directions. Training (§3.3): the cyclic cosine
+learning rate (``CyclicCosineSchedule``: lr_min at each 4-epoch cycle's start and end,
+lr_max at its middle) with a snapshot of both towers at each cycle's end; the exported
+encoders are the ensembles of the 2 snapshots best on Flickr8k dev retrieval.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
     """Merckx & Frank (2019) character-level bi-GRU with self-attention.
 
     Characters (``TextConfig.lowercase``: the paper keeps case, §3.2.1) → embeddings →
-    bidirectional GRU → self-attention → L2; image branch linear + L2 to the text width;
+    bidirectional GRU → vector self-attention → L2; image branch linear + L2 to the text width;
     ``TripletRankingLoss`` (the paper's hinge over all in-batch negatives, both directions).
     The records ``char_gru_attention`` (the paper: 20-d characters, 1024 units per
     direction, 128 attention units, margin 0.2) and ``char_gru_attention_512`` give every
@@ -37,7 +39,8 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
 
     Encoder keys: ``char_dim``, ``units`` (per direction; None = N / directions),
     ``num_layers``, ``cell`` ("gru" or "lstm"), ``bidirectional``, ``pooling``
-    ("attention", "max", "mean"), ``attention_units``, ``max_chars`` (None: no
+    ("attention" = the paper's vector attention, "scalar_attention", "max", "mean"),
+    ``attention_units``, ``max_chars`` (None: no
     truncation). Loss parameters of ``"triplet"``: ``margin``, ``direction_weight``,
     ``negatives`` (and ``k`` with the hardest negatives).
 
