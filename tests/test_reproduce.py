@@ -1,0 +1,219 @@
+"""python -m grounded_text.reproduce: the plans and budgets, run lookup, the docs writer, the CLI's
+errors, and every paper's smoke budget on the real 64-image slice."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grounded_text import reproduce as rp
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ----------------------------------------------------------------------------- fast: plans, lookup, docs
+
+
+def test_plans_follow_the_budget_table():
+    full = rp.plan_runs("vete", "full")
+    assert [r.spec.name for r in full] == ["vete_bow", "vete_rnn", "vete_cnn", "vete_bow_covariance",
+                                           "vete_bow_skt", "vete_bow_rank"]
+    assert all(r.selected for r in full) and full[0].overrides == {}
+    assert [r.overrides["model"]["loss"] for r in full[3:]] == ["covariance", "skt", "rank"]
+
+    smoke = rp.plan_runs("kolluru", "smoke")
+    assert [r.selected for r in smoke] == [True, False, False]  # the main run only
+    assert [r.overrides["model"]["loss_params"]["k"] for r in smoke] == [1, 5, 10]
+    assert smoke[0].overrides["data"]["max_train_images"] == 64 and smoke[0].overrides["train"]["epochs"] == 1
+    assert smoke[0].overrides["model"]["encoder"] == {"hidden_units": [16]}
+
+    cpu = rp.plan_runs("merckx_frank", "cpu")[0]
+    assert cpu.preset == "char_gru_attention_512"
+    assert cpu.overrides["train"] == {"epochs": 8, "cycle_epochs": 4}  # 2 cosine cycles
+    cfg = cpu.config()
+    assert (cfg.model.name, cfg.model.encoder["units"], cfg.train.epochs, cfg.train.cycle_epochs) == (
+        "char_gru_attention_512", 512, 8, 4)
+    assert rp.plan_runs("merckx_frank", "full")[0].config().model.encoder["units"] == 1024  # the paper's n
+    assert rp.plan_runs("bordes", "cpu")[0].overrides["train"]["epochs"] == 8
+
+    only = rp.plan_runs("kolluru", "smoke", only=["two_branch_khard_k10"])
+    assert [r.selected for r in only] == [False, False, True]
+    assert [r.selected for r in rp.plan_runs("vete", "smoke", only=["vete_rnn"])] == [False, True] + [False] * 4
+    assert all(r.selected for r in rp.plan_runs("kolluru", "smoke", training=False))  # --from-runs: all looked up
+
+
+def test_smoke_overrides_reach_the_config():
+    planned = rp.plan_runs("kolluru", "smoke", only=["two_branch_khard_k5"])[1]
+    cfg = planned.config()
+    assert (cfg.model.name, cfg.model.loss_params["k"], cfg.model.embedding_dim) == ("two_branch_khard", 5, 16)
+    assert (cfg.data.max_train_images, cfg.data.max_dev_images, cfg.train.epochs) == (64, 64, 1)
+
+
+def test_deep_merge_merges_dicts_and_replaces_the_rest():
+    base = {"model": {"loss_params": {"margin": 0.1, "k": 1}, "encoder": {"hidden_units": [2048]}}}
+    out = rp.deep_merge(base, {"model": {"loss_params": {"k": 5}, "encoder": {"hidden_units": [16]}}})
+    assert out == {"model": {"loss_params": {"margin": 0.1, "k": 5}, "encoder": {"hidden_units": [16]}}}
+    assert base["model"]["loss_params"]["k"] == 1  # not mutated
+
+
+def _fake_run(path: Path, model: str, loss_params: dict) -> Path:
+    (path / "export").mkdir(parents=True)
+    (path / "metrics.json").write_text(json.dumps({"config": {"model": {"name": model, "loss": "triplet",
+                                                                        "loss_params": loss_params}}}))
+    return path
+
+
+def test_from_runs_lookup_by_name_then_by_config(tmp_path):
+    k1, k5, k10 = rp.PAPERS["kolluru"].runs
+    _fake_run(tmp_path / "long" / "a", "two_branch_khard", {})  # trained without --loss-param: the preset's K = 1
+    _fake_run(tmp_path / "long" / "b", "two_branch_khard", {"k": 5})
+    _fake_run(tmp_path / "two_branch_khard_k10", "two_branch_khard", {"k": 3})  # named: the name wins
+    _fake_run(tmp_path / "other", "vete_bow", {})
+    assert rp.find_run_dir(tmp_path, "kolluru", k1)[0] == tmp_path / "long" / "a"
+    assert rp.find_run_dir(tmp_path, "kolluru", k5)[0] == tmp_path / "long" / "b"
+    assert rp.find_run_dir(tmp_path, "kolluru", k10)[0] == tmp_path / "two_branch_khard_k10"
+    vete_rnn = rp.PAPERS["vete"].runs[1]
+    assert rp.find_run_dir(tmp_path, "vete", vete_rnn) == (None, [])
+    # A CPU-size variant of the record stands for the paper's run.
+    _fake_run(tmp_path / "cpu" / "char", "char_gru_attention_512", {})
+    char = rp.PAPERS["merckx_frank"].runs[0]
+    assert rp.find_run_dir(tmp_path, "merckx_frank", char)[0] == tmp_path / "cpu" / "char"
+
+
+def _fake_results(paper: str, headline: dict, command: str = "python -m grounded_text.reproduce x") -> dict:
+    runs = {}
+    for spec in rp.PAPERS[paper].runs:
+        if spec.main:
+            runs[spec.name] = {"status": "ok", "preset": spec.preset, "record": spec.preset, "trained_with": "1 epochs",
+                               "training": {"best_epoch": 1, "selection": "val_loss", "exported": "best_epoch",
+                                            "feature_file": "/d/efficientnet_lite0.npz", "feature_dim": 1280,
+                                            "train_images": 64},
+                               "config": {"data": {"dataset": "flickr8k"}}, "headline": headline}
+        else:
+            runs[spec.name] = {"status": "skipped", "reason": "ablation run"}
+    return {"paper": paper, "title": rp.PAPERS[paper].title, "citation": rp.PAPERS[paper].citation,
+            "budget": "smoke", "budget_description": rp.BUDGETS["smoke"].description, "mode": "train",
+            "from_runs": None, "command": command,
+            "evaluation_settings": {"test_images": 64, "same_image_n": 100, "transfer_kfold": 3,
+                                    "transfer_max_examples": 200},
+            "protocol": {"sections": list(rp.PAPERS[paper].protocol.sections), "transfer": False,
+                         "description": ["d"]},
+            "runs": runs, "figures": rp.figure_rows(paper, runs), "ablations": rp.ablation_tables(paper, runs),
+            "data_differences": rp.data_differences(paper, runs, Path("/nonexistent")), "notes": []}
+
+
+def test_docs_writer_tables_and_section_update(tmp_path):
+    mf = _fake_results("merckx_frank", {"STS12 MSRvid r": 0.7, "caption→image R@1": 30.0})
+    rows = {r["measure"]: r for r in mf["figures"]}
+    assert rows["STS12 MSRvid r"]["paper"] == 0.799 and rows["STS12 MSRvid r"]["difference"] == pytest.approx(-0.099)
+    assert rows["image→caption R@10"]["ours"] is None and rows["image→caption R@10"]["paper"] == 79.3
+    docs = tmp_path / "reproduction.md"
+    rp.write_docs(docs, {"merckx_frank": mf})
+    rp.write_docs(docs, {"vete": _fake_results("vete", {"STS12 mean r": 0.5})})
+    text = docs.read_text()
+    assert text.startswith("# Reproducing the papers")
+    assert text.index("reproduce:vete:start") < text.index("reproduce:merckx_frank:start")  # PAPERS order
+    assert "| STS12 MSRvid r | 0.799 | 0.700 | −0.099 | Merckx & Frank 2019, Table 5, Flickr8k column |" in text
+    assert "| caption→image R@1 | 27.5 | 30.0 | +2.5 |" in text
+    assert "| image features | ResNet-152, 2048-d, mean of 10 crops | efficientnet_lite0, 1280-d" in text
+    assert "| STS12 mean r | not reported here | 0.500 | – | – |" in text
+    assert "| budget | `smoke`:" in text and "| command | `python -m grounded_text.reproduce x`" in text
+    assert "| RNN | `vete_rnn` | (skipped) |" in text  # ablation rows of runs not trained
+    # Running merckx_frank again replaces its section only.
+    rp.write_docs(docs, {"merckx_frank": _fake_results("merckx_frank", {"STS12 MSRvid r": 0.8}, "cmd2")})
+    text = docs.read_text()
+    assert text.count("reproduce:merckx_frank:start") == 1 and "`cmd2`" in text and "0.700" not in text
+    assert "| STS12 mean r | not reported here | 0.500 |" in text
+
+
+@pytest.mark.parametrize("argv", [["nope", "--output-dir", "x"], ["vete", "--budget", "huge", "--output-dir", "x"],
+                                  ["vete", "--only", "not_a_run", "--output-dir", "x"],
+                                  ["vete", "--from-runs", "/nonexistent/runs", "--output-dir", "x"]])
+def test_bad_arguments_exit_2_with_an_error(argv, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.reproduce", *argv], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "error:" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- real data: smoke budgets
+
+EXPECTED = {
+    "merckx_frank": ["STS12 MSRvid r", "STS16 mean r", "mean of STS12/13/16 means r", "STS-B test r (cosine)",
+                     "SICK-R test r (cosine)", "STS-B test r (supervised)", "SICK-R test r (supervised)",
+                     "caption→image R@1", "caption→image R@10", "image→caption R@1", "image→caption medr"],
+    "kolluru": ["caption→image R@1", "caption→image R@5", "caption→image R@10", "image→caption R@1", "rsum"],
+    "vete": ["STS12 mean r", "STS13 mean r", "STS16 mean r", "STS-B test r (cosine)", "same-image r"],
+    "bordes": ["textual: STS12 mean r", "textual: STS16 mean ρ", "textual: mNNO@10", "textual: ρ_vis",
+               "textual: C_inter", "textual: C_intra", "textual: MR acc", "textual: TREC acc", "textual: MRPC F1"],
+}
+
+
+@pytest.fixture(scope="module")
+def smoke_all(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reproduce")
+    docs = out / "reproduction.md"
+    assert rp.main(["all", "--budget", "smoke", "--output-dir", str(out), "--data-dir", str(data_dir),
+                    "--write-docs", str(docs)]) == 0
+    return out, docs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", rp.PAPER_NAMES)
+def test_smoke_budget_writes_results(smoke_all, paper):
+    out, docs = smoke_all
+    res = json.loads((out / paper / "results.json").read_text())
+    assert {"paper", "budget", "command", "runs", "figures", "ablations", "data_differences", "protocol",
+            "evaluation_settings"} <= set(res)
+    assert (res["paper"], res["budget"], res["mode"]) == (paper, "smoke", "train")
+    main = next(s.name for s in rp.PAPERS[paper].runs if s.main)
+    run = res["runs"][main]
+    assert run["status"] == "ok", run
+    assert run["config"]["data"]["max_train_images"] == 64 and run["config"]["train"]["epochs"] == 1
+    assert run["training"]["train_images"] == 64
+    for key in EXPECTED[paper]:
+        assert run["headline"].get(key) is not None, (paper, key, sorted(run["headline"]))
+    assert all(r["status"] == "skipped" for n, r in res["runs"].items() if n != main)  # smoke: no ablations
+    if "retrieval" in res["protocol"]["sections"]:
+        ret = run["evaluation"]["text"]["retrieval"]
+        assert (ret["protocol"], ret["n_images"]) == ("all", 64)
+    if paper == "bordes":
+        assert run["evaluation"]["grounded"]["status"] in ("ok", "missing")
+        assert run["evaluation"]["textual"]["transfer"]["SNLI"]["status"] == "unavailable"  # no SNLI train set
+    figures = {r["measure"]: r for r in res["figures"]}
+    for label, fig in rp.PAPERS[paper].figures.items():
+        assert figures[label]["paper"] == fig.value
+        assert figures[label]["difference"] == pytest.approx(figures[label]["ours"] - fig.value)
+    assert (out / paper / "results.md").read_text().startswith("## ")
+    text = docs.read_text()
+    assert f"<!-- reproduce:{paper}:start -->" in text and "| measure | paper | ours | ours − paper |" in text
+
+
+@pytest.mark.slow
+def test_only_trains_an_ablation_run_and_from_runs_finds_it(smoke_all, data_dir, tmp_path):
+    out, _ = smoke_all
+    assert rp.main(["kolluru", "--budget", "smoke", "--only", "two_branch_khard_k5", "--output-dir",
+                    str(tmp_path / "k5"), "--data-dir", str(data_dir)]) == 0
+    res = json.loads((tmp_path / "k5" / "kolluru" / "results.json").read_text())
+    assert res["runs"]["two_branch_khard_k5"]["config"]["model"]["loss_params"]["k"] == 5
+    assert res["runs"]["two_branch_khard_k1"]["status"] == "skipped"
+
+    # Runs trained elsewhere, in folders not named after the runs: found by their configs.
+    runs = tmp_path / "long_runs"
+    shutil.copytree(out / "kolluru" / "runs" / "two_branch_khard_k1", runs / "x" / "2026-run-a")
+    shutil.copytree(tmp_path / "k5" / "kolluru" / "runs" / "two_branch_khard_k5", runs / "y")
+    docs = tmp_path / "reproduction.md"
+    assert rp.main(["kolluru", "--budget", "smoke", "--from-runs", str(runs), "--output-dir", str(tmp_path / "fr"),
+                    "--data-dir", str(data_dir), "--write-docs", str(docs)]) == 0
+    res = json.loads((tmp_path / "fr" / "kolluru" / "results.json").read_text())
+    assert res["mode"] == "from_runs"
+    assert res["runs"]["two_branch_khard_k1"]["run_dir"] == str(runs / "x" / "2026-run-a")
+    assert res["runs"]["two_branch_khard_k5"]["run_dir"] == str(runs / "y")
+    assert res["runs"]["two_branch_khard_k10"]["status"] == "missing"
+    k_table = {r["setting"]: r for r in res["ablations"]["K"]}
+    assert k_table["K = 5"]["measures"]["caption→image R@10"] is not None
+    assert not (tmp_path / "fr" / "kolluru" / "runs").exists()  # nothing trained
+    assert "evaluates already-trained runs found under" in docs.read_text()
