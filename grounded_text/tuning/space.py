@@ -39,7 +39,6 @@ model family whose config fields do not exist yet fails at load time, not mid-se
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import tomllib
@@ -50,6 +49,7 @@ from pathlib import Path
 import keras_tuner as kt
 
 from grounded_text.config import ExperimentConfig
+from grounded_text.presets import deep_merge
 
 HP_TYPES = ("float", "int", "choice", "boolean", "fixed")
 SAMPLINGS = ("linear", "log", "reverse_log")
@@ -88,16 +88,6 @@ def resolve_space_file(space: str | Path) -> Path:
     )
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
-
-
 def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
     """Reads a TOML space file, following ``extends``. Returns the merged tables."""
     path = Path(path).resolve()
@@ -110,7 +100,7 @@ def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
             raise SpaceError(f"{path}: not valid TOML: {e}") from None
     parent = doc.pop("extends", None)
     if parent is not None:
-        doc = _merge(read_space_file(path.parent / parent, _seen + (path,)), doc)
+        doc = deep_merge(read_space_file(path.parent / parent, _seen + (path,)), doc)
     doc.setdefault("_files", [])
     doc["_files"] = doc["_files"] + [str(path)]
     return doc
