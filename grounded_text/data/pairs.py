@@ -188,6 +188,11 @@ def make_dataset(
     if not isinstance(pairs.features, np.ndarray):  # issue 7: a streaming store directory
         from grounded_text.data.streaming import make_streaming_dataset
 
+        if bucket_by_length:
+            # The streaming store shuffles rows through a bounded buffer; sorting pools by
+            # length would need the captions up front, which the store does not keep.
+            warnings.warn("make_dataset: length bucketing is not available for a streaming feature store; "
+                          "serving shuffled pairs.", stacklevel=2)
         return make_streaming_dataset(pairs, batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder)
     if len(pairs) == 0:
         raise ValueError("make_dataset: the split has no caption/image pairs.")
