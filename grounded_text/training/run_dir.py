@@ -292,8 +292,9 @@ class DivergenceGuard(keras.callbacks.Callback):
         if math.isfinite(value):
             return
         step = min(int(batch) + 1, self.steps_per_epoch)
-        within = "" if self.steps_per_execution == 1 else \
-            f" (checked every {self.steps_per_execution} steps: it went bad after step {max(1, step - self.steps_per_execution + 1)})"
+        first = max(1, step - self.steps_per_execution + 1)
+        within = "" if first == step else \
+            f" (the loss is checked every {self.steps_per_execution} steps: it became non-finite in steps {first}-{step})"
         raise TrainingDiverged(
             f"training diverged: the loss became {value} at epoch {self._epoch}, step {step} of "
             f"{self.steps_per_epoch}{within}. Try a lower learning rate, e.g. --learning-rate "
