@@ -491,9 +491,16 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
         return ds
 
     if shuffle and epoch is not None:
+        def epoch_stream(e):
+            # The seed tensor is the whole op seed of both shuffles: TF cannot combine a tensor
+            # op seed with a global seed of 0 (set by keras.utils.set_random_seed(0)), so this
+            # function's graph has none.
+            tf.compat.v1.get_default_graph().seed = None
+            return pairs_stream(tf.constant(seed, tf.int64) * 1_000_003 + tf.cast(e, tf.int64), False)
+
         # One pipeline per iteration, seeded by (seed, epoch) read at its start.
         ds = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(lambda _: epoch.read_value()).flat_map(
-            lambda e: pairs_stream(tf.constant(seed, tf.int64) * 1_000_003 + tf.cast(e, tf.int64), False))
+            epoch_stream)
     else:
         ds = pairs_stream(seed, True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
