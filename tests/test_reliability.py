@@ -432,13 +432,10 @@ def test_export_caps_huge_sentences_and_keeps_normal_ones(tmp_path):
     import tensorflow_hub as hub
     import tensorflow_text  # noqa: F401
 
-    from grounded_text.export import MAX_SENTENCE_BYTES, MAX_SENTENCE_WORDS, export_text_tower
+    from grounded_text.export import export_text_tower
 
     tower = _tiny_tower()
     export_text_tower(tower, tmp_path / "export")
-    limits = json.loads((tmp_path / "export" / "assets" / "config.json").read_text())["input_limits"]
-    assert limits == {"max_bytes": MAX_SENTENCE_BYTES, "max_words": MAX_SENTENCE_WORDS} == \
-        {"max_bytes": 16384, "max_words": 512}
     module = hub.load(str(tmp_path / "export"))
     normal = ["a dog runs", "", "  a   dog\truns\n", "dog " * 400, "é" * 3000]  # within both limits
     np.testing.assert_allclose(module(tf.constant(normal)).numpy(), tower(tf.constant(normal)).numpy(), atol=1e-6)
@@ -448,9 +445,11 @@ def test_export_caps_huge_sentences_and_keeps_normal_ones(tmp_path):
     out = module(tf.constant([huge])).numpy()
     seconds = time.perf_counter() - start
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    first_words = " ".join(["dog"] * MAX_SENTENCE_WORDS)
+    first_words = " ".join(["dog"] * 512)
     np.testing.assert_allclose(out, module(tf.constant([first_words])).numpy(), atol=1e-6)
     assert seconds < 5 and grown_mb < 200, (seconds, grown_mb)  # unbounded: ~5 s and ~540 MB
+    limits = json.loads((tmp_path / "export" / "assets" / "config.json").read_text())["input_limits"]
+    assert limits == {"max_bytes": 16384, "max_words": 512}
 
 
 def _fake_network():
