@@ -509,6 +509,26 @@ def test_features_ids_cannot_leave_the_images_folder(tmp_path):
         list_image_files(tmp_path / "imgs", [str(tmp_path / "secret.png")])
 
 
+def test_interrupted_message_fits_how_far_the_run_got(tmp_path):
+    from grounded_text.training.run_dir import RunDirError, check_run_dir, interrupted_message, write_state
+
+    out, argv = tmp_path / "run", ["--output-dir", str(tmp_path / "run"), "--overwrite", "--epochs", "9"]
+    assert interrupted_message(out, argv).startswith("interrupted before training started: nothing of this run "
+                                                     f"was saved; run `python -m grounded_text.train --output-dir {out}")
+    out.mkdir()
+    write_state(out, {"version": 1, "status": "running", "config": {}, "epochs": 9, "epochs_done": 0,
+                      "checkpoint": None})
+    assert "no checkpoint" in interrupted_message(out, argv) and "--overwrite" not in interrupted_message(out, argv)
+    write_state(out, {"version": 1, "status": "interrupted", "config": {}, "epochs": 9, "epochs_done": 4,
+                      "checkpoint": "resume/epoch-0004.weights.h5"})
+    assert interrupted_message(out, argv) == (
+        f"interrupted: the last checkpoint is {out}/resume/epoch-0004.weights.h5 (epoch 4 of 9); continue with "
+        f"`python -m grounded_text.train --output-dir {out} --epochs 9 --resume`.")
+    write_state(out, {"version": 1, "status": "diverged", "config": {}, "epochs": 9, "epochs_done": 4})
+    with pytest.raises(RunDirError, match=r"diverged after 4 of 9 epochs; pass --overwrite .*lower --learning-rate"):
+        check_run_dir(out, {}, resume=False, overwrite=False)
+
+
 @pytest.mark.slow
 def test_ctrl_c_during_train_prints_where_to_resume(data_dir, tmp_path):
     out = tmp_path / "run"

@@ -196,10 +196,12 @@ def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: boo
     if overwrite:
         return None
     if not resume:
-        hint = "pass --overwrite to replace it" if state is not None and state.get("status") == "complete" else \
-            "pass --resume to continue it or --overwrite to replace it"
-        if state is None:
+        status = None if state is None else state.get("status")
+        hint = "pass --resume to continue it or --overwrite to replace it"
+        if state is None or status == "complete":
             hint = "pass --overwrite to replace it"
+        elif status == "diverged":  # resuming with the same flags would diverge again
+            hint = "pass --overwrite to replace it (e.g. with a lower --learning-rate)"
         raise RunDirError(f"{str(out)!r} already holds {_describe(state)}; {hint} (or choose another --output-dir).")
     if state is None:
         raise RunDirError(f"--resume: {str(out)!r} holds {_describe(state)} with no {RUN_STATE}: nothing to resume "
@@ -509,9 +511,12 @@ def interrupted_message(out: str | Path, argv: list[str] | None) -> str:
         state = read_state(out)
     except RunDirError:
         pass
+    if state is None or state.get("status") == "complete":  # this run wrote nothing yet (or an old run's state)
+        again = shlex.join(["python", "-m", "grounded_text.train", *(argv or [])])
+        return f"interrupted before training started: nothing of this run was saved; run `{again}` again."
     args = [a for a in (argv or []) if a not in ("--overwrite", "--resume")]
     command = shlex.join(["python", "-m", "grounded_text.train", *args, "--resume"])
-    if state is None or not state.get("checkpoint"):
+    if not state.get("checkpoint"):
         return (f"interrupted before the first epoch ended: no checkpoint in {out} yet; `{command}` starts the "
                 "run again from epoch 1.")
     return (f"interrupted: the last checkpoint is {Path(out) / state['checkpoint']} (epoch {state['epochs_done']} "
