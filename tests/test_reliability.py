@@ -100,6 +100,63 @@ def test_resume_after_sigkill_mid_epoch_matches_the_uninterrupted_run(data_dir, 
     assert final["status"] == "complete" and not (cut / "resume").exists()
 
 
+def test_resume_restores_optimizer_random_state_and_an_earlier_best_epoch(tmp_path):
+    """In-process, with a best epoch before the interruption (the subprocess test's scores rise)."""
+    import keras
+
+    from grounded_text.training.run_dir import RunTracker, read_state
+
+    scores = [5.0, 1.0, 3.0]  # epoch 1 is the best: epochs 2 and 3 must not replace it
+
+    class Score(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            logs["val_score"] = scores[epoch]
+
+    class Noise(keras.layers.Layer):  # a layer with a keras.random.SeedGenerator, like the losses
+        def __init__(self):
+            super().__init__()
+            self.seed_generator = keras.random.SeedGenerator(1)
+
+        def call(self, x, training=False):
+            return x + keras.random.normal(keras.ops.shape(x), seed=self.seed_generator) if training else x
+
+    x, y = np.random.default_rng(0).random((64, 4)).astype(np.float32), np.ones((64, 1), np.float32)
+
+    def build(out, resume_state=None):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), Noise(), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.Adam(0.1), loss="mse")
+        best = keras.callbacks.ModelCheckpoint(str(out / "best.weights.h5"), monitor="val_score", mode="max",
+                                               save_best_only=True, save_weights_only=True)
+        tracker = RunTracker(out, {"c": 1}, model, epochs=3, monitor="val_score", mode="max", best_checkpoint=best,
+                             best_path=out / "best.weights.h5", resume_state=resume_state)
+        return model, tracker, [Score(), best]
+
+    def fit(model, tracker, cbs, until, start=None):
+        start = tracker.start() if start is None else start
+        cbs = tracker.callbacks(cbs, steps_per_epoch=4, steps_per_execution=1, learning_rate=0.1)
+        model.fit(x, y, batch_size=16, epochs=until, initial_epoch=start, callbacks=cbs, verbose=0, shuffle=False)
+
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    model_a, tracker_a, cbs = build(full)
+    fit(model_a, tracker_a, cbs, 3)
+    model_b, tracker_b, cbs = build(cut)
+    fit(model_b, tracker_b, cbs, 2)  # "interrupted" after epoch 2
+    model_c, tracker_c, cbs = build(cut, resume_state=read_state(cut))
+    assert tracker_c.start() == 2 and cbs[1].best == 5.0
+    assert int(model_c.optimizer.iterations) == 8  # two epochs of 4 steps: the schedule's step carries over
+    fit(model_c, tracker_c, cbs, 3, start=2)
+    for a, c in zip(model_a.weights + model_a.optimizer.variables, model_c.weights + model_c.optimizer.variables):
+        np.testing.assert_allclose(a.numpy(), c.numpy(), atol=1e-6, err_msg=a.path)
+    assert tracker_a.history == tracker_c.history and tracker_c.history["val_score"] == scores
+    best_a, best_c = (build(d)[0] for d in (full, cut))
+    best_a.load_weights(str(full / "best.weights.h5"))
+    best_c.load_weights(str(cut / "best.weights.h5"))
+    for a, c in zip(best_a.weights, best_c.weights):  # both hold epoch 1's weights
+        np.testing.assert_allclose(a.numpy(), c.numpy(), atol=1e-6)
+    assert read_state(cut)["best"]["epoch"] == 1
+
+
 def test_epoch_order_is_a_function_of_seed_and_epoch(tmp_path):
     """However often the pipeline was iterated before, epoch e serves the same batches."""
     import keras
