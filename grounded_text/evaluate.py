@@ -56,6 +56,50 @@ from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline
 
 
 def main(argv=None) -> int:
+    """The CLI; bad input (a missing or wrong model, unreadable data, an unwritable
+    output path) prints one ``error: ...`` line and returns 2."""
+    try:
+        return _main(argv)
+    except (FileNotFoundError, ValueError) as e:
+        # ValueError covers EncoderSignatureError and the data readers' file:line errors.
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+class OutputPathError(ValueError):
+    """An output path that cannot be written."""
+
+
+def _check_writable(path: str, what: str, directory: bool = False) -> None:
+    """Fails now, before any evaluation, if ``path`` cannot be written (a report computed for
+    an hour and then lost to a typo in the output path)."""
+    import tempfile
+
+    target = Path(path)
+    if directory:
+        if target.exists() and not target.is_dir():
+            raise OutputPathError(f"{what} {path!r} exists and is not a folder.")
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputPathError(f"{what} {path!r} cannot be created ({e.strerror}).") from None
+        folder = target
+    else:
+        if target.is_dir():
+            raise OutputPathError(f"{what} {path!r} is a folder, not a file.")
+        folder = target.parent
+        if not folder.is_dir():
+            raise OutputPathError(f"{what} {path!r}: folder {str(folder)!r} does not exist.")
+    try:  # the real test (permissions, read-only file systems, even as root)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise OutputPathError(f"{what} {path!r}: cannot write in {str(folder)!r} ({e.strerror}).") from None
+    if target.exists() and not directory and not os.access(target, os.W_OK):
+        raise OutputPathError(f"{what} {path!r} exists and is not writable.")
+
+
+def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="python -m grounded_text.evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", nargs="+", default=None, help="SavedModel directory (string[B] -> float[B, N])")
@@ -66,6 +110,12 @@ def main(argv=None) -> int:
     _add_transfer_args(p)  # issue 8
     _add_suite_args(p)  # issue 3
     a = p.parse_args(argv)
+    if a.json:
+        _check_writable(a.json, "--json")
+    if a.out:
+        _check_writable(a.out, "--out", directory=True)
+    if a.report_dir:
+        _check_writable(a.report_dir, "--report-dir", directory=True)
     if _suite_requested(a):  # issue 3: the full evaluation suite
         return _suite(a, p, argv)
     if not a.model and not a.baseline:

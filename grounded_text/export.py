@@ -18,6 +18,26 @@ text-embedding convention (``docs/common_saved_model_apis/text.md``):
   (module-type text-embedding, fine-tunable, format saved_model_2, architecture, training
   data, evaluation table) — see ``write_model_card``.
 
+**Input limits** (bounded time and memory for any input): each sentence is cut to its first
+``MAX_SENTENCE_BYTES`` bytes (a cut UTF-8 character becomes U+FFFD) and, when it has more
+than ``MAX_SENTENCE_WORDS`` whitespace-separated words, to its first ``MAX_SENTENCE_WORDS``
+words (joined by single spaces). A sentence within both limits is passed through unchanged,
+so it embeds exactly as in the Keras tower. The limits are stored in
+``assets/config.json`` under ``"input_limits"``. The input must be a 1-D string batch: a
+2-D one fails at once, from ``__call__`` and from ``serving_default`` alike, with
+"Shape of tensor sentences [r,c] is not compatible with expected shape [?]" (the Python
+side of a restored ``__call__`` rejects it before that, listing the expected
+``TensorSpec(shape=(None,), dtype=tf.string)``).
+
+**Atomic writes**: every export (text tower, image tower, snapshot ensemble) is written
+to a hidden sibling ``.<name>.tmp-<pid>`` and renamed into place. An existing export is
+first renamed to ``.<name>.old``, the new one renamed to ``<name>``, then the old one
+removed, so a crash at any moment leaves a complete old or new export: if it strikes
+between the two renames, ``<name>`` is missing and ``.<name>.old`` complete;
+``recover_export`` (run by every export, by ``load_encoder`` and at the start of
+``grounded_text.train``) renames it back. Leftover ``.tmp-*`` folders are removed by the
+next export to the same place.
+
 Usage::
 
     import tensorflow as tf, tensorflow_text, tensorflow_hub as hub
@@ -28,6 +48,8 @@ Usage::
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,12 +57,115 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from grounded_text.durable import atomic_write, fsync_dir
 from grounded_text.layers.text_preprocessor import TextPreprocessor, write_vocabulary
+
+log = logging.getLogger("grounded_text.export")
 
 VOCAB_ASSET = "vocab.txt"
 CONFIG_ASSET = "config.json"
 MODEL_CARD = "model_card.md"
 STRING_BATCH = tf.TensorSpec([None], tf.string, name="sentences")
+# Input limits of an exported text tower (see module docstring). Normal sentences are far
+# below both (STS, SentEval and caption sentences: < 1 KiB, < 200 words).
+MAX_SENTENCE_BYTES = 16384
+MAX_SENTENCE_WORDS = 512
+# Test-only: name of a point in _install_dir at which the process SIGKILLs itself, to check
+# that a crash there leaves a loadable export (tests/test_reliability.py). Never set it in use.
+_KILL_POINT_ENV = "GROUNDED_TEXT_TEST_EXPORT_KILL_AT"
+
+
+def _test_kill_point(name: str) -> None:
+    if os.environ.get(_KILL_POINT_ENV) == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _old_sibling(target: Path) -> Path:
+    return target.with_name(f".{target.name}.old")
+
+
+def recover_export(export_dir: str | Path) -> Path:
+    """Finishes an export swap cut short by a crash (see module docstring).
+
+    If ``export_dir`` is missing and ``.<name>.old`` holds a complete SavedModel, that
+    one is renamed back. Stale ``.<name>.old`` beside a present export is left for the
+    next export to remove. Returns ``export_dir``.
+    """
+    target = Path(export_dir)
+    old = _old_sibling(target)
+    if not target.exists() and (old / "saved_model.pb").is_file():
+        os.replace(old, target)
+        fsync_dir(target.parent)
+        log.warning("Restored %s from %s (an export was interrupted between its two renames).", target, old)
+    return target
+
+
+def _install_dir(staged: Path, target: Path) -> None:
+    """Renames the complete folder ``staged`` to ``target``, keeping the previous ``target``
+    complete until the new one is in place (see module docstring)."""
+    old = _old_sibling(target)
+    if old.exists():
+        if target.exists():
+            shutil.rmtree(old)  # a finished swap's leftover
+        else:
+            os.replace(old, target)  # a cut swap: the old export is the current one
+    _test_kill_point("staged")
+    if target.exists():
+        os.replace(target, old)
+        fsync_dir(target.parent)
+        _test_kill_point("old_moved")
+    os.replace(staged, target)
+    fsync_dir(target.parent)
+    _test_kill_point("installed")
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _staging_dir(target: Path) -> Path:
+    """A fresh hidden sibling of ``target`` (same file system, so the rename is atomic);
+    stale ones of dead writers are removed first."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staged = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    staged.mkdir()
+    return staged
+
+
+def _fsync_tree(root: Path) -> None:
+    """Flushes every file of a written SavedModel before it is renamed into place."""
+    from grounded_text.durable import fsync_file
+
+    for path in root.rglob("*"):
+        if path.is_file():
+            fsync_file(path)
+    for path in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        fsync_dir(path)
+
+
+def cap_sentences(sentences, max_bytes: int = MAX_SENTENCE_BYTES, max_words: int = MAX_SENTENCE_WORDS):
+    """Applies the export's input limits (module docstring) to a string[B] batch."""
+    sentences = tf.ensure_shape(sentences, [None])  # a 2-D batch fails here, with its shape
+    too_long = tf.strings.length(sentences) > max_bytes
+
+    def cut_bytes():
+        cut = tf.strings.unicode_transcode(tf.strings.substr(sentences, 0, max_bytes), "UTF-8", "UTF-8",
+                                           errors="replace", replacement_char=0xFFFD)
+        return tf.where(too_long, cut, sentences)
+
+    # Batches within the limits (all normal input) take the identity branches.
+    sentences = tf.cond(tf.reduce_any(too_long), cut_bytes, lambda: sentences)
+
+    def cut_words():
+        words = tf.strings.split(sentences)
+        many = words.row_lengths() > max_words
+        joined = tf.strings.reduce_join(words[:, :max_words], axis=1, separator=" ")
+        return tf.where(many, joined, sentences)
+
+    # n words need at least 2n - 1 bytes: shorter batches skip the split entirely.
+    maybe_many = tf.reduce_any(tf.strings.length(sentences) >= 2 * max_words + 1)
+    return tf.cond(maybe_many, cut_words, lambda: sentences)
 
 
 def _tf_variables(variables) -> list:
@@ -72,9 +197,11 @@ class TextTowerModule(tf.Module):
     variables = None
     trainable_variables = None
 
-    def __init__(self, text_tower: keras.Model, assets: dict | None = None, name: str = "text_tower"):
+    def __init__(self, text_tower: keras.Model, assets: dict | None = None, name: str = "text_tower",
+                 max_bytes: int = MAX_SENTENCE_BYTES, max_words: int = MAX_SENTENCE_WORDS):
         super().__init__(name=name)
         self.text_tower = text_tower
+        self._max_bytes, self._max_words = int(max_bytes), int(max_words)
         self.assets = {k: tf.saved_model.Asset(str(v)) for k, v in (assets or {}).items()}
         self.variables = _tf_variables(text_tower.weights)
         self.trainable_variables = _tf_variables(text_tower.trainable_weights)
@@ -85,6 +212,7 @@ class TextTowerModule(tf.Module):
 
     @tf.function
     def __call__(self, sentences, training=False):
+        sentences = cap_sentences(sentences, self._max_bytes, self._max_words)
         return tf.cast(self.text_tower(sentences, training=training), tf.float32)
 
     @tf.function(input_signature=[STRING_BATCH])
@@ -127,19 +255,27 @@ def export_text_tower(
     export_dir: str | Path,
     config: dict | None = None,
     evaluation: dict | None = None,
+    *,
+    max_bytes: int = MAX_SENTENCE_BYTES,
+    max_words: int = MAX_SENTENCE_WORDS,
 ) -> Path:
-    """Writes the TF Hub text tower to ``export_dir`` (replaced if it exists).
+    """Writes the TF Hub text tower to ``export_dir`` (replaced atomically if it exists).
 
     Args:
       text_tower: Keras model string[B] → float[B, N].
       export_dir: target directory.
-      config: JSON-serialisable training config, stored as ``assets/config.json``.
+      config: JSON-serialisable training config, stored as ``assets/config.json`` with
+        ``"input_limits": {"max_bytes", "max_words"}`` added.
       evaluation: optional headline figures for the model card (``write_model_card``).
+      max_bytes, max_words: the input limits (module docstring).
 
     Returns:
       ``export_dir`` as a ``Path``.
     """
     export_dir = Path(export_dir)
+    recover_export(export_dir)
+    config = {**(config or {}), "input_limits": {"max_bytes": int(max_bytes), "max_words": int(max_words)}}
+    staged = _staging_dir(export_dir)
     with tempfile.TemporaryDirectory() as staging:
         staging = Path(staging)
         assets = {}
@@ -148,15 +284,15 @@ def export_text_tower(
         if preprocessor is not None:
             assets["vocab"] = write_vocabulary(preprocessor.vocabulary, staging / VOCAB_ASSET)
             tower = clone_with_vocabulary_file(text_tower, assets["vocab"])
-        (staging / CONFIG_ASSET).write_text(json.dumps(config or {}, indent=2, default=str))
+        (staging / CONFIG_ASSET).write_text(json.dumps(config, indent=2, default=str))
         assets["config"] = staging / CONFIG_ASSET
-        module = TextTowerModule(tower, assets)
+        module = TextTowerModule(tower, assets, max_bytes=max_bytes, max_words=max_words)
         module.trace()
-        if export_dir.exists():
-            shutil.rmtree(export_dir)
-        tf.saved_model.save(module, str(export_dir), signatures={"serving_default": module.serve})
-    write_model_card(export_dir, config or {}, evaluation, embedding_dim=int(tower.output.shape[-1]),
+        tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve})
+    write_model_card(staged, config, evaluation, embedding_dim=int(tower.output.shape[-1]),
                      parameters=int(tower.count_params()))
+    _fsync_tree(staged)
+    _install_dir(staged, export_dir)
     return export_dir
 
 
@@ -194,21 +330,23 @@ def export_image_tower(image_tower: keras.Model, export_dir: str | Path, config:
 
     Args:
       image_tower: Keras model float[B, d] → float[B, N].
-      export_dir: target directory (replaced if it exists).
+      export_dir: target directory (replaced atomically if it exists, as the text tower).
       config: JSON-serialisable training config.
 
     Returns:
       ``export_dir`` as a ``Path``.
     """
     export_dir = Path(export_dir)
+    recover_export(export_dir)
+    staged = _staging_dir(export_dir)
     with tempfile.TemporaryDirectory() as staging:
         staging = Path(staging)
         (staging / CONFIG_ASSET).write_text(json.dumps(config or {}, indent=2, default=str))
         module = ImageTowerModule(image_tower)
         module.assets = {"config": tf.saved_model.Asset(str(staging / CONFIG_ASSET))}
-        if export_dir.exists():
-            shutil.rmtree(export_dir)
-        tf.saved_model.save(module, str(export_dir), signatures={"serving_default": module.serve})
+        tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve})
+    _fsync_tree(staged)
+    _install_dir(staged, export_dir)
     return export_dir
 
 
@@ -272,7 +410,8 @@ def write_model_card(
         lines.append("| not evaluated | — |")
     lines += ["", "## Training config", "", "```json", json.dumps(config, indent=2, default=str), "```", ""]
     path = Path(export_dir) / MODEL_CARD
-    path.write_text("\n".join(lines), encoding="utf-8")
+    text = "\n".join(lines).encode("utf-8")
+    atomic_write(path, lambda f: f.write(text))  # rewritten in a live export after evaluation
     return path
 
 

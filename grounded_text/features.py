@@ -9,8 +9,10 @@
 The store is what ``python -m grounded_text.train --features STORE.npz`` reads
 (``ids`` = image file names, ``features`` float32 [n, d]). Re-running with the same
 ``--out`` resumes: ids already stored (also from an interrupted run) are skipped.
-Images that cannot be decoded are listed (id and reason) and skipped. See
-docs/features.md. (The reader of stores is :mod:`grounded_text.data.features`.)
+Images that cannot be decoded are listed (id and reason) and skipped, and so are
+images above ``--max-pixels`` (40 million by default; read from the header, never
+decoded) and, with ``--crops 10``, above a 16:1 aspect ratio. Ids from ``--ids-file``
+must stay inside ``--images`` (no absolute paths, no ``..``). See docs/features.md. (The reader of stores is :mod:`grounded_text.data.features`.)
 
 Exit status: 0 on success (even with undecodable images, which are listed); 2 for
 bad arguments, a missing folder/file, or unavailable ImageNet weights.
@@ -43,10 +45,15 @@ def _parse_args(argv):
                         help="only these image ids (one per line; Flickr8k split or token file)")
     parser.add_argument("--mixed-precision", action="store_true",
                         help="run the CNN under mixed_float16 (GPU); features stay float32")
+    parser.add_argument("--max-pixels", type=int, default=None,
+                        help="refuse (report FAILED, skip) images whose header declares more pixels "
+                        "(decompression-bomb guard; default 40000000, 0: no limit)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.max_pixels is not None and args.max_pixels < 0:
+        parser.error(f"--max-pixels must be >= 0, got {args.max_pixels}")
     return args
 
 
@@ -55,8 +62,11 @@ def main(argv=None) -> int:
     from grounded_text.vision.extractor import (
         extract_features, image_folder_dataset, read_ids_file,
     )
+    from grounded_text.vision.crops import MAX_IMAGE_PIXELS
     from grounded_text.vision.networks import WeightsUnavailableError
     from grounded_text.vision.sinks import NpzFeatureSink
+
+    max_pixels = MAX_IMAGE_PIXELS if args.max_pixels is None else (args.max_pixels or None)
 
     try:
         ids = read_ids_file(args.ids_file) if args.ids_file else None
@@ -65,7 +75,7 @@ def main(argv=None) -> int:
         report = extract_features(
             images, sink, cnn=args.cnn, crops=args.crops, weights=args.weights,
             batch_size=args.batch_size, progress=not args.no_progress,
-            mixed_precision=args.mixed_precision,
+            mixed_precision=args.mixed_precision, max_pixels=max_pixels,
         )
     except (FileNotFoundError, ValueError, WeightsUnavailableError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -110,7 +110,19 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    manifest = prepare(parse_args(argv))
+    """The CLI; bad input (missing files, malformed captions, a missing flag) prints one
+    ``error: ...`` line and returns 2, as every grounded_text command does."""
+    args = parse_args(argv)
+    try:
+        manifest = prepare(args)
+    except SystemExit as e:  # build_source / prepare's own messages
+        if not isinstance(e.code, str):
+            raise
+        print(f"error: {e.code}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     json.dump({k: manifest[k] for k in ("source", "features", "splits")}, sys.stdout, indent=2)
     print()
     return 0

@@ -27,7 +27,16 @@ Writes to ``--output-dir``:
     has no image branch, and its text space is not aligned with them);
   * ``metrics.json``: config, data counts, per-epoch history, best epoch, timings
     and the STS report of the export (``grounded_text.evaluate``); ``spaces`` maps each
-    space to its folder, ``evaluation.spaces`` to its STS headline figures.
+    space to its folder, ``evaluation.spaces`` to its STS headline figures;
+  * ``run_state.json`` and, while the run is unfinished, ``resume/``: what ``--resume``
+    continues from (``grounded_text.training.run_dir``).
+
+A directory that already holds a run is refused unless ``--resume`` (continue an
+interrupted run from its last completed epoch, with the same flags) or ``--overwrite``
+(replace it) is given. A NaN/Inf training loss stops the run at once (exit 1, with the
+epoch, step and a lower learning rate to try); Ctrl-C prints where the last checkpoint is
+and the command that resumes (exit 130); bad flags or data print ``error: ...`` (exit 2).
+See docs/reliability.md.
 
 Model selection never uses a test set: ``avg2016`` (mean Pearson over the STS 2016
 subsets, VETE's signal) or ``val_loss`` (Flickr8k dev). Note that STS16 is then
@@ -54,6 +63,7 @@ from grounded_text.data.pairs import make_dataset
 from grounded_text.data.prepared import load_pairs  # issue 6
 from grounded_text.data.paths import resolve_data_dir
 from grounded_text.data.sts import sts_year_dirs
+from grounded_text.durable import atomic_write
 from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
 from grounded_text.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower, write_model_card
 from grounded_text.layers.text_preprocessor import build_vocabulary, write_vocabulary
@@ -76,6 +86,8 @@ def train(
     *,
     evaluate: bool = True,
     verbose: str | int = "auto",
+    resume: bool = False,
+    overwrite: bool = False,
 ) -> dict:
     """Runs the whole path: data → vocabulary → model → fit → export → evaluate.
 
@@ -85,6 +97,8 @@ def train(
       output_dir: run directory (created).
       evaluate: score the export on every STS set found under ``data_dir/sts``.
       verbose: Keras ``fit`` verbosity (progress bar by default).
+      resume: continue the interrupted run in ``output_dir`` (same config).
+      overwrite: replace the run in ``output_dir``.
 
     Returns:
       The ``metrics.json`` content as a dict.
@@ -93,13 +107,17 @@ def train(
       ValueError: bad config (unknown model, ``batch_size < 2``, unknown
         ``select_on``, training slice with fewer than ``batch_size`` pairs, and
         the checks of ``resolve_config``).
+      grounded_text.training.run_dir.RunDirError (a ValueError): ``output_dir`` holds a
+        run and neither ``resume`` nor ``overwrite`` is given, or it cannot be resumed.
+      grounded_text.training.run_dir.TrainingDiverged: the loss became NaN/Inf.
     """
     t_start = time.perf_counter()
     # issue 7: distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
-        return _train(config, data_dir, output_dir, strategy, evaluate=evaluate, verbose=verbose, t_start=t_start)
+        return _train(config, data_dir, output_dir, strategy, evaluate=evaluate, verbose=verbose, t_start=t_start,
+                      resume=resume, overwrite=overwrite)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
@@ -121,6 +139,8 @@ class TrainingSetup:
       model: the ``GroundedModel``; ``train_model`` is compiled (Adam).
       strategy: the ``tf.distribute.Strategy`` the model was built under.
       precision: the Keras dtype policy name in force (``"float32"``, ``"mixed_float16"``...).
+      data_epoch: int64 ``tf.Variable`` the training pipeline reads its epoch from (each
+        epoch's order is a function of the seed and it; ``run_dir.DataEpoch`` sets it).
     """
 
     config: ExperimentConfig
@@ -135,6 +155,7 @@ class TrainingSetup:
     model: object
     strategy: tf.distribute.Strategy
     precision: str
+    data_epoch: tf.Variable | None = None
 
 
 def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, strategy=None) -> TrainingSetup:
@@ -173,7 +194,8 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
         raise ValueError(
             f"Only {len(train_pairs)} training pairs for batch_size {config.data.batch_size}."
         )
-    train_ds, dev_ds, steps_per_epoch = _datasets(config.data, train_pairs, dev_pairs)
+    data_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
+    train_ds, dev_ds, steps_per_epoch = _datasets(config.data, train_pairs, dev_pairs, epoch=data_epoch)
     train_ds, dev_ds = shard_by_data(train_ds), shard_by_data(dev_ds)
 
     # Vocabulary from training captions only.
@@ -199,17 +221,29 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
             steps_per_execution=steps_per_execution,
         )
     return TrainingSetup(config, root, flickr, train_pairs, dev_pairs, train_ds, dev_ds, steps_per_epoch,
-                         vocabulary, model, strategy, precision)
+                         vocabulary, model, strategy, precision, data_epoch)
 
 
-def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start) -> dict:
-    setup = prepare_training(config, data_dir, strategy=strategy)
+def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start, resume=False,
+           overwrite=False) -> dict:
+    from grounded_text.training import run_dir
+
+    chief = is_chief(strategy)
+    with run_dir.usage_errors():  # bad flags, data or run directory: the CLI's "error: ..." (exit 2)
+        resume_state = None
+        if chief:
+            if resume and config.train.strategy == "multi_worker":
+                raise run_dir.RunDirError("--resume is not supported with --strategy multi_worker.")
+            resume_state = run_dir.check_run_dir(output_dir, resolve_config(config).to_dict(), resume=resume,
+                                                 overwrite=overwrite)
+        setup = prepare_training(config, data_dir, strategy=strategy)
     config, root, flickr, model = setup.config, setup.root, setup.flickr, setup.model
     train_pairs, dev_pairs, vocabulary = setup.train_pairs, setup.dev_pairs, setup.vocabulary
     train_ds, dev_ds = setup.train_ds, setup.dev_ds
-    chief = is_chief(strategy)
     # Non-chief workers write to a temporary folder (TF multi-worker guide), removed at the end.
     out = Path(output_dir) if chief else Path(tempfile.mkdtemp(prefix="grounded_text_worker_"))
+    if chief and overwrite:
+        run_dir.clear_run_dir(out)  # only now: the new run's data and model are built
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     write_vocabulary(vocabulary, out / "vocab.txt")
 
@@ -240,9 +274,11 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
                      "val_loss": ("val_loss", "min"), "last": ("val_loss", "min")}[select_on]
     best_path = out / "checkpoints" / "best.weights.h5"
     last_path = out / "checkpoints" / "last.weights.h5"
+    best_cb = None
     if select_on != "last":
-        callbacks.append(keras.callbacks.ModelCheckpoint(
-            str(best_path), monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True))
+        best_cb = keras.callbacks.ModelCheckpoint(
+            str(best_path), monitor=monitor, mode=mode, save_best_only=True, save_weights_only=True)
+        callbacks.append(best_cb)
     callbacks += [
         keras.callbacks.ModelCheckpoint(str(last_path), save_weights_only=True),
         keras.callbacks.TensorBoard(log_dir=str(out / "logs"), write_graph=False),
@@ -255,20 +291,38 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
                                     image_tower=model.image_tower, score_key="val_rsum")
         callbacks.append(snapshot_cb)
 
+    # Resume state, divergence guard, data epoch (grounded_text.training.run_dir).
+    tracker = run_dir.RunTracker(out, config.to_dict(), model.train_model, epochs=config.train.epochs,
+                                 monitor=monitor, mode=mode, best_checkpoint=best_cb, best_path=best_path,
+                                 sts_cb=sts_cb, retrieval_cb=retrieval_cb, snapshot_cb=snapshot_cb,
+                                 resume_state=resume_state)
+    initial_epoch = tracker.start()
+    callbacks = tracker.callbacks(callbacks, data_epoch=setup.data_epoch, steps_per_epoch=setup.steps_per_epoch,
+                                  steps_per_execution=config.train.steps_per_execution,
+                                  learning_rate=config.train.learning_rate)
+
     t_fit = time.perf_counter()
-    history = model.train_model.fit(
-        train_ds, validation_data=dev_ds, epochs=config.train.epochs, callbacks=callbacks, verbose=verbose, shuffle=False
-    )
+    try:
+        if initial_epoch < config.train.epochs:
+            model.train_model.fit(train_ds, validation_data=dev_ds, epochs=config.train.epochs, callbacks=callbacks,
+                                  verbose=verbose, shuffle=False, initial_epoch=initial_epoch)
+    except run_dir.TrainingDiverged:
+        tracker.mark("diverged")
+        raise
+    except KeyboardInterrupt:
+        tracker.mark("interrupted")
+        raise
     fit_seconds = time.perf_counter() - t_fit
-    hist = {k: [float(v) for v in vals] for k, vals in history.history.items()}
+    hist = tracker.history  # every epoch, the resumed run's earlier ones included
     scores = np.array(hist[monitor], dtype=np.float64)
     if select_on == "last":
         best_epoch = len(scores)
+        if not np.isfinite(scores[-1]):
+            raise run_dir.TrainingDiverged(f"the last epoch's {monitor} is {scores[-1]}: not exported. Try a lower "
+                                           "--learning-rate.", best_epoch, 0)
         model.train_model.load_weights(str(last_path))
     else:
-        if not np.isfinite(scores).any():
-            raise RuntimeError(f"No epoch has a finite {monitor}: nothing to select.")
-        best_epoch = int(np.nanargmax(scores) if mode == "max" else np.nanargmin(scores)) + 1
+        best_epoch = run_dir.select_best_epoch(scores, mode)  # NaN/Inf epochs are never selected
         model.train_model.load_weights(str(best_path))
 
     export_tower, image_tower = model.text_tower, model.image_tower
@@ -344,23 +398,28 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
                              embedding_dim=int(model.spaces[name].output.shape[-1]),
                              parameters=int(model.spaces[name].count_params()))
     metrics["timing_seconds"]["total"] = time.perf_counter() - t_start
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    if tracker.resumed:
+        metrics["resumed"] = {"from_epoch": initial_epoch}
+    payload = json.dumps(metrics, indent=2).encode("utf-8")
+    atomic_write(out / "metrics.json", lambda f: f.write(payload))
+    tracker.finish()
     if not chief:
         shutil.rmtree(out, ignore_errors=True)
     return metrics
 
 
-def _datasets(data: DataConfig, train_pairs, dev_pairs):
-    """(train_ds, dev_ds, steps_per_epoch) for the configured sampler."""
+def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
+    """(train_ds, dev_ds, steps_per_epoch) for the configured sampler (``epoch``: the
+    variable the training order is seeded with, see ``make_dataset``)."""
     if data.sampler == "grouped":
         from grounded_text.data.sampler import make_grouped_dataset
 
         per_batch = data.batch_size // data.captions_per_image
-        train_ds = make_grouped_dataset(train_pairs, per_batch, data.captions_per_image, seed=data.seed)
+        train_ds = make_grouped_dataset(train_pairs, per_batch, data.captions_per_image, seed=data.seed, epoch=epoch)
         dev_ds = make_grouped_dataset(dev_pairs, per_batch, data.captions_per_image, seed=data.seed, shuffle=False)
     else:
         train_ds = make_dataset(train_pairs, data.batch_size, shuffle=True, seed=data.seed,
-                                bucket_by_length=data.bucket_by_length)
+                                bucket_by_length=data.bucket_by_length, epoch=epoch)
         dev_ds = make_dataset(dev_pairs, data.batch_size, shuffle=False)
     steps = int(train_ds.cardinality())
     if steps < 0:  # unknown cardinality: count once
@@ -403,6 +462,17 @@ def _none_or_int(s: str):
     return None if s.lower() in ("none", "0") else int(s)
 
 
+def _positive_int(s: str) -> int:
+    """An int >= 1 (0 epochs or steps would build everything and train nothing)."""
+    try:
+        value = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     """The train CLI. ``--model NAME`` picks a preset record (``grounded_text.presets``);
     the flags that default to None override the record only when given."""
@@ -441,7 +511,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="keep case (Merckx & Frank §3.2.1)")
     p.add_argument("--no-boundary-tokens", dest="boundary_tokens", action="store_false", default=t.boundary_tokens)
     p.add_argument("--max-tokens", type=_none_or_int, default=t.max_tokens)
-    p.add_argument("--epochs", type=int, default=tr.epochs, help="default: the preset's")
+    p.add_argument("--epochs", type=_positive_int, default=tr.epochs, help="default: the preset's")
     p.add_argument("--learning-rate", type=float, default=tr.learning_rate,
                    help="Adam step size, the cyclic schedules' maximum (default: the preset's)")
     p.add_argument("--select-on", default=tr.select_on, choices=SELECT_ON, help="default: the preset's")
@@ -474,8 +544,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--mixed-precision", nargs="?", const="auto", default=tr.mixed_precision,
                    choices=["mixed_float16", "mixed_bfloat16", "auto"],
                    help="Keras mixed precision policy (bare flag: auto); losses and exports stay float32")
-    p.add_argument("--steps-per-execution", type=int, default=tr.steps_per_execution,
+    p.add_argument("--steps-per-execution", type=_positive_int, default=tr.steps_per_execution,
                    help="train steps per tf.function call (Keras compile)")
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--resume", action="store_true",
+                     help="continue the interrupted run in --output-dir from its last completed epoch (same flags)")
+    run.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
     p.add_argument("--no-evaluate", dest="evaluate", action="store_false", default=True)
     p.add_argument("--verbose", default="auto", help="Keras fit verbosity: auto, 0, 1, 2")
     return p.parse_args(argv)
@@ -502,10 +576,37 @@ def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
 
 
 def main(argv=None) -> int:
+    """The CLI. Exit status: 0 done; 2 bad flags, data or run directory (one ``error: ...``
+    line); 1 training diverged (``error: training diverged ...``); 130 interrupted (Ctrl-C:
+    one line with the last checkpoint and the command that resumes)."""
+    import sys
+
+    from grounded_text.training import run_dir
+
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
-    metrics = train(config_from_args(args), args.data_dir, args.output_dir, evaluate=args.evaluate, verbose=verbose)
+    try:
+        config = config_from_args(args)
+        resolve_config(config)  # the flags' combination, checked before anything is built
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        metrics = train(config, args.data_dir, args.output_dir, evaluate=args.evaluate, verbose=verbose,
+                        resume=args.resume, overwrite=args.overwrite)
+    except run_dir.TrainingDiverged as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(run_dir.interrupted_message(args.output_dir, argv), file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError) as e:
+        if not run_dir.is_usage_error(e):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps({"best_epoch": metrics["selection"]["best_epoch"],
                       "headline": metrics.get("evaluation", {}).get("headline"),
                       "total_seconds": round(metrics["timing_seconds"]["total"], 1),

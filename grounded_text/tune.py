@@ -63,7 +63,7 @@ def _check_same_search(project_dir: Path, state: dict) -> None:
         # --trials may change (extend a finished search, or stop earlier); nothing else may.
         diff = sorted(k for k in set(old) | set(state) if k != "trials" and old.get(k) != state.get(k))
         if diff:
-            raise SystemExit(
+            raise SpaceError(
                 f"{project_dir} holds a different search ({', '.join(diff)} differ). Use another "
                 "--directory/--project-name, or the same arguments to resume."
             )
@@ -97,6 +97,18 @@ def run_search(space: SearchSpace, *, data_dir, directory, project_name, trials:
     return write_summary(tuner, space) if summarise else None
 
 
+def _positive_int(s: str) -> int:
+    value = int(s)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _all_failed(summary: dict | None) -> bool:
+    """Trials ran and none completed (every one raised)."""
+    return summary is not None and summary["completed_trials"] == 0 and bool(summary["trials"])
+
+
 def _value_tag(v) -> str:
     return str(v).replace("/", "_")
 
@@ -111,7 +123,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--directory", required=True, help="KerasTuner directory (projects live under it)")
     p.add_argument("--project-name", default=None, help="default: <model>-<space>")
-    p.add_argument("--trials", type=int, default=None, help="random sets (default: the protocol's)")
+    p.add_argument("--trials", type=_positive_int, default=None, help="random sets (default: the protocol's)")
     p.add_argument("--seed", type=int, default=None, help="random-search seed (default: the protocol's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="fix a config field or hyperparameter, e.g. train.epochs=1, data.max_train_images=200")
@@ -141,7 +153,8 @@ def main(argv=None) -> int:
         print(f"error: model {space.model!r} is not in grounded_text.models.registry ({sorted(MODELS)}).",
               file=sys.stderr)
         return 2
-    trials = a.trials or int(space.protocol.get("trials", 100))
+    # Only an absent --trials takes the protocol's count (0 is refused by the parser).
+    trials = a.trials if a.trials is not None else int(space.protocol.get("trials", 100))
     seed = a.seed if a.seed is not None else int(space.protocol.get("seed", 0))
     if trials < 1:
         print("error: --trials must be >= 1", file=sys.stderr)
@@ -156,7 +169,20 @@ def main(argv=None) -> int:
     common = dict(data_dir=a.data_dir, trials=trials, seed=seed, evaluate=a.evaluate, verbose=verbose)
 
     if a.ablation is None:
-        summary = run_search(space, directory=a.directory, project_name=project, **common)
+        try:
+            summary = run_search(space, directory=a.directory, project_name=project, **common)
+        except SpaceError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except RuntimeError as e:  # KerasTuner stops after too many consecutive failed trials
+            print(f"error: the search stopped: {str(e).splitlines()[0]} See the trials under "
+                  f"{Path(a.directory, project)}.", file=sys.stderr)
+            return 1
+        if _all_failed(summary):
+            print(f"error: all {len(summary['trials'])} trial(s) failed; nothing to report. Each trial's "
+                  f"error is logged above and in {Path(a.directory, project)}/trial_*/trial.json.",
+                  file=sys.stderr)
+            return 1
         if summary is not None:
             best = summary["best"]
             print(Path(a.directory, project, "summary.md").read_text())
@@ -190,9 +216,17 @@ def main(argv=None) -> int:
         name = f"{a.ablation}={_value_tag(v)}"
         if v in run_values:
             log.info("Ablation %s = %r: %d random sets (seed %d).", a.ablation, v, trials, seed)
-            summ = run_search(sub, directory=abl_dir, project_name=name, **common)
+            try:
+                summ = run_search(sub, directory=abl_dir, project_name=name, **common)
+            except SpaceError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
             if summ is None:  # worker
                 continue
+            if _all_failed(summ):
+                print(f"error: all {len(summ['trials'])} trial(s) of {name} failed; see {abl_dir / name}.",
+                      file=sys.stderr)
+                return 1
             per_value.append((v, summ))
         elif (abl_dir / name / "summary.json").is_file():
             per_value.append((v, json.loads((abl_dir / name / "summary.json").read_text())))

@@ -1,5 +1,6 @@
 """Retrieval metrics against brute-force references (ties included) and a hand-computed 2-fold case."""
 
+import itertools
 import statistics
 
 import numpy as np
@@ -18,8 +19,8 @@ from grounded_text.evaluation.retrieval import (
 def brute_t2i(sims, cap_img):
     ranks = []
     for i, gt in enumerate(cap_img):
-        # Sort candidates by decreasing similarity; among ties the ground truth goes first.
-        order = sorted(range(sims.shape[1]), key=lambda j: (-sims[i, j], j != gt))
+        # Sort candidates by decreasing similarity; among ties the ground truth goes last.
+        order = sorted(range(sims.shape[1]), key=lambda j: (-sims[i, j], j == gt))
         ranks.append(order.index(gt) + 1)
     return ranks
 
@@ -28,9 +29,25 @@ def brute_i2t(sims, cap_img):
     ranks = []
     for j in range(sims.shape[1]):
         own = {i for i, g in enumerate(cap_img) if g == j}
-        order = sorted(range(sims.shape[0]), key=lambda i: (-sims[i, j], i not in own))
+        order = sorted(range(sims.shape[0]), key=lambda i: (-sims[i, j], i in own))
+        # The best-placed own caption; own captions tied with each other are all ground truth.
         ranks.append(min(order.index(i) for i in own) + 1)
     return ranks
+
+
+def brute_expected_recall(scores, truth, k):
+    """Exact P(some ground truth in the top k) under a uniformly random order of ties, by
+    enumerating every placement of the tied ground-truth items inside their tie block."""
+    scores = np.asarray(scores)
+    best = max(scores[i] for i in truth)
+    above = sum(1 for s in scores if s > best)
+    block = [i for i in range(len(scores)) if scores[i] == best]
+    m = sum(1 for i in block if i in truth)
+    hits = total = 0
+    for slots in itertools.combinations(range(len(block)), m):  # each equally likely
+        total += 1
+        hits += above + min(slots) + 1 <= k
+    return hits / total
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -46,18 +63,26 @@ def test_ranks_and_metrics_match_brute_force_with_ties(seed):
     np.testing.assert_array_equal(t2i, ref_t2i)
     np.testing.assert_array_equal(i2t, ref_i2t)
     m = retrieval_metrics(sims, cap_img)
+    queries = {"caption_to_image": [(sims[i], {gt}) for i, gt in enumerate(cap_img)],
+               "image_to_caption": [(sims[:, j], set(np.flatnonzero(cap_img == j).tolist()))
+                                    for j in range(n_img)]}
     for direction, ref in (("caption_to_image", ref_t2i), ("image_to_caption", ref_i2t)):
         for k in (1, 5, 10):
-            assert m[direction][f"R@{k}"] == pytest.approx(100 * sum(r <= k for r in ref) / len(ref))
+            expected = np.mean([brute_expected_recall(s, truth, k) for s, truth in queries[direction]])
+            assert m[direction][f"R@{k}"] == pytest.approx(100 * expected)
+            # Never above the optimistic count, never below the pessimistic one.
+            assert 100 * np.mean(np.asarray(ref) <= k) - 1e-9 <= m[direction][f"R@{k}"]
         assert m[direction]["medr"] == pytest.approx(statistics.median(ref))
         assert m[direction]["meanr"] == pytest.approx(sum(ref) / len(ref))
     assert m["rsum"] == pytest.approx(sum(m[d][f"R@{k}"] for d in ("caption_to_image", "image_to_caption")
                                           for k in (1, 5, 10)))
 
 
-def test_ties_are_optimistic_and_perfect_scores():
+def test_ties_are_pessimistic_and_perfect_scores():
     sims = np.zeros((4, 2))
-    assert caption_to_image_ranks(sims, np.array([0, 0, 1, 1])).tolist() == [1, 1, 1, 1]
+    assert caption_to_image_ranks(sims, np.array([0, 0, 1, 1])).tolist() == [2, 2, 2, 2]
+    # Image 0's two captions tie with each other (both ground truth) and with image 1's two.
+    assert image_to_caption_ranks(sims, np.array([0, 0, 1, 1])).tolist() == [3, 3]
     sims = np.eye(3)
     m = retrieval_metrics(sims, np.arange(3))
     assert m["caption_to_image"]["R@1"] == 100 and m["image_to_caption"]["medr"] == 1
@@ -72,12 +97,14 @@ def test_two_fold_average_against_hand_computation():
     r = evaluate_retrieval(caps, images, cap_img, "all", n_folds=2)
     # Caption->image ranks: fold 1 [1, 2], fold 2 [2, 1] -> R@1 50, medr 1.5, meanr 1.5 in both.
     assert r["caption_to_image"] == pytest.approx({"R@1": 50.0, "R@5": 100.0, "R@10": 100.0, "medr": 1.5, "meanr": 1.5})
-    # Image->caption: fold 1 [1, 1]; fold 2 [1 (tie with c3, counted in favour), 1].
-    assert r["image_to_caption"]["R@1"] == 100.0 and r["image_to_caption"]["meanr"] == 1.0
+    # Image->caption: fold 1 [1, 1]; fold 2 [2 (tie with c3, counted against), 2]; R@1 in fold 2
+    # is the expected recall of a random tie order, 50 %.
+    assert r["image_to_caption"]["R@1"] == 75.0 and r["image_to_caption"]["meanr"] == 1.5
     assert r["n_folds"] == 2 and r["n_images"] == 4 and r["n_captions"] == 4 and len(r["folds"]) == 2
-    # One fold over all four images gives different (worse) ranks: c1 -> rank 3.
+    # One fold over all four images gives different (worse) ranks: images 0/2 and 1/3 are
+    # duplicates, so every ground truth ties with one other image: ranks [2, 4, 4, 2].
     one = evaluate_retrieval(caps, images, cap_img, "all")
-    assert one["caption_to_image"]["meanr"] == pytest.approx((1 + 3 + 3 + 1) / 4)
+    assert one["caption_to_image"]["meanr"] == pytest.approx((2 + 4 + 4 + 2) / 4)
 
 
 def test_coco_protocols_use_contiguous_folds_and_need_5000_images():
@@ -117,3 +144,17 @@ def test_bad_inputs_raise_clear_errors():
         evaluate_retrieval(np.eye(2), np.eye(2), np.arange(2), "coco_1k")
     with pytest.raises(ValueError, match="1-based"):
         rank_metrics(np.array([0, 1]))
+
+
+def test_constant_encoder_gets_chance_level_on_the_1k_protocol():
+    # A collapsed tower: every caption and every image embeds to the same point.
+    n_img = 1000
+    cap_img = np.repeat(np.arange(n_img), 5)
+    r = evaluate_retrieval(np.ones((cap_img.size, 4)), np.ones((n_img, 4)), cap_img, "flickr8k_1k")
+    t2i, i2t = r["caption_to_image"], r["image_to_caption"]
+    assert t2i["R@1"] == pytest.approx(100 / 1000) and t2i["R@5"] == pytest.approx(500 / 1000)
+    assert t2i["R@10"] == pytest.approx(1000 / 1000)
+    # One of 5 own captions first among 5,000 tied ones: 5/5000; top 5: 1 - C(4995,5)/C(5000,5).
+    assert i2t["R@1"] == pytest.approx(100 * 5 / 5000)
+    assert i2t["R@5"] == pytest.approx(100 * (1 - np.prod([(4995 - i) / (5000 - i) for i in range(5)])))
+    assert t2i["medr"] == t2i["meanr"] == 1000 and i2t["medr"] == i2t["meanr"] == 4996

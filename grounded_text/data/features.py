@@ -34,10 +34,18 @@ class FeatureStore:
         return int(self.features.shape[1])
 
     def index(self) -> dict[str, int]:
-        """Maps image id → row. Duplicate ids keep their first row."""
+        """Maps image id → row.
+
+        Raises:
+          ValueError: an id has two rows (named, with both rows and the file): which
+            row is the image's features would be a guess.
+        """
         out: dict[str, int] = {}
         for i, image_id in enumerate(self.ids.tolist()):
-            out.setdefault(image_id, i)
+            first = out.setdefault(image_id, i)
+            if first != i:
+                raise ValueError(f"{self.path or 'feature store'}: duplicate image id {image_id!r} "
+                                 f"(rows {first} and {i}); each image must have one row.")
         return out
 
 
@@ -71,7 +79,7 @@ def load_npz_features(path: str | Path) -> FeatureStore:
       FileNotFoundError: the file does not exist.
       ValueError: not a readable ``.npz``, a key is missing, ``ids`` is not a 1-D
         string array, ``features`` is not a 2-D numeric array with one row per id,
-        or features contain NaN/Inf. The message names the file.
+        features contain NaN/Inf, or an id has two rows. The message names the file.
     """
     path = Path(path)
     if not path.is_file():
@@ -112,7 +120,9 @@ def load_npz_features(path: str | Path) -> FeatureStore:
             f"{path}: {int((~finite).sum())} feature row(s) contain NaN/Inf, e.g. {bad}."
         )
     ids = ids.astype(str)
-    return FeatureStore(ids=ids, features=features, path=str(path))
+    store = FeatureStore(ids=ids, features=features, path=str(path))
+    store.index()  # duplicate ids are an error here, at load time
+    return store
 
 
 def open_feature_store(path: str | Path):

@@ -4,7 +4,8 @@ Layout (``ROOT/flickr8k/Flickr8k_text``):
   * ``Flickr8k.token.txt``: ``<image>.jpg#<k>\\t<caption>`` (5 captions per image).
   * ``Flickr_8k.{train,dev,test}Images.txt``: one image file name per line.
 
-Images listed in no split get the split ``None`` (91 in the official release).
+Images listed in no split get the split ``None`` (91 in the official release). Files
+are read as UTF-8 with an optional byte-order mark (``utf-8-sig``).
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def read_split_files(text_dir: str | Path) -> dict[str, str]:
         path = text_dir / name
         if not path.is_file():
             raise FileNotFoundError(f"Missing Flickr8k split file {str(path)!r}.")
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        # utf-8-sig: a byte-order mark (Windows editors write one) would otherwise become part
+        # of the first id, which then matches no caption and silently drops that image.
+        for line in path.read_text(encoding="utf-8-sig", errors="replace").splitlines():
             image_id = line.strip()
             if not image_id:
                 continue
@@ -88,7 +91,7 @@ def read_flickr8k(root: str | Path) -> list[Caption]:
     split_of = read_split_files(text_dir)
     path = text_dir / TOKEN_FILE
     captions = []
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open(path, encoding="utf-8-sig", errors="replace") as f:  # a BOM is not part of the first id
         for lineno, line in enumerate(f, 1):
             line = line.rstrip("\n").rstrip("\r")
             if not line.strip():

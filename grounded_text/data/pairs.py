@@ -153,6 +153,7 @@ def make_dataset(
     drop_remainder: bool = True,
     bucket_by_length: bool = False,
     bucket_pool: int = 64,
+    epoch: tf.Variable | None = None,
 ) -> tf.data.Dataset:
     """A ``tf.data`` pipeline of caption/feature batches.
 
@@ -172,6 +173,11 @@ def make_dataset(
         length and cut into batches, and the batches are shuffled. Every pair is
         still served once per epoch; negatives in a batch are then of similar length.
       bucket_pool: batches per sorting pool (>= 1).
+      epoch: an int64 ``tf.Variable`` holding the 0-based epoch (set by the trainer at
+        each epoch's start), read when an iteration starts: each epoch's order is then a
+        pure function of ``(seed, epoch)``, so a run resumed at epoch e sees the batches
+        the uninterrupted run saw. ``None``: a new order per iteration of the dataset
+        (``rerandomize_each_iteration``), which depends on how often it was iterated.
 
     Returns:
       Dataset of dicts ``{"caption": string[B], "image_features": float32[B, d],
@@ -193,7 +199,8 @@ def make_dataset(
             # length would need the captions up front, which the store does not keep.
             warnings.warn("make_dataset: length bucketing is not available for a streaming feature store; "
                           "serving shuffled pairs.", stacklevel=2)
-        return make_streaming_dataset(pairs, batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder)
+        return make_streaming_dataset(pairs, batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
+                                      epoch=epoch)
     if len(pairs) == 0:
         raise ValueError("make_dataset: the split has no caption/image pairs.")
     if batch_size < 1:
@@ -214,7 +221,11 @@ def make_dataset(
         if bucket_pool < 1:
             raise ValueError(f"make_dataset: bucket_pool must be >= 1, got {bucket_pool}.")
         lengths = np.fromiter((len(c) for c in pairs.captions.tolist()), dtype=np.int64, count=n)
-        orders = _bucketed_orders(lengths, batch_size, num_batches, bucket_pool, seed, shuffle)
+        orders = _bucketed_orders(lengths, batch_size, num_batches, bucket_pool, seed, shuffle, epoch)
+    elif shuffle and epoch is not None:
+        orders = tf.data.Dataset.from_tensors(tf.constant(seed, tf.int64)).map(
+            lambda s: tf.random.experimental.stateless_shuffle(
+                tf.range(n, dtype=tf.int64), seed=tf.stack([s, tf.cast(epoch.read_value(), tf.int64)])))
     elif shuffle:
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
         orders = seeds.map(lambda s: tf.random.experimental.stateless_shuffle(
@@ -237,15 +248,19 @@ def make_dataset(
 
 
 def _bucketed_orders(lengths: np.ndarray, batch_size: int, num_batches: int, pool: int, seed: int,
-                     shuffle: bool) -> tf.data.Dataset:
+                     shuffle: bool, epoch_var: tf.Variable | None = None) -> tf.data.Dataset:
     """Batches of pair indices (int64 [<= batch_size]) of similar caption lengths, a new
-    arrangement each epoch (see ``make_dataset``'s ``bucket_by_length``)."""
+    arrangement each epoch (see ``make_dataset``'s ``bucket_by_length``; ``epoch_var``:
+    its ``epoch``)."""
     n = lengths.size
     epoch = [0]
 
     def batches():
-        rng = np.random.default_rng([seed, epoch[0]])
-        epoch[0] += 1
+        if epoch_var is not None:
+            rng = np.random.default_rng([seed, int(epoch_var.numpy())])
+        else:
+            rng = np.random.default_rng([seed, epoch[0]])
+            epoch[0] += 1
         order = rng.permutation(n) if shuffle else np.arange(n)
         out = []
         step = pool * batch_size

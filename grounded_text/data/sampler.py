@@ -52,6 +52,7 @@ def make_grouped_dataset(
     *,
     shuffle: bool = True,
     drop_remainder: bool = True,
+    epoch: tf.Variable | None = None,
 ) -> tf.data.Dataset:
     """A ``tf.data`` pipeline of batches holding ``captions_per_image`` captions per image.
 
@@ -66,6 +67,9 @@ def make_grouped_dataset(
       shuffle: False keeps images in first-appearance order and takes their first
         C captions (evaluation).
       drop_remainder: drop the last batch with fewer than P images.
+      epoch: an int64 ``tf.Variable`` with the 0-based epoch, read at each iteration's
+        start: the image order and caption choice are then a pure function of
+        ``(seed, epoch)`` (a resumed run replays them; see ``make_dataset``).
 
     Returns:
       Dataset of dicts ``{"caption": string[B], "image_features": float32[B, d],
@@ -117,11 +121,23 @@ def make_grouped_dataset(
     c = captions_per_image
 
     images = tf.data.Dataset.range(num_images)
-    if shuffle:
+    if shuffle and epoch is not None:
+        def epoch_order(e):
+            e = tf.cast(e, tf.int64)
+            order = tf.random.experimental.stateless_shuffle(tf.range(num_images, dtype=tf.int64),
+                                                             seed=tf.stack([tf.constant(seed, tf.int64), e]))
+            keys = tf.random.stateless_uniform([num_images, 2], seed=tf.stack([tf.constant(seed + 1, tf.int64), e]),
+                                               minval=None, maxval=None, dtype=tf.int64)
+            return tf.data.Dataset.from_tensor_slices((order, keys))
+
+        images = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(
+            lambda _: epoch.read_value()).flat_map(epoch_order).apply(
+            tf.data.experimental.assert_cardinality(num_images))
+    elif shuffle:
         images = images.shuffle(num_images, seed=seed, reshuffle_each_iteration=True)
         keys = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)
         images = tf.data.Dataset.zip(images, keys.batch(2))
-
+    if shuffle:
         def choose(image, key):
             n = tf.gather(counts_t, image)
             # Stateless seeded shuffle of the image's caption slots 0..n-1, first C kept.

@@ -284,7 +284,7 @@ def read_flickr30k(
         raise FileNotFoundError(f"Flickr30k caption file {str(path)!r} does not exist.")
     _check_split(split, path)
     try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
+        lines = path.read_bytes().decode("utf-8-sig").splitlines()  # a leading BOM is not part of the first id
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not valid UTF-8 (byte {e.start}).") from e
     is_csv = path.suffix == ".csv" or (lines and lines[0].replace(" ", "").startswith("image_name|"))

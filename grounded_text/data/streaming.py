@@ -354,15 +354,16 @@ class StreamingFeatureStore:
         return self.take_rows(rows)
 
     # --- streams ------------------------------------------------------------------
-    def _records(self, shuffle: bool, seed: int, cycle_length: int) -> tf.data.Dataset:
-        """(row int64, serialized Example) over all shards, interleaved."""
+    def _records(self, shuffle: bool, seed, cycle_length: int, reshuffle: bool = True) -> tf.data.Dataset:
+        """(row int64, serialized Example) over all shards, interleaved (``seed``: an int or
+        an int64 scalar tensor; ``reshuffle``: a new shard order per iteration)."""
         if not self.shards:
             raise ValueError(f"{self.path}: the store has no rows.")
         files, rows, offsets = zip(*self.shards)
         ds = tf.data.Dataset.from_tensor_slices(
             (list(files), np.array(rows, np.int64), np.array(offsets, np.int64)))
         if shuffle:
-            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=reshuffle)
 
         def one_shard(f, n, o):
             recs = tf.data.TFRecordDataset(f, buffer_size=1 << 20).take(n)
@@ -423,7 +424,7 @@ def is_feature_store_dir(path: str | Path) -> bool:
 
 def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed: int = 0,
                            drop_remainder: bool = True, shuffle_buffer: int = 10000,
-                           cycle_length: int = 4) -> tf.data.Dataset:
+                           cycle_length: int = 4, epoch: tf.Variable | None = None) -> tf.data.Dataset:
     """``make_dataset`` for ``CaptionPairs`` joined to a ``StreamingFeatureStore``.
 
     The store is streamed once per epoch; rows of images without a caption in
@@ -440,6 +441,9 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
       drop_remainder: drop the last short batch.
       shuffle_buffer: pairs held for shuffling.
       cycle_length: shards read concurrently.
+      epoch: an int64 ``tf.Variable`` with the 0-based epoch, read at each iteration's
+        start: shard order and shuffle buffer are then seeded by ``(seed, epoch)``, so a
+        resumed run replays the epoch's order (see ``make_dataset``).
 
     Returns:
       Dataset of ``{"caption": string[B], "image_features": float32[B, d],
@@ -470,10 +474,6 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
     starts_np = np.cumsum(counts_np) - counts_np
     counts, starts = tf.constant(counts_np), tf.constant(starts_np)
 
-    ds = store._records(shuffle, seed, cycle_length)
-    ds = ds.filter(lambda r, s: tf.gather(counts, r) > 0)
-    ds = ds.batch(_PARSE_BATCH)
-
     def expand(r, s):
         _, feats = store._parse(s)
         k = tf.gather(counts, r)
@@ -481,9 +481,28 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
         caption_idx = tf.ragged.range(first, first + k).flat_values
         return caption_idx, tf.repeat(r, k), tf.repeat(feats, k, axis=0)
 
-    ds = ds.map(expand, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
-    if shuffle:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    def pairs_stream(seed_value, reshuffle: bool):
+        ds = store._records(shuffle, seed_value, cycle_length, reshuffle)
+        ds = ds.filter(lambda r, s: tf.gather(counts, r) > 0)
+        ds = ds.batch(_PARSE_BATCH)
+        ds = ds.map(expand, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+        if shuffle:
+            ds = ds.shuffle(shuffle_buffer, seed=seed_value, reshuffle_each_iteration=reshuffle)
+        return ds
+
+    if shuffle and epoch is not None:
+        def epoch_stream(e):
+            # The seed tensor is the whole op seed of both shuffles: TF cannot combine a tensor
+            # op seed with a global seed of 0 (set by keras.utils.set_random_seed(0)), so this
+            # function's graph has none.
+            tf.compat.v1.get_default_graph().seed = None
+            return pairs_stream(tf.constant(seed, tf.int64) * 1_000_003 + tf.cast(e, tf.int64), False)
+
+        # One pipeline per iteration, seeded by (seed, epoch) read at its start.
+        ds = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(lambda _: epoch.read_value()).flat_map(
+            epoch_stream)
+    else:
+        ds = pairs_stream(seed, True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.map(
         lambda c, r, f: {CAPTION_KEY: tf.gather(captions, c), FEATURES_KEY: tf.cast(f, tf.float32), IMAGE_ID_KEY: r},

@@ -5,7 +5,9 @@
   ``*.gs.<subset>.txt`` (gold 0..5 per line). Blank gold lines mean "not scored"
   and drop the pair; a gold file without an input file (STS13 SMT, withheld by its
   licence) is skipped with a warning; ``STS.gs.ALL.txt`` (STS12's concatenation of
-  the subsets) is not a subset. Files are decoded as UTF-8 with replacement.
+  the subsets) is not a subset. Files are decoded as UTF-8 with replacement (a leading
+  byte-order mark is dropped). A gold score that is not a finite number (text, NaN,
+  Inf) is an error naming the file and line.
 * ``STSBenchmark/sts-{train,dev,test}.csv``: tab-separated
   ``genre, file, year, id, score, sentence1, sentence2[, extra...]``.
 * ``SICK/SICK_{train,trial,test_annotated}.txt``: header row, then
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import warnings
 from pathlib import Path
@@ -47,7 +50,19 @@ class SentencePairs:
 
 
 def _read_lines(path: Path) -> list[str]:
-    return path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    return path.read_bytes().decode("utf-8-sig", errors="replace").splitlines()
+
+
+def _score(text: str, path: Path, lineno: int, what: str) -> float:
+    """A finite gold score, or a ValueError naming the file and line (NaN or Inf gold
+    scores would turn every correlation into NaN without saying where they came from)."""
+    try:
+        score = float(text.strip())
+    except ValueError:
+        raise ValueError(f"{path}:{lineno}: {what} {text!r} is not a number.") from None
+    if not math.isfinite(score):
+        raise ValueError(f"{path}:{lineno}: {what} {text!r} is not a finite number.")
+    return score
 
 
 def sts_year_dirs(sts_dir: str | Path) -> dict[str, Path]:
@@ -81,10 +96,7 @@ def read_sts_subset(input_path: Path, gold_path: Path, name: str = "") -> Senten
         cols = line.split("\t")
         if len(cols) < 2:
             raise ValueError(f"{input_path}:{lineno}: expected two tab-separated sentences.")
-        try:
-            score = float(gold.strip())
-        except ValueError:
-            raise ValueError(f"{gold_path}:{lineno}: gold score {gold!r} is not a number.") from None
+        score = _score(gold, gold_path, lineno, "gold score")
         s1.append(cols[0].strip())
         s2.append(cols[1].strip())
         scores.append(score)
@@ -134,10 +146,7 @@ def read_sts_benchmark(sts_dir: str | Path, split: str = "test") -> SentencePair
         cols = line.split("\t")
         if len(cols) < 7:
             raise ValueError(f"{path}:{lineno}: expected at least 7 tab-separated fields.")
-        try:
-            scores.append(float(cols[4]))
-        except ValueError:
-            raise ValueError(f"{path}:{lineno}: score {cols[4]!r} is not a number.") from None
+        scores.append(_score(cols[4], path, lineno, "score"))
         s1.append(cols[5].strip())
         s2.append(cols[6].strip())
     return SentencePairs(s1, s2, np.asarray(scores, dtype=np.float64), f"STSBenchmark/{split}")
@@ -167,7 +176,7 @@ def read_sick(sts_dir: str | Path, split: str = "test") -> SentencePairs:
         cols = line.split("\t")
         if len(cols) <= max(ia, ib, isc):
             raise ValueError(f"{path}:{lineno}: too few fields.")
+        scores.append(_score(cols[isc], path, lineno, "relatedness_score"))
         s1.append(cols[ia].strip())
         s2.append(cols[ib].strip())
-        scores.append(float(cols[isc]))
     return SentencePairs(s1, s2, np.asarray(scores, dtype=np.float64), f"SICK/{split}")

@@ -247,8 +247,8 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
         if not r:
             continue
         lines += [f"### Retrieval — {n} — {r.get('split', '')} protocol `{r['protocol']}` ({r['n_images']} images, "
-                  f"{r['n_captions']} captions, {r['n_folds']} fold(s); ranks 1-based, ties counted in favour "
-                  "of the ground truth)", "",
+                  f"{r['n_captions']} captions, {r['n_folds']} fold(s); pessimistic 1-based ranks, "
+                  "R@K expected over random tie order)", "",
                   "| direction | " + " | ".join(f"R@{k}" for k in RECALL_KS) + " | medr | meanr |",
                   "|---|" + "---:|" * (len(RECALL_KS) + 2)]
         for d, label in (("caption_to_image", "caption→image"), ("image_to_caption", "image→caption")):

@@ -7,19 +7,28 @@ Frank 2019 §4):
   image-tower embedding of an image's features;
 * ranks are **1-based**; a query's rank is the position of its ground truth in
   the list of candidates sorted by decreasing similarity;
-* **ties**: ``rank = 1 + (number of candidates strictly more similar than the
-  ground truth)``, i.e. ties are resolved in favour of the ground truth
-  (optimistic). This is the only order-independent definition that reduces to
-  the usual one without ties; a tower that maps everything to one point gets
-  rank 1 for every query under it, so check ``meanr`` against chance
-  ``(n+1)/2`` when embeddings collapse. (VSE++'s ``argsort`` code breaks ties by
-  index order instead, which depends on how the candidates are stored.)
+* **ties never count in favour of the ground truth.** Ranks are **pessimistic**:
+  ``rank = 1 + (number of candidates scored >= the ground truth, other than the
+  ground truth itself)``, i.e. among equal scores the ground truth is placed last.
+  This is the only order-independent definition that reduces to the usual one
+  without ties, and it is an upper bound on the rank under any tie order (so
+  ``medr``/``meanr`` never flatter a model). Recall@K is the **expected** recall
+  when ties are broken uniformly at random (for a query with ``g`` candidates
+  strictly above the ground truth, ``t`` other candidates tied with it and ``m``
+  tied ground-truth items: ``P(first ground truth within the top K)``
+  ``= 1 - C(t, K-g) / C(t+m, K-g)`` for ``0 < K-g <= t``, 0 below, 1 above), which
+  equals the plain "rank <= K" indicator when there is no tie. A tower that maps
+  everything to one point therefore gets chance-level Recall@K (R@1 = 1/1000 =
+  0.1 % on the 1k protocol, both directions) and the worst ranks (``medr`` = n),
+  never R@1 = 100. (Before this change ties were counted in the ground truth's
+  favour; VSE++'s ``argsort`` code breaks ties by index order, which depends on
+  how the candidates are stored.)
 * caption→image: one query per caption, the candidates are all images of the
   fold, the ground truth is the caption's image;
 * image→caption: one query per image, the candidates are all captions of the
   fold, the rank is the **best** rank among the image's captions (VSE++'s
-  ``i2t``): ``1 + #(other images' captions strictly more similar than the most
-  similar own caption)``;
+  ``i2t``): ``1 + #(other images' captions scored >= the most similar own
+  caption)`` (own captions tied with it are ground truth too: they do not count);
 * Recall@K = percentage (0–100) of queries with rank ≤ K; ``medr`` = median rank
   (``numpy.median``, so a half-integer for an even number of queries); ``meanr`` =
   mean rank; ``rsum`` = the sum of the six R@{1,5,10} of both directions (0–600).
@@ -93,37 +102,84 @@ def _check_assignment(sims: np.ndarray, caption_image: np.ndarray) -> tuple[np.n
     return sims, caption_image
 
 
+def _caption_to_image_counts(sims: np.ndarray, caption_image: np.ndarray):
+    """Per caption: (images strictly above its image, other images tied with it, 1)."""
+    truth = sims[np.arange(sims.shape[0]), caption_image]
+    greater = (sims > truth[:, None]).sum(axis=1).astype(np.int64)
+    tied = (sims == truth[:, None]).sum(axis=1).astype(np.int64) - 1  # minus the ground truth itself
+    return greater, tied, np.ones_like(greater)
+
+
+def _image_to_caption_counts(sims: np.ndarray, caption_image: np.ndarray):
+    """Per image: (other images' captions strictly above its best own caption, other
+    images' captions tied with it, own captions tied with it)."""
+    n_images = sims.shape[1]
+    own = sims[np.arange(sims.shape[0]), caption_image]
+    best_own = np.full(n_images, -np.inf)
+    np.maximum.at(best_own, caption_image, own)
+    # Own captions are never strictly above the best own caption, so the strict count over
+    # all captions is the count of other images' captions.
+    greater = (sims > best_own[None, :]).sum(axis=0).astype(np.int64)
+    at_least = (sims >= best_own[None, :]).sum(axis=0).astype(np.int64)
+    own_tied = np.bincount(caption_image[own == best_own[caption_image]], minlength=n_images).astype(np.int64)
+    return greater, at_least - greater - own_tied, own_tied
+
+
 def caption_to_image_ranks(sims: np.ndarray, caption_image: np.ndarray) -> np.ndarray:
-    """1-based rank of each caption's image among all images (ties optimistic, see module doc).
+    """1-based pessimistic rank of each caption's image among all images (see module doc).
 
     Args:
       sims: float [n_captions, n_images], similarity of caption i to image j.
       caption_image: int [n_captions], the index of each caption's image.
 
     Returns:
-      int64 [n_captions] ranks in 1..n_images.
+      int64 [n_captions] ranks in 1..n_images: 1 + the number of other images scored
+      >= the caption's image.
     """
     sims, caption_image = _check_assignment(sims, caption_image)
-    truth = sims[np.arange(sims.shape[0]), caption_image]
-    return 1 + (sims > truth[:, None]).sum(axis=1).astype(np.int64)
+    greater, tied, _ = _caption_to_image_counts(sims, caption_image)
+    return 1 + greater + tied
 
 
 def image_to_caption_ranks(sims: np.ndarray, caption_image: np.ndarray) -> np.ndarray:
-    """1-based rank of each image's best-ranked caption among all captions.
+    """1-based pessimistic rank of each image's best-ranked caption among all captions.
 
     Args:
       sims: float [n_captions, n_images] (the same matrix as for caption→image).
       caption_image: int [n_captions], the index of each caption's image.
 
     Returns:
-      int64 [n_images] ranks in 1..n_captions.
+      int64 [n_images] ranks in 1..n_captions: 1 + the number of other images'
+      captions scored >= the image's most similar own caption.
     """
     sims, caption_image = _check_assignment(sims, caption_image)
-    n_images = sims.shape[1]
-    best_own = np.full(n_images, -np.inf)
-    np.maximum.at(best_own, caption_image, sims[np.arange(sims.shape[0]), caption_image])
-    # Own captions are never strictly above the best own caption, so count all captions.
-    return 1 + (sims.T > best_own[:, None]).sum(axis=1).astype(np.int64)
+    greater, tied, _ = _image_to_caption_counts(sims, caption_image)
+    return 1 + greater + tied
+
+
+def expected_recall(greater: np.ndarray, tied: np.ndarray, tied_truth: np.ndarray, k: int) -> np.ndarray:
+    """Probability [q] that a ground-truth item is in the top ``k`` when ties are broken
+    uniformly at random.
+
+    Args:
+      greater: int [q], candidates strictly above the best ground truth.
+      tied: int [q], other candidates tied with it.
+      tied_truth: int [q] (>= 1), ground-truth items tied at that score.
+      k: the cut-off.
+
+    Returns:
+      float64 [q]: ``1 - C(t, j) / C(t + m, j)`` with ``j = k - greater`` slots left for
+      the tie block (0 when ``j <= 0``, 1 when ``j > t``); 1 or 0 without ties.
+    """
+    greater, tied, m = (np.asarray(a, dtype=np.int64) for a in (greater, tied, tied_truth))
+    j = k - greater
+    # P(no ground truth among the first j of the t + m tied items) = prod_{i<j} (t - i) / (t + m - i).
+    none = np.ones(greater.shape, dtype=np.float64)
+    for i in range(max(int(k), 0)):
+        step = np.clip(tied - i, 0, None) / (tied + m - i).clip(min=1)
+        none = np.where(i < j, none * step, none)
+    p = 1.0 - none
+    return np.where(j <= 0, 0.0, np.where(j > tied, 1.0, p))
 
 
 def rank_metrics(ranks: np.ndarray, ks: Sequence[int] = RECALL_KS) -> dict:
@@ -141,15 +197,29 @@ def rank_metrics(ranks: np.ndarray, ks: Sequence[int] = RECALL_KS) -> dict:
     return out
 
 
+def _tie_aware_metrics(counts, ks: Sequence[int] = RECALL_KS) -> dict:
+    """``rank_metrics`` of the pessimistic ranks, with Recall@K the expected recall under
+    random tie order (``expected_recall``)."""
+    greater, tied, tied_truth = counts
+    out = rank_metrics(1 + greater + tied, ks)
+    for k in ks:
+        out[f"R@{k}"] = float(100.0 * expected_recall(greater, tied, tied_truth, k).mean())
+    return out
+
+
 def retrieval_metrics(sims: np.ndarray, caption_image: np.ndarray) -> dict:
     """Both directions on one fold.
+
+    Ranks (``medr``, ``meanr``) are pessimistic, Recall@K the expected recall under
+    random tie order (module docstring).
 
     Returns:
       ``{"caption_to_image": {R@1, R@5, R@10, medr, meanr}, "image_to_caption": {...},
       "rsum": float, "n_images": int, "n_captions": int}``.
     """
-    t2i = rank_metrics(caption_to_image_ranks(sims, caption_image))
-    i2t = rank_metrics(image_to_caption_ranks(sims, caption_image))
+    sims, caption_image = _check_assignment(sims, caption_image)
+    t2i = _tie_aware_metrics(_caption_to_image_counts(sims, caption_image))
+    i2t = _tie_aware_metrics(_image_to_caption_counts(sims, caption_image))
     return {
         "caption_to_image": t2i,
         "image_to_caption": i2t,

@@ -45,10 +45,12 @@ def resolve_config(config):
       for the record's own loss, ``loss_params`` are merged under the user's). Idempotent.
 
     Raises:
-      ValueError: unknown model, loss, sampler, schedule or ``select_on``; an encoder key
+      ValueError: ``epochs`` or ``steps_per_execution`` < 1, ``learning_rate`` <= 0; unknown
+        model, loss, sampler, schedule or ``select_on``; an encoder key
         the preset does not take; a loss that needs grouped batches (cluster, grounding)
         with the random sampler or one caption per image; snapshots without the cyclic
-        cosine schedule; ``ensemble_size < 1``; ``captions_per_image < 2`` or not dividing
+        cosine schedule; ``ensemble_size < 1``; for a cyclic schedule ``cycle_epochs < 1`` or
+        not ``0 < lr_min <= learning_rate``; ``captions_per_image < 2`` or not dividing
         ``batch_size`` for the grouped sampler.
     """
     config = fill_config(config)
@@ -66,8 +68,19 @@ def resolve_config(config):
                          "(a snapshot is taken at each cycle's end, where both are at lr_min).")
     if train.ensemble_size is not None and train.ensemble_size < 1:
         raise ValueError(f"ensemble_size must be >= 1 (or None: all snapshots), got {train.ensemble_size}.")
-    if train.cycle_epochs < 1 or not 0 < train.lr_min <= train.learning_rate:
-        raise ValueError("cycle_epochs must be >= 1 and 0 < lr_min <= learning_rate.")
+    if train.epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {train.epochs}.")
+    if train.steps_per_execution < 1:
+        raise ValueError(f"steps_per_execution must be >= 1, got {train.steps_per_execution}.")
+    if not train.learning_rate > 0:
+        raise ValueError(f"learning_rate must be > 0, got {train.learning_rate}.")
+    # lr_min and cycle_epochs only mean something to the cyclic schedules: a constant
+    # learning rate below the record's lr_min (e.g. 1e-7) is a valid choice.
+    if train.schedule in ("cyclic_cosine", "warm_restarts") and (
+            train.cycle_epochs < 1 or not 0 < train.lr_min <= train.learning_rate):
+        raise ValueError(f"The {train.schedule} schedule needs cycle_epochs >= 1 and 0 < lr_min <= "
+                         f"learning_rate; got cycle_epochs={train.cycle_epochs}, lr_min={train.lr_min}, "
+                         f"learning_rate={train.learning_rate}.")
     if loss_needs_grouped_batches(model.loss, model.loss_params):
         if data.sampler != "grouped" or data.one_caption_per_image:
             raise ValueError(f"Loss {model.loss!r} needs several captions per image in a batch: use "

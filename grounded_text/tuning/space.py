@@ -98,6 +98,8 @@ def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
             doc = tomllib.load(f)
         except tomllib.TOMLDecodeError as e:
             raise SpaceError(f"{path}: not valid TOML: {e}") from None
+        except UnicodeDecodeError as e:  # TOML is UTF-8 by definition; tomllib raises this, not TOMLDecodeError
+            raise SpaceError(f"{path}: not UTF-8 text (byte {e.start}); save the file as UTF-8.") from None
     parent = doc.pop("extends", None)
     if parent is not None:
         doc = deep_merge(read_space_file(path.parent / parent, _seen + (path,)), doc)

@@ -17,6 +17,14 @@ ten crops are averaged. R = 256 for the 224-px networks (the standard 256→224)
 the 299-px InceptionV3, R = round(299 * 256 / 224) = 342, keeping the same
 crop-to-image ratio 224/256 = 0.875 (the choice of the Inception evaluation code,
 which centre-crops 87.5 % of the image).
+
+Size limits (a decompression-bomb guard; such images are reported FAILED and skipped,
+never decoded): an image whose header declares more than ``MAX_IMAGE_PIXELS`` pixels
+(40 million, e.g. 8000×5000; decoding costs about 15 bytes per pixel, 600 MB at the
+limit) is refused before decoding (``--max-pixels`` of ``python -m
+grounded_text.features`` changes the limit). With ten crops, an image whose short-side
+resize would exceed ``MAX_TEN_CROP_ASPECT`` (16) times R² pixels — an aspect ratio above
+16:1, e.g. a 3×5000 strip, which would grow to 342×570,000 — is refused too.
 """
 
 from __future__ import annotations
@@ -29,19 +37,72 @@ TEN_CROP_ORDER = (
 )
 
 
+MAX_IMAGE_PIXELS = 40_000_000
+MAX_TEN_CROP_ASPECT = 16
+
+
+def header_size(encoded: tf.Tensor) -> tf.Tensor:
+    """int64 [2] (height, width) read from the image header without decoding: JPEG, PNG,
+    GIF (logical screen), BMP and WebP (VP8, VP8L, VP8X); [0, 0] for other data (left to
+    the decoder, which rejects it)."""
+    head = tf.strings.substr(tf.strings.join([tf.strings.substr(encoded, 0, 32), "\0" * 32]), 0, 32)
+    b = tf.cast(tf.io.decode_raw(head, tf.uint8), tf.int64)
+
+    def le(i, n):
+        return sum(b[i + k] * (256 ** k) for k in range(n))
+
+    def be(i, n):
+        return sum(b[i + k] * (256 ** (n - 1 - k)) for k in range(n))
+
+    def starts(magic: bytes, at: int = 0):
+        return tf.reduce_all(tf.stack([tf.equal(b[at + k], c) for k, c in enumerate(magic)]))
+
+    png = tf.stack([be(20, 4), be(16, 4)])
+    gif = tf.stack([le(8, 2), le(6, 2)])
+    bmp_h = le(22, 4)
+    bmp = tf.stack([tf.abs(tf.where(bmp_h >= 2 ** 31, bmp_h - 2 ** 32, bmp_h)), le(18, 4)])
+    vp8 = tf.stack([le(28, 2) % 16384, le(26, 2) % 16384])
+    vp8l = tf.stack([1 + b[22] // 64 + b[23] * 4 + (b[24] % 16) * 1024, 1 + b[21] + (b[22] % 64) * 256])
+    vp8x = tf.stack([1 + le(27, 3), 1 + le(24, 3)])
+    webp = starts(b"RIFF") & starts(b"WEBP", 8)
+    other = tf.where(starts(b"\x89PNG"), png,
+            tf.where(starts(b"GIF8"), gif,
+            tf.where(starts(b"BM"), bmp,
+            tf.where(webp & starts(b"VP8 ", 12), vp8,
+            tf.where(webp & starts(b"VP8L", 12), vp8l,
+            tf.where(webp & starts(b"VP8X", 12), vp8x, tf.zeros([2], tf.int64)))))))
+    return tf.cond(starts(b"\xff\xd8"),
+                   lambda: tf.cast(tf.io.extract_jpeg_shape(encoded)[:2], tf.int64),
+                   lambda: other)
+
+
+def check_image_size(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tf.Tensor:
+    """An op that fails (``InvalidArgumentError``, "image is HxW = n pixels, above the
+    limit ...") when the header declares more than ``max_pixels`` pixels; ``None``: no limit."""
+    if max_pixels is None:
+        return tf.no_op()
+    hw = header_size(encoded)
+    pixels = hw[0] * hw[1]
+    return tf.debugging.Assert(pixels <= max_pixels, [tf.strings.format(
+        "image is {}x{} = {} pixels, above the limit of {} (decompression-bomb guard; --max-pixels)",
+        (hw[0], hw[1], pixels, tf.constant(int(max_pixels), tf.int64)))], summarize=1)
+
+
 def ten_crop_resize(size: int) -> int:
     """Short-side length R for a network input of ``size`` px: 256 for 224 px, 342 for
     299 px (``round(size * 256 / 224)``)."""
     return int(round(size * 256 / 224))
 
 
-def decode_rgb(encoded: tf.Tensor) -> tf.Tensor:
+def decode_rgb(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tf.Tensor:
     """Encoded JPEG/PNG/GIF/BMP/WebP bytes (scalar ``tf.string``) → uint8 [H, W, 3].
 
     Grey images are broadcast to 3 channels, alpha is dropped, animated GIFs give
-    their first frame (``expand_animations=False``). Invalid data raises
-    ``tf.errors.InvalidArgumentError`` (at run time, inside ``tf.data``)."""
-    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    their first frame (``expand_animations=False``). Invalid data, or a header
+    declaring more than ``max_pixels`` pixels (``check_image_size``; checked before
+    decoding), raises ``tf.errors.InvalidArgumentError`` (at run time, inside ``tf.data``)."""
+    with tf.control_dependencies([check_image_size(encoded, max_pixels)]):
+        image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
     image.set_shape([None, None, 3])
     return image
 
@@ -81,7 +142,15 @@ def ten_crops(image: tf.Tensor, size: int, resize: int | None = None) -> tf.Tens
     resize = ten_crop_resize(size) if resize is None else int(resize)
     if resize < size:
         raise ValueError(f"ten-crop resize {resize} must be >= crop size {size}.")
-    big = resize_short_side(image, resize)
+    shape = tf.shape(image)
+    short, long = tf.minimum(shape[0], shape[1]), tf.maximum(shape[0], shape[1])
+    # A strip (3x5000) would grow to R x (long * R / short) before cropping: gigabytes.
+    ok = tf.cast(long, tf.int64) <= MAX_TEN_CROP_ASPECT * tf.cast(short, tf.int64)
+    check = tf.debugging.Assert(ok, [tf.strings.format(
+        "image is {}x{}: aspect ratio above {}:1, refused for ten crops (its short-side resize would be "
+        "too large)", (shape[0], shape[1], MAX_TEN_CROP_ASPECT))], summarize=1)
+    with tf.control_dependencies([check]):
+        big = resize_short_side(image, resize)
     shape = tf.shape(big)
     h, w = shape[0], shape[1]
     bottom, right = h - size, w - size

@@ -88,7 +88,8 @@ def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Pat
     Raises:
       FileNotFoundError: ``folder`` does not exist / is not a folder, or some ``ids``
         have no file (the message counts them and names the first few).
-      ValueError: no image files (empty folder or empty ``ids``), or duplicate ``ids``.
+      ValueError: no image files (empty folder or empty ``ids``), duplicate ``ids``, or ids
+        that leave the folder (absolute, or with a ``..`` part).
     """
     root = Path(folder)
     if not root.is_dir():
@@ -110,6 +111,11 @@ def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Pat
         dup = sorted(n for n, c in collections.Counter(names).items() if c > 1)
         if dup:
             raise ValueError(f"ids: duplicate image ids {dup[:5]}.")
+        # Ids name files inside the folder: an absolute path or a '..' would read any file
+        # the process can read (symlinks inside the folder are followed: docs/reliability.md).
+        outside = [n for n in names if Path(n).is_absolute() or ".." in Path(n).parts]
+        if outside:
+            raise ValueError(f"ids: image ids must be file names inside {str(root)!r}, got {outside[:5]}.")
         missing = [n for n in names if not (root / n).is_file()]
         if missing:
             raise FileNotFoundError(
@@ -142,7 +148,7 @@ def read_ids_file(path: str | os.PathLike) -> list[str]:
     if not path.is_file():
         raise FileNotFoundError(f"--ids-file {str(path)!r}: no such file.")
     out: dict[str, None] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8-sig").splitlines():  # a BOM is not part of the first id
         line = line.strip()
         if not line:
             continue
@@ -169,6 +175,10 @@ def _check_dataset(images: tf.data.Dataset) -> None:
 
 
 def _clean_reason(message: str) -> str:
+    # The size guards' own sentence (tf.debugging.Assert: eager and graph wording).
+    guard = re.search(r"Summarized data: b'(.*?)'\s*$|assertion failed: \[(.*?)\]", message, re.S)
+    if guard:
+        return (guard.group(1) or guard.group(2)).strip()
     message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
     message = re.sub(r"\s*\[Op:[^\]]*\]\s*$", "", message)
     return message.strip().splitlines()[0] if message.strip() else "decode error"
@@ -183,7 +193,8 @@ def _string_table(keys: list[str]) -> tf.lookup.StaticHashTable:
     )
 
 
-def _failure_reasons(images, failed: list[str], size: int, crops: int) -> dict[str, str]:
+def _failure_reasons(images, failed: list[str], size: int, crops: int,
+                     max_pixels: int | None = crops_lib.MAX_IMAGE_PIXELS) -> dict[str, str]:
     """Decodes the failed images again, eagerly, to get the decoder's message."""
     table = _string_table(failed)
     reasons: dict[str, str] = {}
@@ -192,7 +203,7 @@ def _failure_reasons(images, failed: list[str], size: int, crops: int) -> dict[s
         try:
             if int(tf.strings.length(encoded)) == 0:
                 raise ValueError("empty file (0 bytes)")
-            crops_lib.make_views(crops_lib.decode_rgb(encoded), size, crops)
+            crops_lib.make_views(crops_lib.decode_rgb(encoded, max_pixels), size, crops)
         except (tf.errors.OpError, ValueError) as e:
             reasons[key] = _clean_reason(getattr(e, "message", None) or str(e))
         else:
@@ -211,6 +222,7 @@ def extract_features(
     progress: bool = True,
     mixed_precision: bool = False,
     network: FeatureNetwork | None = None,
+    max_pixels: int | None = crops_lib.MAX_IMAGE_PIXELS,
 ) -> ExtractionReport:
     """Writes pooled CNN features of ``images`` into ``sink``, skipping stored ids.
 
@@ -228,6 +240,9 @@ def extract_features(
       mixed_precision: run the CNN under ``mixed_float16`` (GPU); output stays float32.
       network: an already built :class:`FeatureNetwork` to use instead of building one
         (then ``weights``/``mixed_precision`` are ignored; its name must equal ``cnn``).
+      max_pixels: images whose header declares more pixels are not decoded but reported
+        failed (a decompression-bomb guard, :mod:`grounded_text.vision.crops`); ``None``:
+        no limit. With ``crops=10`` images above a 16:1 aspect ratio are refused too.
 
     Returns:
       :class:`ExtractionReport`; the sink holds float32 [written, d] new rows.
@@ -269,7 +284,7 @@ def extract_features(
     table = _string_table(todo)
     ds = (
         images.filter(lambda i, b: table.lookup(i) == 1)
-        .map(lambda i, b: (i, crops_lib.make_views(crops_lib.decode_rgb(b), size, crops)),
+        .map(lambda i, b: (i, crops_lib.make_views(crops_lib.decode_rgb(b, max_pixels), size, crops)),
              num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
         .ignore_errors()
         .batch(int(batch_size))
@@ -299,7 +314,7 @@ def extract_features(
     failed_ids = [i for i in todo if i not in written]
     failed: list[tuple[str, str]] = []
     if failed_ids:
-        reasons = _failure_reasons(images, failed_ids, size, crops)
+        reasons = _failure_reasons(images, failed_ids, size, crops, max_pixels)
         failed = [(i, reasons.get(i, "not produced by the input dataset")) for i in failed_ids]
     if bar is not None and len(written) < len(todo):
         bar.update(len(todo), finalize=True)
