@@ -113,7 +113,7 @@ class Paper:
 
 STS_ALL = "cosine of the two embeddings vs gold, Pearson r (and Spearman ρ), every STS1x subset found; year mean = unweighted mean over its subsets"
 SUPERVISED = "supervised STS-B / SICK-R: ridge on [u, v, |u−v|, u*v] of the frozen embeddings, α by dev Pearson (SentEval style; grounded_text.evaluation.supervised_sts)"
-RETRIEVAL = "caption↔image retrieval on the Flickr8k test split (protocol flickr8k_1k: 1,000 images / 5,000 captions), cosine of the text-tower (export/) and image-tower (image_export/) outputs, R@K %, medr; ties in favour of the ground truth"
+RETRIEVAL = "caption↔image retrieval on the Flickr8k test split (protocol flickr8k_1k: 1,000 images / 5,000 captions), cosine of the text-tower (export/) and image-tower (image_export/) outputs, R@K % (expected over random tie order), medr (pessimistic: ties never count in favour of the ground truth)"
 SAME_IMAGE = "VETE §4.3 same-image test on Flickr8k test captions: Pearson r of cosine vs same-image label, N same + N different-image pairs, seed 0"
 STRUCTURE = "Bordes §4.3 on Flickr8k test: mNNO@10, ρ_vis (Spearman), C_intra, C_inter; visual vectors = the CNN features"
 TRANSFER = "SentEval tasks under data_dir/senteval: logistic regression on frozen embeddings (grounded_text.evaluation.transfer), accuracy %"
