@@ -432,9 +432,9 @@ def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
 def _learning_rate(train_cfg: TrainConfig, steps_per_epoch: int):
     """A float (constant), or a cyclic cosine schedule: ``CyclicCosineSchedule``
     (Merckx & Frank §3.3, min → max → min) or ``WarmRestartCosineSchedule`` (SGDR)."""
-    if train_cfg.schedule in ("cyclic_cosine", "warm_restarts"):
-        from grounded_text.training.schedules import CYCLIC_SCHEDULES, cycle_steps
+    from grounded_text.training.schedules import CYCLIC_SCHEDULES, cycle_steps
 
+    if train_cfg.schedule in CYCLIC_SCHEDULES:
         return CYCLIC_SCHEDULES[train_cfg.schedule](train_cfg.lr_min, train_cfg.learning_rate,
                                                     cycle_steps(train_cfg.cycle_epochs, steps_per_epoch))
     return train_cfg.learning_rate

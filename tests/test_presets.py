@@ -1,5 +1,5 @@
 """The preset records (grounded_text.presets), config resolution, the builders reading every
-record value, mixed precision, and training end to end (issue 9)."""
+record value, mixed precision, and training end to end."""
 
 import dataclasses
 import json
