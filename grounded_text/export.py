@@ -225,6 +225,75 @@ class TextTowerModule(tf.Module):
             self.__call__.get_concrete_function(STRING_BATCH, training=training)
 
 
+def bag_of_words_chain(text_tower: keras.Model):
+    """``(preprocessor, encoder)`` when ``text_tower`` is exactly string → ``TextPreprocessor`` →
+    ``BagOfWordsEncoder`` with float32 weights and compute (VETE-BOW and its BOW-sum and
+    frozen-GloVe variants), else ``None``. Such a tower computes the same in training and
+    inference (no dropout, no batch statistics), and ``pool_bag_of_words`` computes it
+    without a padded batch."""
+    from grounded_text.layers.bow_encoder import BagOfWordsEncoder
+
+    layers = [l for l in text_tower.layers if not isinstance(l, keras.layers.InputLayer)]
+    if len(layers) != 2 or len(text_tower.inputs) != 1 or len(text_tower.outputs) != 1:
+        return None
+    pre, enc = layers
+    if not (isinstance(pre, TextPreprocessor) and type(enc) is BagOfWordsEncoder):
+        return None
+    if any(len(l._inbound_nodes) != 1 for l in layers) or enc.input is not pre.output:
+        return None
+    if enc.compute_dtype != "float32" or enc.embedding.embeddings.dtype != "float32":
+        return None
+    return pre, enc
+
+
+def pool_bag_of_words(preprocessor: TextPreprocessor, encoder, sentences) -> tf.Tensor:
+    """The ``BagOfWordsEncoder(TextPreprocessor(sentences))`` embeddings, float32 [B, N],
+    computed on the ragged ids: one fused gather + per-sentence sum of the embedding rows
+    (``tf.sparse.segment_sum``) over the word ids, plus the ``<S>`` and ``</S>`` rows added
+    to every sentence, instead of padding to [B, T], gathering [B, T, N] and masking.
+    Equal to the Keras tower up to float32 summation order (tests/test_export_speed.py)."""
+    table = getattr(encoder.embedding.embeddings, "value", encoder.embedding.embeddings)
+    ids, row_splits = preprocessor.flat_ids(sentences)
+    batch = tf.shape(row_splits, out_type=tf.int64)[0] - 1
+    rows = tf.ragged.row_splits_to_segment_ids(row_splits)
+    summed = tf.sparse.segment_sum(table, ids, rows, num_segments=batch)
+    count = tf.cast(row_splits[1:] - row_splits[:-1], tf.float32)[:, None]
+    if preprocessor.boundary_tokens:
+        bos, eos = preprocessor.boundary_ids
+        summed = summed + (table[bos] + table[eos])
+        count = count + 2.0
+    if encoder.pooling == "mean":
+        summed = summed / tf.maximum(count, 1.0)
+    if encoder.normalize:
+        summed = tf.math.l2_normalize(summed, axis=-1, epsilon=1e-24)
+    return summed
+
+
+class BagOfWordsTowerModule(TextTowerModule):
+    """``TextTowerModule`` for a bag-of-words tower (``bag_of_words_chain``): the same API, with
+    a single concrete ``__call__``. ``training`` is accepted (a bool tensor or Python bool,
+    default False) and ignored: the tower computes the same in training and inference, so
+    serving carries no training branch and no retrace per ``training`` value."""
+
+    def __init__(self, text_tower: keras.Model, assets: dict | None = None, **kwargs):
+        super().__init__(text_tower, assets, **kwargs)
+        self._preprocessor, self._encoder = bag_of_words_chain(text_tower)
+
+    @tf.function(input_signature=[STRING_BATCH, tf.TensorSpec([], tf.bool, name="training")])
+    def __call__(self, sentences, training=False):
+        del training  # same graph either way (class docstring)
+        sentences = cap_sentences(sentences, self._max_bytes, self._max_words)
+        return pool_bag_of_words(self._preprocessor, self._encoder, sentences)
+
+    @tf.function(input_signature=[STRING_BATCH])
+    def serve(self, sentences):
+        return {"embeddings": self.__call__(sentences)}
+
+    def trace(self) -> None:
+        """Traces the one concrete ``__call__``."""
+        self.__call__.get_concrete_function()
+
+
 def clone_with_vocabulary_file(text_tower: keras.Model, vocabulary_file: str | Path) -> keras.Model:
     """A copy of ``text_tower`` (same weights) whose lookup reads ``vocabulary_file``.
 
@@ -286,7 +355,8 @@ def export_text_tower(
             tower = clone_with_vocabulary_file(text_tower, assets["vocab"])
         (staging / CONFIG_ASSET).write_text(json.dumps(config, indent=2, default=str))
         assets["config"] = staging / CONFIG_ASSET
-        module = TextTowerModule(tower, assets, max_bytes=max_bytes, max_words=max_words)
+        module_class = BagOfWordsTowerModule if bag_of_words_chain(tower) else TextTowerModule
+        module = module_class(tower, assets, max_bytes=max_bytes, max_words=max_words)
         module.trace()
         tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve})
     write_model_card(staged, config, evaluation, embedding_dim=int(tower.output.shape[-1]),
