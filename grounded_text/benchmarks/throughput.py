@@ -37,7 +37,6 @@ import subprocess
 import sys
 import threading
 import time
-
 from pathlib import Path
 
 import numpy as np
@@ -296,6 +295,33 @@ def _encode_loop(encode, sentences, batch_sizes, repeats, min_seconds) -> dict:
     return out
 
 
+def _side_by_side_loop(encoders: dict, sentences, batch_sizes, repeats, min_seconds) -> dict:
+    """``_encode_loop`` for several encoders in one process: for each batch size, repeat r of
+    every encoder runs before repeat r + 1 of any, on the same batches, so all see the same
+    machine load. Returns ``{name: {batch size: summary of sentences/s}}``."""
+    out = {name: {} for name in encoders}
+    n = len(sentences)
+    for bs in batch_sizes:
+        batches = [[sentences[(i * bs + j) % n] for j in range(bs)] for i in range(max(1, min(64, -(-n // bs))))]
+        rates = {name: [] for name in encoders}
+        for encode in encoders.values():
+            encode(batches[0])  # warm-up
+        for _ in range(repeats):
+            for name, encode in encoders.items():
+                done, cursor, t0 = 0, 0, time.perf_counter()
+                while True:
+                    encode(batches[cursor % len(batches)])
+                    cursor += 1
+                    done += bs
+                    elapsed = time.perf_counter() - t0
+                    if elapsed >= min_seconds:
+                        break
+                rates[name].append(done / elapsed)
+        for name in encoders:
+            out[name][str(bs)] = summary(rates[name])
+    return out
+
+
 def _encode_phase(a: dict) -> dict:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the ops of the exported module)
@@ -309,10 +335,34 @@ def _encode_phase(a: dict) -> dict:
 
     dim = int(encode(sentences[:2]).shape[-1])
     gpu = GpuSampler()
-    rates = _encode_loop(encode, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
-    return {"export_dir": a["export_dir"], "embedding_dim": dim, "sentences": len(sentences),
-            "sentences_per_second": rates, "rss_mib": {"after_imports": rss0, "peak": rss_mib()},
-            "gpu_utilization": gpu.stop()}
+    result = {"export_dir": a["export_dir"], "embedding_dim": dim, "sentences": len(sentences),
+              "concrete_functions": len(getattr(module.__call__, "concrete_functions", []))}
+    if a.get("tokenizer_floor"):
+        from grounded_text.layers.text_preprocessor import tokenize, tokenize_reference
+
+        config_file = Path(a["export_dir"]) / "assets" / "config.json"
+        config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+        lowercase = bool((config.get("text") or {}).get("lowercase", True))
+        spec = tf.TensorSpec([None], tf.string)
+
+        def ragged_parts(fn):
+            f = tf.function(lambda x: (lambda t: (t.flat_values, t.row_splits))(fn(x, lowercase)),
+                            input_signature=[spec])
+            return lambda batch: f(tf.constant(batch))[1].numpy()  # the int64 row splits to NumPy
+
+        encoders = {"export": encode, "tokenizer": ragged_parts(tokenize_reference),
+                    "tokenizer_ascii_shortcut": ragged_parts(tokenize)}
+        rates = _side_by_side_loop(encoders, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
+        result.update(sentences_per_second=rates["export"], tokenizer_sentences_per_second=rates["tokenizer"],
+                      tokenizer_ascii_shortcut_sentences_per_second=rates["tokenizer_ascii_shortcut"],
+                      tokenizer_lowercase=lowercase,
+                      export_over_tokenizer={bs: rates["export"][bs]["median"] / rates["tokenizer"][bs]["median"]
+                                             for bs in rates["export"]})
+    else:
+        result["sentences_per_second"] = _encode_loop(encode, sentences, a["batch_sizes"], a["repeats"],
+                                                      a["min_seconds"])
+    result.update(rss_mib={"after_imports": rss0, "peak": rss_mib()}, gpu_utilization=gpu.stop())
+    return result
 
 
 def _textvectorization_phase(a: dict) -> dict:
