@@ -23,16 +23,12 @@ def reference_ids(sentences, vocabulary, num_oov_buckets, max_tokens=None):
     tokenisation on every row (no ASCII shortcut), <S> … </S> wrapping, then a Python dict
     (1 + k + vocabulary index) and Fingerprint64 buckets 1..k for unknown tokens."""
     index = {t: 1 + num_oov_buckets + i for i, t in enumerate(vocabulary)}
-    tokens = tokenize_reference(tf.constant(sentences)).to_list()
-    out = []
-    for row in tokens:
-        row = [t.decode("utf-8") for t in row][:max_tokens]
-        row = [BOS] + row + [EOS]
-        unknown = [t for t in row if t not in index]
-        buckets = dict(zip(unknown, tf.strings.to_hash_bucket_fast(unknown, num_oov_buckets).numpy().tolist())) \
-            if unknown else {}
-        out.append([index[t] if t in index else 1 + buckets[t] for t in row])
-    return out
+    rows = [[BOS] + [t.decode("utf-8") for t in row][:max_tokens] + [EOS]
+            for row in tokenize_reference(tf.constant(sentences)).to_list()]
+    unknown = sorted({t for row in rows for t in row if t not in index})
+    if unknown:
+        index.update(zip(unknown, (1 + tf.strings.to_hash_bucket_fast(unknown, num_oov_buckets).numpy()).tolist()))
+    return [[index[t] for t in row] for row in rows]
 
 
 def reference_embeddings(ids, table):
@@ -73,6 +69,7 @@ def real(data_dir, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 3])
 def test_ids_and_embeddings_equal_reference_on_sts_and_sick(real, k):
     tower, path = real[k]
