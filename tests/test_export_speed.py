@@ -1,6 +1,7 @@
 """The fast serving path of the exported bag-of-words tower gives the same tokens, ids and
 embeddings as a straightforward reference of the original tokenisation + lookup + mean."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -113,3 +114,9 @@ def test_only_plain_float32_bag_of_words_towers_take_the_fast_path():
     gru = build_model(ModelConfig(name="vete_rnn", embedding_dim=8), TextConfig(), build_vocabulary(caps),
                       feature_dim=4, seed=0)
     assert bag_of_words_chain(gru.text_tower) is None
+    # A tower built under mixed precision (the GPU path) computes in float16: it keeps the
+    # generic export (same float32 output), whose CPU fallback tests/test_distribute.py runs.
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    half = build_model(ModelConfig(embedding_dim=8), TextConfig(), build_vocabulary(caps), feature_dim=4, seed=0)
+    keras.mixed_precision.set_global_policy("float32")
+    assert bag_of_words_chain(half.text_tower) is None
