@@ -5,7 +5,11 @@ reusable-SavedModel API (tensorflow/hub ``docs/reusable_saved_models.md``) and t
 text-embedding convention (``docs/common_saved_model_apis/text.md``):
 
 * ``__call__(sentences, training=False)``: ``tf.string`` [batch] → ``float32`` [batch, N];
-  ``training`` is a Python bool and both values are traced;
+  ``training`` is a Python bool and both values are traced; for a bag-of-words tower
+  (``bag_of_words_chain``: VETE-BOW and its variants, which compute the same in training
+  and inference) ``__call__`` has one concrete function, ``training`` is accepted and
+  ignored, and the serving graph pools the ragged ids (``pool_bag_of_words``) instead of
+  padding them: same tokens and ids, embeddings equal to 1e-6 (docs/performance.md);
 * ``variables``, ``trainable_variables`` (what fine-tuning updates) and
   ``regularization_losses`` (a list of zero-argument ``tf.function``s, one per regularised
   variable; empty for the models without weight regularisers);
@@ -147,25 +151,27 @@ def _fsync_tree(root: Path) -> None:
 def cap_sentences(sentences, max_bytes: int = MAX_SENTENCE_BYTES, max_words: int = MAX_SENTENCE_WORDS):
     """Applies the export's input limits (module docstring) to a string[B] batch."""
     sentences = tf.ensure_shape(sentences, [None])  # a 2-D batch fails here, with its shape
-    too_long = tf.strings.length(sentences) > max_bytes
+    # Only the rows over a limit are cut: they are split off, cut and stitched back, so a
+    # batch within the limits (all normal input) sends empty tensors through the cutting
+    # ops. No tf.cond: a functional If in the restored serving function cost milliseconds
+    # per call.
 
-    def cut_bytes():
-        cut = tf.strings.unicode_transcode(tf.strings.substr(sentences, 0, max_bytes), "UTF-8", "UTF-8",
-                                           errors="replace", replacement_char=0xFFFD)
-        return tf.where(too_long, cut, sentences)
+    def cut(rows_mask, fn):
+        part = tf.cast(rows_mask, tf.int32)  # 1: cut this row
+        index = tf.dynamic_partition(tf.range(tf.size(sentences)), part, 2)
+        texts = tf.dynamic_partition(sentences, part, 2)
+        return tf.dynamic_stitch(index, [texts[0], fn(texts[1])])
 
-    # Batches within the limits (all normal input) take the identity branches.
-    sentences = tf.cond(tf.reduce_any(too_long), cut_bytes, lambda: sentences)
+    sentences = cut(tf.strings.length(sentences) > max_bytes, lambda s: tf.strings.unicode_transcode(
+        tf.strings.substr(s, 0, max_bytes), "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
 
-    def cut_words():
-        words = tf.strings.split(sentences)
-        many = words.row_lengths() > max_words
+    def cut_words(s):
+        words = tf.strings.split(s)
         joined = tf.strings.reduce_join(words[:, :max_words], axis=1, separator=" ")
-        return tf.where(many, joined, sentences)
+        return tf.where(words.row_lengths() > max_words, joined, s)
 
-    # n words need at least 2n - 1 bytes: shorter batches skip the split entirely.
-    maybe_many = tf.reduce_any(tf.strings.length(sentences) >= 2 * max_words + 1)
-    return tf.cond(maybe_many, cut_words, lambda: sentences)
+    # n words need at least 2n - 1 bytes: shorter rows skip the split entirely.
+    return cut(tf.strings.length(sentences) >= 2 * max_words + 1, cut_words)
 
 
 def _tf_variables(variables) -> list:
