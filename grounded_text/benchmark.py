@@ -250,11 +250,13 @@ def _print_floor(r: dict) -> None:
     print("tokeniser = invalid UTF-8 → U+FFFD, case folding (NFKC_Casefold) or NFKC, UnicodeScriptTokenizer "
           "(tensorflow-text) on every row, in a tf.function; ASCII shortcut = the export's own tokenisation "
           "(Unicode work on non-ASCII rows only, same tokens)")
-    print("| batch | export | tokeniser (floor) | export / tokeniser | tokeniser, ASCII shortcut |\n"
-          "|---:|---:|---:|---:|---:|")
+    print(f"timing: {e.get('timing', '')}")
+    print("| batch | export | tokeniser (floor) | export / tokeniser (medians) | per-repeat ratio, median (min–max) "
+          "| tokeniser, ASCII shortcut |\n|---:|---:|---:|---:|---:|---:|")
     for bs, s in e["sentences_per_second"].items():
+        per = e.get("export_over_tokenizer_per_repeat", {}).get(bs)
         print(f"| {bs} | {_fmt(s)} | {_fmt(e['tokenizer_sentences_per_second'][bs])} | "
-              f"**{e['export_over_tokenizer'][bs]:.2f}** | "
+              f"**{e['export_over_tokenizer'][bs]:.2f}** | {_fmt(per, 2) if per else '–'} | "
               f"{_fmt(e['tokenizer_ascii_shortcut_sentences_per_second'][bs])} |")
 
 

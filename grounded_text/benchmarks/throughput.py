@@ -296,30 +296,39 @@ def _encode_loop(encode, sentences, batch_sizes, repeats, min_seconds) -> dict:
 
 
 def _side_by_side_loop(encoders: dict, sentences, batch_sizes, repeats, min_seconds) -> dict:
-    """``_encode_loop`` for several encoders in one process: for each batch size, repeat r of
-    every encoder runs before repeat r + 1 of any, on the same batches, so all see the same
-    machine load. Returns ``{name: {batch size: summary of sentences/s}}``."""
-    out = {name: {} for name in encoders}
+    """``_encode_loop`` for several encoders in one process, interleaved call by call: each
+    batch goes through every encoder in turn (the order rotating from batch to batch), and
+    each encoder's calls are timed on their own, so all see the same machine load even
+    when it swings within a second. A repeat runs until every encoder has spent at least
+    ``min_seconds``. Returns ``{name: {batch size: summary of sentences/s}}`` and
+    ``{batch size: summary of the per-repeat ratio of the first encoder to each other}``."""
+    names = list(encoders)
+    out = {name: {} for name in names}
+    ratios = {name: {} for name in names[1:]}
     n = len(sentences)
     for bs in batch_sizes:
         batches = [[sentences[(i * bs + j) % n] for j in range(bs)] for i in range(max(1, min(64, -(-n // bs))))]
-        rates = {name: [] for name in encoders}
         for encode in encoders.values():
             encode(batches[0])  # warm-up
+        rates = {name: [] for name in names}
         for _ in range(repeats):
-            for name, encode in encoders.items():
-                done, cursor, t0 = 0, 0, time.perf_counter()
-                while True:
-                    encode(batches[cursor % len(batches)])
-                    cursor += 1
-                    done += bs
-                    elapsed = time.perf_counter() - t0
-                    if elapsed >= min_seconds:
-                        break
-                rates[name].append(done / elapsed)
-        for name in encoders:
+            spent, done, cursor = dict.fromkeys(names, 0.0), 0, 0
+            while min(spent.values()) < min_seconds:
+                batch = batches[cursor % len(batches)]
+                for k in range(len(names)):
+                    name = names[(cursor + k) % len(names)]
+                    t0 = time.perf_counter()
+                    encoders[name](batch)
+                    spent[name] += time.perf_counter() - t0
+                cursor += 1
+                done += bs
+            for name in names:
+                rates[name].append(done / spent[name])
+        for name in names:
             out[name][str(bs)] = summary(rates[name])
-    return out
+        for name in names[1:]:
+            ratios[name][str(bs)] = summary([a / b for a, b in zip(rates[names[0]], rates[name])])
+    return out, ratios
 
 
 def _encode_phase(a: dict) -> dict:
@@ -352,12 +361,15 @@ def _encode_phase(a: dict) -> dict:
 
         encoders = {"export": encode, "tokenizer": ragged_parts(tokenize_reference),
                     "tokenizer_ascii_shortcut": ragged_parts(tokenize)}
-        rates = _side_by_side_loop(encoders, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
+        rates, ratios = _side_by_side_loop(encoders, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
         result.update(sentences_per_second=rates["export"], tokenizer_sentences_per_second=rates["tokenizer"],
                       tokenizer_ascii_shortcut_sentences_per_second=rates["tokenizer_ascii_shortcut"],
                       tokenizer_lowercase=lowercase,
                       export_over_tokenizer={bs: rates["export"][bs]["median"] / rates["tokenizer"][bs]["median"]
-                                             for bs in rates["export"]})
+                                             for bs in rates["export"]},
+                      export_over_tokenizer_per_repeat=ratios["tokenizer"],
+                      timing="interleaved call by call (export, tokeniser, ASCII-shortcut tokeniser in rotating "
+                             "order on each batch); each repeat until every encoder has spent min_seconds")
     else:
         result["sentences_per_second"] = _encode_loop(encode, sentences, a["batch_sizes"], a["repeats"],
                                                       a["min_seconds"])
