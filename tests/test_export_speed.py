@@ -120,3 +120,23 @@ def test_only_plain_float32_bag_of_words_towers_take_the_fast_path():
     half = build_model(ModelConfig(embedding_dim=8), TextConfig(), build_vocabulary(caps), feature_dim=4, seed=0)
     keras.mixed_precision.set_global_policy("float32")
     assert bag_of_words_chain(half.text_tower) is None
+
+
+def test_side_by_side_loop_times_each_encoder_on_its_own():
+    import time
+
+    from grounded_text.benchmarks.throughput import _side_by_side_loop
+
+    calls = {"slow": [], "fast": []}
+
+    def encoder(name, seconds):
+        def run(batch):
+            calls[name].append(tuple(batch))
+            time.sleep(seconds)
+        return run
+
+    rates, ratios = _side_by_side_loop({"slow": encoder("slow", 0.004), "fast": encoder("fast", 0.002)},
+                                       ["a", "b", "c"], [2], repeats=2, min_seconds=0.05)
+    assert calls["slow"] == calls["fast"]  # the same batches, interleaved
+    assert rates["slow"]["2"]["n"] == 2 and rates["slow"]["2"]["median"] <= 2 / 0.004
+    assert 0.3 < ratios["fast"]["2"]["median"] < 0.8  # slow / fast ≈ 0.5
