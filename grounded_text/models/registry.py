@@ -14,6 +14,7 @@ the record's value (``resolve_config``); set them to override.
 
 from __future__ import annotations
 
+from grounded_text.config import SAMPLERS, SCHEDULES, SELECT_ON  # noqa: F401 (re-exported)
 from grounded_text.models.bordes import build_bordes_cg_pg
 from grounded_text.models.char_level import build_char_gru_attention
 from grounded_text.models.components import LOSSES, loss_needs_grouped_batches
@@ -31,9 +32,6 @@ MODELS = {
     "char_gru_attention": build_char_gru_attention,
     "grounded_pretrained": build_grounded_pretrained,
 }
-SAMPLERS = ("random", "grouped")
-SCHEDULES = ("constant", "cyclic_cosine", "warm_restarts")
-SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last")
 
 
 def resolve_config(config):

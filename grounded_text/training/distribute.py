@@ -31,9 +31,9 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-log = logging.getLogger("grounded_text.distribute")
+from grounded_text.config import STRATEGIES  # noqa: F401 (re-exported)
 
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+log = logging.getLogger("grounded_text.distribute")
 PRECISIONS = (None, "float32", "mixed_float16", "mixed_bfloat16", "auto")
 
 
