@@ -299,12 +299,9 @@ def _fits(value, tps: tuple) -> bool:
 def _choices_of(path: str):
     section, name = path.split(".", 1)
     meta = {f.name: f.metadata for f in dataclasses.fields(_SECTION_CLASSES[section])}[name]
-    choices = meta.get("choices")
-    if choices == "presets":
-        from grounded_text.presets import PRESETS  # light: dataclasses and records only
-
-        return tuple(sorted(PRESETS))
-    return choices
+    # "presets" (model.name) is resolved by ``grounded_text.config_cli``: the records
+    # import this module, so it cannot import them.
+    return meta.get("choices")
 
 
 def check_field(path: str, value, where: str, error: type[Exception] = ConfigError) -> None:
@@ -322,7 +319,7 @@ def check_field(path: str, value, where: str, error: type[Exception] = ConfigErr
         names = [t.__name__ for t in fields[path]]
         raise error(f"{where}: value {value!r} does not fit {path} (type {' | '.join(names)}).")
     choices = _choices_of(path)
-    if choices and value is not None and value not in choices:
+    if isinstance(choices, tuple) and value is not None and value not in choices:
         raise error(f"{where}: {path} = {value!r} is not one of {list(choices)}.")
 
 

@@ -13,8 +13,9 @@ import argparse
 import dataclasses
 import json
 
-from grounded_text.config import (SECTIONS, ConfigError, ExperimentConfig, _SECTION_CLASSES, _choices_of,
-                                  apply_override, parse_override, read_config_file)
+from grounded_text.config import (SECTIONS, ConfigError, ExperimentConfig, _SECTION_CLASSES, apply_override,
+                                  parse_override, read_config_file)
+from grounded_text.config import _choices_of as _field_choices
 
 _DEST = "cfg__"  # argparse dest prefix of a generated flag: cfg__<section>__<field>
 
@@ -58,6 +59,16 @@ def positive_int(s: str) -> int:
 
 _PARSERS = {"none_or_int": none_or_int, "positive_int": positive_int, "bool_or_none": bool_or_none,
             "key_value": key_value}
+
+
+def _choices_of(path: str):
+    """A field's closed set of values; ``model.name``'s are the preset records' names."""
+    choices = _field_choices(path)
+    if choices == "presets":
+        from grounded_text.presets import PRESETS
+
+        return tuple(sorted(PRESETS))
+    return choices
 
 
 def _scalar_type(section: str, f: dataclasses.Field):
@@ -134,6 +145,9 @@ def config_from_flags(args: argparse.Namespace) -> ExperimentConfig:
     for text in getattr(args, "overrides", []) or []:
         path, value = parse_override(text)
         apply_override(d, path, value, "--set")
+    names = _choices_of("model.name")
+    if d["model"]["name"] not in names:
+        raise ConfigError(f"model.name = {d['model']['name']!r} is not one of {list(names)}.")
     return ExperimentConfig.from_dict(d)
 
 

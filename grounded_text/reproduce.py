@@ -32,7 +32,6 @@ paper's main run only, evaluation on a 64-image test slice (seconds per paper).
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import json
 import logging
@@ -308,8 +307,8 @@ def deep_merge(base: dict, overrides: dict | None) -> dict:
 
 
 def preset_config(name: str, overrides: dict | None = None):
-    """The resolved config of record ``name`` with ``overrides`` (``grounded_text.presets.preset_config``)."""
-    from grounded_text.presets import preset_config as config_of
+    """The resolved config of record ``name`` with ``overrides`` (``grounded_text.models.registry.preset_config``)."""
+    from grounded_text.models.registry import preset_config as config_of
 
     return config_of(name, overrides)
 
@@ -811,7 +810,6 @@ def _signed(x, label: str) -> str:
 
 def format_paper_markdown(results: dict) -> str:
     """The paper's section: setup, figures (paper, ours, difference), ablations, skipped runs."""
-    paper = results["paper"]
     lines = [f"## {results['title']}", "", f"*{results['citation']}*", ""]
     mode = ("evaluates already-trained runs found under `" + str(results["from_runs"]) + "`"
             if results["mode"] == "from_runs" else "trains and evaluates")

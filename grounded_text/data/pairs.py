@@ -17,12 +17,8 @@ import tensorflow as tf
 
 from grounded_text.data.features import FeatureStore, open_feature_store, resolve_features_path
 from grounded_text.data.flickr8k import SPLITS, Caption, read_flickr8k
+from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY  # noqa: F401 (re-exported)
 
-CAPTION_KEY = "caption"
-FEATURES_KEY = "image_features"
-# int64 [B]: the image of each caption, as its row in the feature store (same id =
-# same image); the in-batch losses use it to drop false negatives (issue 9).
-IMAGE_ID_KEY = "image_id"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,8 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY, CaptionPairs
+from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+from grounded_text.data.pairs import CaptionPairs
 
 
 def caption_groups(pairs: CaptionPairs):
