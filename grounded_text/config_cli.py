@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 
 from grounded_text.config import (SECTIONS, ConfigError, ExperimentConfig, _SECTION_CLASSES, apply_override,
                                   parse_override, read_config_file)
@@ -21,14 +20,12 @@ _DEST = "cfg__"  # argparse dest prefix of a generated flag: cfg__<section>__<fi
 
 
 def key_value(s: str):
-    """``key=value`` → (key, value); the value is parsed as JSON when it is JSON, else a string."""
-    if "=" not in s:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {s!r}")
-    key, value = s.split("=", 1)
+    """``key=value`` → (key, value), the value read as ``--set`` reads it
+    (``grounded_text.config.parse_override``: a TOML value, else a string)."""
     try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+        return parse_override(s)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {s!r}") from None
 
 
 def bool_or_none(s: str):

@@ -462,8 +462,8 @@ def evaluate_run(run_dir: Path, paper: Paper, settings: EvalSettings, data: _Dat
       ``{space: evaluate_one(...) (+ "transfer", "export_dir")}``, or ``{space: {"status":
       "missing", "reason"}}`` for a space the run did not export.
     """
-    from grounded_text.evaluation.sts import load_encoder
-    from grounded_text.evaluation.suite import EncoderSpec, evaluate_one, flickr_captioned, load_image_encoder
+    from grounded_text.evaluation.encoders import EncoderSpec, load_encoder, load_image_encoder
+    from grounded_text.evaluation.suite import evaluate_one, flickr_captioned
 
     proto = paper.protocol
     root = data.root
@@ -500,13 +500,14 @@ def evaluate_run(run_dir: Path, paper: Paper, settings: EvalSettings, data: _Dat
 
 def _transfer(encoder, root: Path, settings: EvalSettings) -> dict:
     """Every SentEval task (``evaluate_task``); a task that cannot run is recorded, not fatal."""
-    from grounded_text.evaluation.transfer import TASKS, ClassifierConfig, _Embedder, evaluate_task
+    from grounded_text.evaluation.encoders import EmbeddingCache
+    from grounded_text.evaluation.transfer import TASKS, ClassifierConfig, evaluate_task
 
     senteval = root / "senteval"
     if not senteval.is_dir():
         return {"status": "unavailable", "reason": f"no {senteval}"}
     config = ClassifierConfig(kfold=settings.transfer_kfold)
-    emb = _Embedder(encoder)
+    emb = EmbeddingCache(encoder)
     out = {}
     for task in TASKS:
         try:

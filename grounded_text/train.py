@@ -63,7 +63,7 @@ import tensorflow as tf
 from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig, config_toml
 from grounded_text.config_cli import add_config_flags, config_from_flags
 from grounded_text.data.pairs import make_dataset
-from grounded_text.data.prepared import load_pairs  # issue 6
+from grounded_text.data.prepared import load_pairs
 from grounded_text.data.paths import resolve_data_dir
 from grounded_text.data.sts import sts_year_dirs
 from grounded_text.durable import atomic_write
@@ -111,7 +111,7 @@ def train(
       grounded_text.training.run_dir.TrainingDiverged: the loss became NaN/Inf.
     """
     t_start = time.perf_counter()
-    # issue 7: distribution strategy and mixed precision (the policy is restored on return).
+    # Distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
@@ -123,13 +123,13 @@ def train(
 
 @dataclasses.dataclass
 class TrainingSetup:
-    """What ``prepare_training`` builds: everything ``fit`` needs (issue 7: shared by
+    """What ``prepare_training`` builds: everything ``fit`` needs (shared by
     ``train`` and ``grounded_text.benchmark``, so the benchmark measures the real path).
 
     Attributes:
       config: the resolved ``ExperimentConfig``.
       root: the data root.
-      flickr: ``Flickr8kPairs`` (all splits, feature store).
+      flickr: ``SplitPairs`` (all splits, feature store).
       train_pairs, dev_pairs: the ``CaptionPairs`` used (slices applied).
       train_ds, dev_ds: the ``tf.data`` pipelines (dicts of caption string[B],
         image_features float32[B, d], image_id int64[B]).
@@ -171,7 +171,7 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     Raises:
       ValueError: see ``train``.
     """
-    config = resolve_config(config)  # issue 9: the preset's loss/sampler/schedule for None fields
+    config = resolve_config(config)  # the preset's loss/sampler/schedule for None fields
     if config.data.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
     strategy = strategy if strategy is not None else make_strategy(config.train.strategy)
@@ -180,7 +180,7 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     keras.utils.set_random_seed(config.train.seed)
 
     # Data.
-    flickr = load_pairs(config.data, root)  # issue 6: flickr8k, a prepared folder or a TFDS export
+    flickr = load_pairs(config.data, root)  # flickr8k, a prepared folder or a TFDS export
     train_pairs = flickr.splits["train"]
     if config.data.max_train_images:
         train_pairs = train_pairs.first_images(config.data.max_train_images)
@@ -347,7 +347,7 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     # each one too (best epoch), so that every space can be scored from the run directory.
     space_dirs = {name: str(export_text_tower(tower, out / f"export_{name}", config.to_dict()))
                   for name, tower in model.spaces.items()}
-    # Image tower too, for retrieval from the run directory (issue 3).
+    # Image tower too, for retrieval from the run directory.
     image_export_dir = export_image_tower(image_tower, out / IMAGE_EXPORT_DIR, config.to_dict())
 
     metrics = {

@@ -112,7 +112,7 @@ def gather_replicas(*tensors):
     every replica, as on one device. ``all_gather`` is differentiable: its gradient
     sums the replicas' upstream gradients, and Keras divides each replica's loss by
     the replica count before the gradients are summed, so the update equals the
-    single-device one (issue 7; the all-gather of SimCLR/CLIP-style contrastive
+    single-device one (the all-gather of SimCLR/CLIP-style contrastive
     training). ``None`` entries stay ``None``.
     """
     ctx = tf.distribute.get_replica_context()

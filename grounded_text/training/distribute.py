@@ -1,4 +1,4 @@
-"""Distribution strategies and mixed precision for the one trainer (issue 7).
+"""Distribution strategies and mixed precision for the one trainer.
 
 ``make_strategy(name)`` gives the ``tf.distribute.Strategy`` that ``train.py`` builds
 and compiles the model under (Keras 3 with the TensorFlow backend runs ``fit`` under
