@@ -215,10 +215,7 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     with strategy.scope():
         model = build_model(config.model, config.text, vocabulary, flickr.store.dim, seed=config.train.seed,
                             train_captions=train_pairs.captions.tolist())
-        model.train_model.compile(
-            optimizer=keras.optimizers.Adam(_learning_rate(config.train, steps_per_epoch)),
-            steps_per_execution=steps_per_execution,
-        )
+        compile_for_training(model.train_model, config.train, steps_per_epoch, steps_per_execution)
     return TrainingSetup(config, root, flickr, train_pairs, dev_pairs, train_ds, dev_ds, steps_per_epoch,
                          vocabulary, model, strategy, precision, data_epoch)
 
@@ -408,6 +405,26 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     if not chief:
         shutil.rmtree(out, ignore_errors=True)
     return metrics
+
+
+def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps_per_epoch: int,
+                         steps_per_execution: int | None = None) -> None:
+    """The one ``compile`` of the package: Adam under the config's learning-rate schedule.
+
+    Every model that trains (the trainer's, and the benchmarks' variants of it) is compiled
+    here, so that a figure measured on one is measured under the trainer's settings.
+
+    Args:
+      train_model: a Keras model whose loss is ``add_loss``-ed (``GroundedModel.train_model``).
+      train_cfg: a resolved ``TrainConfig`` (learning rate, schedule, ``steps_per_execution``).
+      steps_per_epoch: optimizer steps per epoch (the cyclic schedules' period unit).
+      steps_per_execution: overrides ``train_cfg.steps_per_execution`` (the trainer caps it
+        at ``steps_per_epoch``).
+    """
+    train_model.compile(
+        optimizer=keras.optimizers.Adam(_learning_rate(train_cfg, steps_per_epoch)),
+        steps_per_execution=steps_per_execution or train_cfg.steps_per_execution,
+    )
 
 
 def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
