@@ -533,7 +533,7 @@ def _pair_batches(store: "StreamingFeatureStore", n: int, expand, keep_row, capt
     filter → batches of ``_PARSE_BATCH`` → ``expand`` (→ per pair: caption or its index, row,
     stored features) → seeded shuffle buffer → batches → ``{"caption": caption_of(...),
     "image_features", "image_id"}``, ``n`` pairs per epoch."""
-    from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+    from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 
     def pairs_stream(seed_value, reshuffle: bool):
         ds = store._records(shuffle, seed_value, cycle_length, reshuffle)

@@ -9,7 +9,7 @@ report), ``report`` (JSON / Markdown), ``plots`` (PNG figures). See ``docs/evalu
 
 from grounded_text.evaluation.contamination import ContaminationIndex, normalize_sentence
 from grounded_text.evaluation.retrieval import evaluate_retrieval, retrieval_metrics
-from grounded_text.evaluation.same_image import evaluate_same_image, read_coco_captions, sample_same_image_pairs
+from grounded_text.evaluation.same_image import evaluate_same_image, read_coco_captioned_images, sample_same_image_pairs
 from grounded_text.evaluation.structure import cluster_cohesion, mnno, rho_vis, structural_measures
 from grounded_text.evaluation.sts import (
     correlations,
@@ -24,6 +24,6 @@ from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
 __all__ = [
     "ContaminationIndex", "cluster_cohesion", "correlations", "cosine_rows", "evaluate_retrieval",
     "evaluate_same_image", "evaluate_sts", "evaluate_supervised_sts", "format_markdown", "load_encoder",
-    "mnno", "normalize_sentence", "read_coco_captions", "retrieval_metrics", "rho_vis",
+    "mnno", "normalize_sentence", "read_coco_captioned_images", "retrieval_metrics", "rho_vis",
     "sample_same_image_pairs", "score_pairs", "structural_measures",
 ]
