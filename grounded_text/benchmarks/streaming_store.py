@@ -1,4 +1,4 @@
-"""Memory and throughput of the streaming feature store vs the in-memory ``.npz`` path (issue 7).
+"""Memory and throughput of the streaming feature store vs the in-memory ``.npz`` path.
 
 For each row count n: writes a synthetic store (n rows of ``--dim`` features, seeded
 Gaussian, ``--dtype`` on disk) with ``TFRecordFeatureSink`` and, for n up to

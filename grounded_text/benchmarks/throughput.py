@@ -1,4 +1,4 @@
-"""Benchmark phases of ``python -m grounded_text.benchmark`` (issue 7).
+"""Benchmark phases of ``python -m grounded_text.benchmark``, each run in a fresh process.
 
 Each phase runs in a fresh Python process (``python -m grounded_text.benchmarks.throughput
 PHASE JSON_ARGS``) so its peak resident memory (``ru_maxrss``) is its own; it prints one
