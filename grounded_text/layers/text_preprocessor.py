@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
