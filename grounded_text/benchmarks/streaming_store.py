@@ -100,11 +100,12 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     """One epoch of VETE-BOW from ``path`` (a store dir or .npz); runs in a fresh process."""
     import keras
 
-    from grounded_text.config import ModelConfig, TextConfig
+    from grounded_text.config import ModelConfig, TextConfig, TrainConfig
     from grounded_text.data.features import open_feature_store
     from grounded_text.data.pairs import CaptionPairs, make_dataset
     from grounded_text.layers import build_vocabulary
     from grounded_text.models import build_model
+    from grounded_text.train import compile_for_training
 
     keras.utils.set_random_seed(seed)
     rss0 = rss_mib()
@@ -124,7 +125,10 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     load_s = time.perf_counter() - t
     vocab = build_vocabulary([" ".join(f"w{i}" for i in range(VOCAB))], max_size=None)
     gm = build_model(ModelConfig(name="vete_bow", embedding_dim=128), TextConfig(), vocab, store.dim, seed=seed)
-    gm.train_model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    # The trainer's compile (Adam 1e-3, constant); one step per execution so that the clock
+    # below marks the end of the first (graph-building) step.
+    compile_for_training(gm.train_model, TrainConfig(learning_rate=1e-3, schedule="constant", steps_per_execution=1),
+                         max(1, n // batch_size))
     marks = {}
 
     class _Clock(keras.callbacks.Callback):  # steady-state rate: after the first (compiling) step

@@ -312,6 +312,9 @@ class StreamingFeatureStore:
       num_captions: captions in a caption store (0 otherwise).
     """
 
+    #: Rows stay on disk (``grounded_text.data.features.ImageFeatureStore.streamed``).
+    streamed = True
+
     def __init__(self, directory: str | Path):
         directory = Path(directory)
         m = read_manifest(directory)
@@ -335,7 +338,7 @@ class StreamingFeatureStore:
             offset += int(s["rows"])
         self._ids = None
 
-    # --- the FeatureStore-like surface used by join_captions ---------------------
+    # --- the ImageFeatureStore protocol (grounded_text.data.features) -------------
     @property
     def ids(self) -> np.ndarray:
         """[n] str array of ids in row order (read from ``ids.txt`` on first use)."""
@@ -455,10 +458,6 @@ class StreamingFeatureStore:
 
         ds = ds.map(cast, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.prefetch(tf.data.AUTOTUNE)
-
-
-def is_feature_store_dir(path: str | Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
 
 
 def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed: int = 0,
