@@ -44,8 +44,18 @@ LOSSES = {
     "grounding": ("grounded_text.losses.grounding", "GroundingLoss"),
     "cross_modal": ("grounded_text.losses.grounding", "CrossModalProjectionLoss"),
 }
+# The papers' baselines' objectives (grounded_text.models.paper_baselines builds them;
+# they act on token sequences or regress features, so they are not text/image loss
+# layers of ``make_loss``): name → where it is defined.
+BASELINE_OBJECTIVES = {
+    "next_token": "NextTokenLoss: a language model's next-token cross-entropy (Mao et al. 2016)",
+    "regression": "ImageRegressionLoss: squared error to the image features (SEQ, Collell et al. 2017)",
+    "cap2img": "CaptionToImageLoss: caption-to-image max-margin ranking (Kiela et al. 2018)",
+    "cap2cap": "NextTokenLoss of a decoder predicting another caption of the image (Kiela et al. 2018)",
+    "cap2both": "cap2img + cap2cap (Kiela et al. 2018)",
+}
 # Losses that need several captions of one image in a batch (the grouped sampler).
-NEEDS_GROUPED_BATCHES = {"cluster", "grounding"}
+NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
 
 
 def loss_needs_grouped_batches(name: str, params: dict | None = None) -> bool:
