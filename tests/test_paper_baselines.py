@@ -282,3 +282,34 @@ def test_every_baseline_trains_and_exports_on_a_real_slice(data_dir, tmp_path):
         values = np.array(got[name], dtype=np.float32)
         np.testing.assert_allclose(values, in_process[name], atol=1e-5, err_msg=name)
         assert np.isfinite(values).all() and values.shape[0] == len(PROBE), name
+
+
+# ----------------------------------------------------------------------------- the comparison
+
+
+def test_sts_benchmark_by_genre(data_dir):
+    from grounded_text.data.sts import read_sts_benchmark
+
+    parts = read_sts_benchmark(data_dir / "sts", "test").by_genre()
+    assert {g: len(p) for g, p in parts.items()} == {"news": 500, "captions": 625, "forum": 254}
+    assert parts["captions"].name == "STSBenchmark/test/captions"
+
+
+def test_comparison_table_and_claims_read_the_suite_report():
+    from grounded_text.benchmarks.paper_baselines import STS_COLUMNS, check_claims, markdown_table
+
+    def enc(r):
+        sts = {"STS12": {"pearson": {"mean": r}, "spearman": {"mean": r}, "subsets": {
+            "MSRvid": {"pearson": r, "spearman": r}}}}
+        return {"sts": sts, "same_image": {"flickr8k/test": {"pearson": r, "spearman": r / 2}}}
+
+    report = {"encoders": {"vete_bow": enc(0.5), "pin_model_a": enc(0.4), "pure_text_rnn": enc(0.45)}}
+    table = markdown_table(report)
+    row = next(line for line in table.splitlines() if line.startswith("| `vete_bow`"))
+    assert row.startswith("| `vete_bow` | 50.0 / 50.0 | n/a |") and row.endswith("50.0 / 25.0 |")
+    assert table.count("|---") == 1 and len(STS_COLUMNS) == 9
+    claims = {c["claim"].split(": ")[1]: c for c in check_claims(report)}
+    assert claims["VETE-BOW > PinModelA"]["verdict"] == "holds"
+    assert claims["VETE-BOW > PinModelA"]["columns"] == 2
+    assert claims["PinModelA > PureTextRnn"]["verdict"] == "does not hold"
+    assert claims["C_g+P_g > SEQ"]["verdict"] == "not measured"
