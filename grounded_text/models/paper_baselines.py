@@ -170,11 +170,19 @@ def build_vete_bow_word(model: ModelConfig, text: TextConfig, vocabulary, featur
 
 
 def _glove_t(model: ModelConfig, preprocessor, trainable: bool) -> BagOfWordsEncoder:
-    """T: the mean of the (frozen) word vectors, L2-normalised, N = ``embedding_dim``."""
+    """T: the mean of the (frozen) word vectors, L2-normalised, N = ``embedding_dim``.
+
+    With pretrained vectors the rows that have none (``<S>``, ``</S>``, the OOV buckets) are
+    zero: a frozen random vector shared by every sentence would only shift all of them
+    alike. T is then the GloVe-mean baseline of ``grounded_text.baselines.glove``."""
     t = BagOfWordsEncoder(preprocessor.vocabulary_size, require_embedding_dim(model), pooling="mean",
                           trainable_embeddings=trainable, name="textual_encoder_t")
     t.build((None, None))
-    init_word_embeddings(t.embedding, preprocessor, model)
+    if init_word_embeddings(t.embedding, preprocessor, model) is not None:
+        matrix = t.embedding.embeddings.numpy()
+        matrix[: 1 + preprocessor.num_oov_buckets] = 0.0
+        matrix[[i for i in boundary_ids(preprocessor) if i != PADDING_ID]] = 0.0
+        t.embedding.embeddings.assign(matrix)
     return t
 
 
