@@ -256,10 +256,14 @@ def fit_pca(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if not 1 <= k <= x.shape[1]:
         raise ValueError(f"fit_pca: k must be in 1..{x.shape[1]}, got {k}.")
     mean = x.mean(axis=0)
-    _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
+    centred = x - mean
+    # The eigenvectors of the D x D scatter matrix are the right singular vectors of the
+    # centred data; for n >> D (every caption of a training split) this is the cheaper route.
+    vals, vecs = np.linalg.eigh(centred.T @ centred)
+    order = np.argsort(vals)[::-1]
     comp = np.zeros((x.shape[1], k))
-    r = min(k, vt.shape[0])
-    comp[:, :r] = vt[:r].T
+    r = min(k, x.shape[0])
+    comp[:, :r] = vecs[:, order[:r]]
     idx = np.argmax(np.abs(comp), axis=0)
     signs = np.sign(comp[idx, np.arange(k)])
     signs[signs == 0] = 1.0
