@@ -40,6 +40,16 @@ LOSSES = {
     "grounding": ("grounded_text.losses.grounding", "GroundingLoss"),
     "cross_modal": ("grounded_text.losses.grounding", "CrossModalProjectionLoss"),
 }
+#: The papers' baselines' objectives (``grounded_text.models.paper_baselines`` builds them;
+#: they act on token sequences or regress features, so they are not text/image loss layers
+#: of ``make_loss``): name → what it is.
+BASELINE_OBJECTIVES = {
+    "next_token": "NextTokenLoss: a language model's next-token cross-entropy (Mao et al. 2016)",
+    "regression": "ImageRegressionLoss: squared error to the image features (SEQ, Collell et al. 2017)",
+    "cap2img": "CaptionToImageLoss: caption-to-image max-margin ranking (Kiela et al. 2018)",
+    "cap2cap": "NextTokenLoss of a decoder predicting another caption of the image (Kiela et al. 2018)",
+    "cap2both": "cap2img + cap2cap (Kiela et al. 2018)",
+}
 SAMPLERS = ("random", "grouped")
 SCHEDULES = ("constant", "cyclic_cosine", "warm_restarts")
 #: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum (the training task;
@@ -150,7 +160,8 @@ class ModelConfig:
         builder of ``grounded_text.models.registry.MODELS``).
       embedding_dim: N, the text tower's output size; ``None`` = the preset's.
       pooling: BOW pooling, ``"mean"`` or ``"sum"`` (vete_bow); ``None`` = the preset's.
-      loss: loss name (``LOSSES``); ``None`` = the preset's loss (the paper's).
+      loss: loss name (``LOSSES``, or a baseline's objective of ``BASELINE_OBJECTIVES``);
+        ``None`` = the preset's loss (the paper's).
       loss_params: keyword arguments of the loss layer, merged over the record's
         (when the loss is the record's; another loss takes only these).
       encoder: encoder/branch parameters merged over the record's (the record
@@ -166,7 +177,8 @@ class ModelConfig:
     embedding_dim: int | None = _field(None, flag="--embedding-dim", parse="positive_int",
                                        help="N (default: the preset's)")
     pooling: str | None = _field(None, flag="--pooling", choices=POOLINGS, help="BOW pooling (default: the preset's)")
-    loss: str | None = _field(None, flag="--loss", choices=tuple(sorted(LOSSES)), help="loss (default: the preset's)")
+    loss: str | None = _field(None, flag="--loss", choices=tuple(sorted(LOSSES)) + tuple(BASELINE_OBJECTIVES),
+                              help="loss (default: the preset's; the baselines' objectives go with their presets)")
     loss_params: dict = _field(flag="--loss-param", parse="key_value", factory=dict,
                                help="loss argument over the preset's, repeatable (e.g. margin=0.2, "
                                     "negatives=hardest, k=5)")

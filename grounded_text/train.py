@@ -251,6 +251,11 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     years = sts_year_dirs(sts_dir) if sts_dir.is_dir() else {}
     select_on = config.train.select_on
     callbacks: list = []
+    train_captions = train_pairs.captions.tolist()
+    if model.refit is not None:
+        # Statistics the tower holds beside its trained weights (SEQ's PCA) follow the
+        # weights each epoch, before the scorer sees the tower.
+        callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: model.refit(train_captions)))
     sts_cb = None
     if select_on == "avg2016":
         if SELECTION_YEAR not in years:
@@ -323,6 +328,8 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     else:
         best_epoch = run_dir.select_best_epoch(scores, mode)  # NaN/Inf epochs are never selected
         model.train_model.load_weights(str(best_path))
+    if model.refit is not None:
+        model.refit(train_captions)
 
     export_tower, image_tower = model.text_tower, model.image_tower
     exported = {"kind": "best_epoch", "epoch": best_epoch}

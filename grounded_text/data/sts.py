@@ -44,9 +44,25 @@ class SentencePairs:
     sentences2: list
     scores: np.ndarray
     name: str = ""
+    genres: list | None = None
 
     def __len__(self) -> int:
         return len(self.sentences1)
+
+    def by_genre(self) -> dict[str, "SentencePairs"]:
+        """The pairs split by genre (STS-B's ``genre`` column, ``"main-"`` dropped:
+        ``captions``, ``news``, ``forum``; Bordes et al. 2019 report STS-B so), in order of
+        first appearance; ``{}`` when the set has no genres."""
+        if self.genres is None:
+            return {}
+        out = {}
+        for genre in dict.fromkeys(self.genres):
+            idx = [i for i, g in enumerate(self.genres) if g == genre]
+            short = genre[len("main-"):] if genre.startswith("main-") else genre
+            short = {"forums": "forum"}.get(short, short)
+            out[short] = SentencePairs([self.sentences1[i] for i in idx], [self.sentences2[i] for i in idx],
+                                       self.scores[idx], f"{self.name}/{short}", [genre] * len(idx))
+        return out
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -139,7 +155,7 @@ def read_sts_benchmark(sts_dir: str | Path, split: str = "test") -> SentencePair
     path = Path(sts_dir) / "STSBenchmark" / f"sts-{split}.csv"
     if not path.is_file():
         raise FileNotFoundError(f"No STS-B file {str(path)!r}.")
-    s1, s2, scores = [], [], []
+    s1, s2, scores, genres = [], [], [], []
     for lineno, line in enumerate(_read_lines(path), 1):
         if not line.strip():
             continue
@@ -149,7 +165,8 @@ def read_sts_benchmark(sts_dir: str | Path, split: str = "test") -> SentencePair
         scores.append(_score(cols[4], path, lineno, "score"))
         s1.append(cols[5].strip())
         s2.append(cols[6].strip())
-    return SentencePairs(s1, s2, np.asarray(scores, dtype=np.float64), f"STSBenchmark/{split}")
+        genres.append(cols[0].strip())
+    return SentencePairs(s1, s2, np.asarray(scores, dtype=np.float64), f"STSBenchmark/{split}", genres)
 
 
 def read_sick(sts_dir: str | Path, split: str = "test") -> SentencePairs:

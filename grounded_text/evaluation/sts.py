@@ -119,8 +119,8 @@ def evaluate_sts(
       sts_benchmark, sick: also score STS-B test and SICK test (cosine).
 
     Returns:
-      ``{"STS12": score_sts_year(...), ..., "STSBenchmark": {"test": {...}},
-      "SICK": {"test": {...}}}`` (STS-B/SICK only where their folders exist).
+      ``{"STS12": score_sts_year(...), ..., "STSBenchmark": {"test": {...}, "test/captions": {...},
+      "test/news": {...}, "test/forum": {...}}, "SICK": {"test": {...}}}`` (STS-B/SICK only where their folders exist).
 
     Raises:
       FileNotFoundError: ``sts_dir`` does not exist or holds nothing to score.
@@ -134,7 +134,10 @@ def evaluate_sts(
         if years is None or year in years:
             report[year] = score_sts_year(cache, path)
     if sts_benchmark and (sts_dir / "STSBenchmark").is_dir():
-        report["STSBenchmark"] = {"test": score_pairs(cache, read_sts_benchmark(sts_dir, "test"))}
+        test = read_sts_benchmark(sts_dir, "test")
+        # Bordes et al. (2019, Table 3) report STS-B by genre as well as whole.
+        report["STSBenchmark"] = {"test": score_pairs(cache, test),
+                                  **{f"test/{g}": score_pairs(cache, part) for g, part in test.by_genre().items()}}
     if sick and (sts_dir / "SICK").is_dir():
         report["SICK"] = {"test": score_pairs(cache, read_sick(sts_dir, "test"))}
     if not report:

@@ -28,16 +28,19 @@ import inspect
 
 import keras
 
+from grounded_text.config import BASELINE_OBJECTIVES as CONFIG_BASELINE_OBJECTIVES
 from grounded_text.config import LOSSES as CONFIG_LOSSES
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.char_encoder import CharacterPreprocessor, build_character_vocabulary
 from grounded_text.layers.text_preprocessor import TextPreprocessor
 from grounded_text.layers.word_vectors import pretrained_matrix_for
 
-# Loss name → (module, layer class): the closed set lives with the config fields.
+# Loss name → (module, layer class), and the baselines' objectives: the closed sets live
+# with the config fields (grounded_text.config), so the CLI checks them without TensorFlow.
 LOSSES = CONFIG_LOSSES
+BASELINE_OBJECTIVES = CONFIG_BASELINE_OBJECTIVES
 # Losses that need several captions of one image in a batch (the grouped sampler).
-NEEDS_GROUPED_BATCHES = {"cluster", "grounding"}
+NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
 
 
 def loss_needs_grouped_batches(name: str, params: dict | None = None) -> bool:

@@ -80,12 +80,18 @@ class GroundedModel:
         al.'s ``"textual"`` u and ``"grounded"`` g(u)); ``text_tower`` is one of them.
         The trainer exports each to ``export_<name>/`` beside ``export/``. Empty (the
         default) for single-space models.
+      refit: ``None``, or a callable ``refit(train_captions: list[str]) -> None`` that
+        re-estimates statistics the text tower holds but gradient descent does not train
+        (SEQ's PCA, Bordes et al. 2019 §4.2). The trainer calls it at the end of every
+        epoch, before model selection scores the tower, and again after restoring the
+        selected epoch's weights, before the export.
     """
 
     text_tower: keras.Model
     image_tower: keras.Model
     train_model: keras.Model
     spaces: dict[str, keras.Model] = dataclasses.field(default_factory=dict)
+    refit: object = None
 
 
 def assemble(text_tower: keras.Model, image_tower: keras.Model, loss_layer) -> GroundedModel:

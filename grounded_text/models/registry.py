@@ -17,7 +17,9 @@ from __future__ import annotations
 from grounded_text.config import SAMPLERS, SCHEDULES, SELECT_ON  # noqa: F401 (re-exported)
 from grounded_text.models.bordes import build_bordes_cg_pg
 from grounded_text.models.char_level import build_char_gru_attention
-from grounded_text.models.components import LOSSES, loss_needs_grouped_batches
+from grounded_text.models.components import BASELINE_OBJECTIVES, LOSSES, loss_needs_grouped_batches
+from grounded_text.models.paper_baselines import (build_ground_sent, build_pin_model_a, build_pure_text_rnn,
+                                                   build_seq, build_vete_bow_word)
 from grounded_text.models.pretrained import build_grounded_pretrained
 from grounded_text.models.two_branch import build_two_branch_khard
 from grounded_text.models.vete import build_vete_bow, build_vete_cnn, build_vete_rnn
@@ -32,6 +34,12 @@ MODELS = {
     "two_branch_khard": build_two_branch_khard,
     "char_gru_attention": build_char_gru_attention,
     "grounded_pretrained": build_grounded_pretrained,
+    # The papers' baselines (grounded_text.models.paper_baselines).
+    "pure_text_rnn": build_pure_text_rnn,
+    "pin_model_a": build_pin_model_a,
+    "vete_bow_word": build_vete_bow_word,
+    "seq": build_seq,
+    "ground_sent": build_ground_sent,
 }
 
 
@@ -54,8 +62,9 @@ def resolve_config(config):
     """
     config = fill_config(config)
     model, data, train = config.model, config.data, config.train
-    if model.loss not in LOSSES:
-        raise ValueError(f"Unknown loss {model.loss!r}; choose one of {sorted(LOSSES)}.")
+    if model.loss not in LOSSES and model.loss not in BASELINE_OBJECTIVES:
+        raise ValueError(f"Unknown loss {model.loss!r}; choose one of {sorted(LOSSES)} (or, for the papers' "
+                         f"baselines, {sorted(BASELINE_OBJECTIVES)}).")
     if data.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {data.sampler!r}.")
     if train.schedule not in SCHEDULES:

@@ -1,0 +1,317 @@
+"""The papers' baselines: each loss against a NumPy reading of the paper on a fixed
+batch, and every baseline trains and exports on a real slice."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.layers.text_preprocessor import build_vocabulary
+from grounded_text.losses.baselines import (caption_to_image_ranking, fit_pca, image_regression_loss,
+                                            next_token_cross_entropy, same_image_partner)
+from grounded_text.models.registry import build_model, resolve_config
+from grounded_text.presets import BASELINES
+
+CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play in the snow", "a cat sleeps",
+        "A man rides a bike", "a black dog swims", "two girls on a bench", "a red car"]
+IDS = np.array([0, 0, 1, 1, 2, 2, 3, 3], np.int64)
+D = 6
+FEATURES = np.random.default_rng(0).normal(size=(8, D)).astype(np.float32)
+PROBE = ["a dog runs on the beach", "", "zebra unicorn", "café 🐶 naïve"]
+
+
+def _batch():
+    return {"caption": tf.constant(CAPS), "image_features": tf.constant(FEATURES), "image_id": tf.constant(IDS)}
+
+
+def _build(name, **over):
+    model = ModelConfig(name=name, **over)
+    cfg = resolve_config(ExperimentConfig(model=model))
+    return build_model(cfg.model, cfg.text, build_vocabulary(CAPS), feature_dim=D, seed=0, train_captions=CAPS)
+
+
+def _layer(gm, cls_name):
+    return next(l for m in (gm.train_model, gm.text_tower) for l in m._flatten_layers(include_self=False, recursive=True)
+                if type(l).__name__ == cls_name)
+
+
+def _ids(gm, sentences):
+    return _layer(gm, "TextPreprocessor")(tf.constant(sentences)).numpy()
+
+
+# ----------------------------------------------------------------------------- NumPy readings
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _np_gru(gru, x_seq, h0, mask):
+    """Cho et al. (2014) GRU, Keras' reset-after form: z, r gates; the candidate resets the
+    recurrent term after its matrix product. Returns the states [T, u] (held at padding)."""
+    kernel, rec, bias = (w.numpy().astype(np.float64) for w in gru.weights)
+    u = rec.shape[0]
+    b_in, b_rec = bias if bias.ndim == 2 else (bias, np.zeros_like(bias))
+    h, out = h0.astype(np.float64), []
+    for x, valid in zip(x_seq, mask):
+        xi = x @ kernel + b_in
+        hr = h @ rec + b_rec
+        z = _sigmoid(xi[:u] + hr[:u])
+        r = _sigmoid(xi[u:2 * u] + hr[u:2 * u])
+        cand = np.tanh(xi[2 * u:] + r * hr[2 * u:])
+        new = z * h + (1 - z) * cand
+        h = new if valid else h
+        out.append(h)
+    return np.array(out)
+
+
+def _np_lm_loss_and_final(lm, ids, h0s):
+    """Mean over the valid next tokens of −log p(w_{t+1} | w_≤t) (softmax over the vocabulary),
+    and the final hidden states."""
+    emb = lm.embedding.embeddings.numpy().astype(np.float64)
+    w_out, b_out = (w.numpy().astype(np.float64) for w in lm.logits.weights)
+    nll, finals = [], []
+    for row, h0 in zip(ids, h0s):
+        states = _np_gru(lm.rnn.cell if hasattr(lm.rnn, "cell") else lm.rnn, emb[row], h0, row != 0)
+        finals.append(states[-1])
+        for t in range(len(row) - 1):
+            if row[t + 1] == 0:
+                continue
+            logits = states[t] @ w_out + b_out
+            logp = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+            nll.append(-logp[row[t + 1]])
+    return float(np.mean(nll)), np.array(finals)
+
+
+def _unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------- the losses
+
+
+def test_next_token_cross_entropy_is_the_mean_negative_log_likelihood_of_valid_targets():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(2, 4, 5)).astype(np.float32)
+    targets = np.array([[3, 1, 4, 0], [2, 0, 0, 0]])
+    expected = []
+    for b in range(2):
+        for t in range(4):
+            if targets[b, t]:
+                p = np.exp(logits[b, t]) / np.exp(logits[b, t]).sum()
+                expected.append(-np.log(p[targets[b, t]]))
+    assert float(next_token_cross_entropy(logits, targets)) == pytest.approx(np.mean(expected), rel=1e-5)
+
+
+@pytest.mark.parametrize("name", ["pure_text_rnn", "pin_model_a"])
+def test_language_models_loss_and_embedding_follow_the_numpy_gru(name):
+    """PureTextRnn: h_0 = 0. PinModelA: h_0 = W_I v + b_I in training, the zero image (h_0 =
+    b_I) in the exported tower. The sentence vector is the final state, L2-normalised."""
+    gm = _build(name, embedding_dim=6, encoder={"word_dim": 5})
+    lm = _layer(gm, "RecurrentLanguageModel")
+    ids = _ids(gm, CAPS)
+    if name == "pin_model_a":
+        w_i, b_i = (w.numpy().astype(np.float64) for w in _layer(gm, "Dense").weights)
+        assert _layer(gm, "Dense").name == "image_to_state"
+        h0_train, h0_test = FEATURES.astype(np.float64) @ w_i + b_i, np.tile(b_i, (len(PROBE), 1))
+    else:
+        h0_train, h0_test = np.zeros((8, 6)), np.zeros((len(PROBE), 6))
+    expected, _ = _np_lm_loss_and_final(lm, ids, h0_train)
+    assert float(gm.train_model(_batch(), training=False)) == pytest.approx(expected, rel=1e-4)
+    _, finals = _np_lm_loss_and_final(lm, _ids(gm, PROBE), h0_test)
+    np.testing.assert_allclose(gm.text_tower(tf.constant(PROBE)).numpy(), _unit(finals), atol=1e-5)
+
+
+def test_word_level_loss_is_pearson_over_word_image_pairs():
+    """VETE §5.4: each word of a caption with its caption's image (§3's Pearson over the
+    matching pairs and mismatched pairs that join a word to another image)."""
+    gm = _build("vete_bow_word", embedding_dim=4)
+    pre = _layer(gm, "TextPreprocessor")
+    ids = _ids(gm, CAPS)
+    emb = _layer(gm, "BagOfWordsEncoder").embedding.embeddings.numpy().astype(np.float64)
+    w, b = (x.numpy().astype(np.float64) for x in gm.image_tower.get_layer("image_projection").weights)
+    images = FEATURES @ w + b
+    not_words = {0} | {1 + pre.num_oov_buckets + pre.vocabulary.index(t) for t in ("<S>", "</S>")}
+    words, rows = [], []
+    for c, row in enumerate(ids):
+        for tok in row:
+            if tok not in not_words:
+                words.append(emb[tok])
+                rows.append(c)
+    words, rows = np.array(words), np.array(rows)
+    m = len(rows)
+    assert m == sum(len(c.split()) for c in CAPS)  # every caption word, nothing else
+    loss_layer = _layer(gm, "PearsonCorrelationLoss")
+    perm = loss_layer.permutation(m, training=False).numpy()
+    img_of = IDS[rows]
+
+    def cos(a, b):
+        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+    sims = [cos(words[j], images[rows[j]]) for j in range(m)]
+    labels = [1.0] * m
+    for i in range(m):  # word p[i] meets the image of the next word in p's order from another image
+        k = next((k for k in range(1, m) if img_of[perm[(i + k) % m]] != img_of[perm[i]]), 1)
+        sims.append(cos(words[perm[i]], images[rows[perm[(i + k) % m]]]))
+        labels.append(-1.0)
+    expected = -np.corrcoef(sims, labels)[0, 1]
+    assert float(gm.train_model(_batch(), training=False)) == pytest.approx(expected, abs=1e-5)
+
+
+def test_seq_regression_and_pca():
+    """SEQ: squared error of W T + b against the image; embedding = PCA to d_t of
+    [T, l2(W T + b)] (principal axes = top eigenvectors of the covariance)."""
+    gm = _build("seq", embedding_dim=4, word_vectors="none")
+    t_layer = _layer(gm, "BagOfWordsEncoder")
+    t = t_layer(tf.constant(_ids(gm, CAPS))).numpy().astype(np.float64)
+    w, b = (x.numpy().astype(np.float64) for x in _layer(gm, "Dense").weights)
+    pred = t @ w + b
+    expected = np.mean(np.sum((pred - FEATURES) ** 2, axis=1)) / D
+    assert float(gm.train_model(_batch(), training=False)) == pytest.approx(expected, rel=1e-5)
+    assert float(image_regression_loss(pred, FEATURES)) == pytest.approx(expected, rel=1e-5)
+
+    gm.refit(CAPS)
+    joint = np.concatenate([t, _unit(pred)], axis=1)
+    centred = joint - joint.mean(axis=0)
+    vals, vecs = np.linalg.eigh(centred.T @ centred / len(joint))
+    top = vecs[:, np.argsort(vals)[::-1][:4]]
+    projected = centred @ top
+    got = gm.text_tower(tf.constant(CAPS)).numpy()
+    # Each principal axis is defined up to its sign.
+    signs = np.sign(np.sum(got * _unit(projected), axis=0))
+    np.testing.assert_allclose(got, _unit(projected) * signs, atol=1e-4)
+    mean, comp = fit_pca(joint, 4)
+    np.testing.assert_allclose(comp.T @ comp, np.eye(4), atol=1e-5)
+
+
+def test_cap2img_is_the_max_margin_ranking_over_other_images():
+    rng = np.random.default_rng(2)
+    x, v = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    ids = np.array([7, 7, 8, 9])
+    s = _unit(x) @ _unit(v).T
+    expected = 0.0
+    for i in range(4):
+        for k in range(4):
+            if ids[k] != ids[i]:
+                expected += max(0.0, 0.3 - s[i, i] + s[i, k])
+    got = caption_to_image_ranking(x.astype(np.float32), v.astype(np.float32), ids, margin=0.3)
+    assert float(got) == pytest.approx(expected / 4, rel=1e-5)
+
+
+def _np_cap2cap(gm, ids):
+    g = _layer(gm, "RNNEncoder")(tf.constant(ids)).numpy().astype(np.float64)
+    init = next(l for l in gm.train_model.layers if l.name == "cap2cap_initial_state")
+    q, qb = (w.numpy().astype(np.float64) for w in init.weights)
+    partner = [1, 0, 3, 2, 5, 4, 7, 6]  # the other caption of each image (IDS)
+    expected, _ = _np_lm_loss_and_final(_layer(gm, "RecurrentLanguageModel"), ids[partner], np.tanh(g @ q + qb))
+    return expected
+
+
+GS_SMALL = {"embedding_dim": 4, "word_vectors": "none",
+            "encoder": {"trainable_embeddings": True, "units": 3, "decoder_word_dim": 5}}
+
+
+def test_cap2cap_decoder_predicts_another_caption_of_the_same_image():
+    """Kiela et al. 2018 Cap2Cap: the decoder, started from tanh(Q G(s) + q), is scored on
+    the next tokens of another caption of s's image."""
+    np.testing.assert_array_equal(same_image_partner(tf.constant([5, 5, 6, 6, 7])).numpy(), [1, 0, 3, 2, 4])
+    gm = _build("gs_cap", **GS_SMALL)
+    expected = _np_cap2cap(gm, _ids(gm, CAPS))
+    assert float(gm.train_model(_batch(), training=False)) == pytest.approx(expected, rel=1e-4)
+
+
+def test_cap2both_is_the_sum_and_the_ground_sent_tower_concatenates_t_and_g():
+    gm = _build("gs_both", **GS_SMALL)
+    ids = _ids(gm, CAPS)
+    g = _layer(gm, "RNNEncoder")(tf.constant(ids)).numpy().astype(np.float64)
+    p, pb = (w.numpy().astype(np.float64) for w in
+             next(l for l in gm.train_model.layers if l.name == "cap2img_projection").weights)
+    x, v = _unit(g @ p + pb), _unit(FEATURES.astype(np.float64))
+    s = x @ v.T
+    l_img = sum(max(0.0, 0.2 - s[i, i] + s[i, k]) for i in range(8) for k in range(8) if IDS[k] != IDS[i]) / 8
+    total = float(gm.train_model(_batch(), training=False))
+    assert total == pytest.approx(l_img + _np_cap2cap(gm, ids), rel=1e-4)
+    out = gm.text_tower(tf.constant(PROBE)).numpy()
+    t = _layer(gm, "BagOfWordsEncoder")(tf.constant(_ids(gm, PROBE))).numpy()
+    gp = _layer(gm, "RNNEncoder")(tf.constant(_ids(gm, PROBE))).numpy()
+    np.testing.assert_allclose(out, _unit(np.concatenate([_unit(t), _unit(gp)], axis=1)), atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- the real slice
+
+
+SLICE_SIZES = {"pure_text_rnn": {"embedding_dim": 8, "encoder": {"word_dim": 8}},
+               "pin_model_a": {"embedding_dim": 8, "encoder": {"word_dim": 8}},
+               "vete_bow_word": {"embedding_dim": 8},
+               "seq": {},
+               **{n: {"encoder": {"units": 8, "decoder_word_dim": 8}} for n in ("gs_img", "gs_cap", "gs_both")}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BASELINES)
+def test_every_baseline_trains_and_exports_on_a_real_slice(name, data_dir, tmp_path):
+    """One epoch on 64 real training images with the record's sampler; the export loads in a
+    fresh process and gives the in-process vectors."""
+    from grounded_text.train import train
+
+    cfg = ExperimentConfig(
+        data=DataConfig(max_train_images=64, max_dev_images=16, batch_size=32),
+        model=ModelConfig(name=name, **SLICE_SIZES[name]),
+        train=TrainConfig(epochs=1, select_on="val_loss"),
+    )
+    metrics = train(cfg, data_dir, tmp_path / name, evaluate=False, verbose=0)
+    assert metrics["data"]["train_images"] == 64
+    assert all(np.isfinite(metrics["history"]["loss"]))
+    export = str(tmp_path / name / "export")
+    in_process = tf.saved_model.load(export)(tf.constant(PROBE)).numpy()
+    script = textwrap.dedent(
+        f"""
+        import json, tensorflow as tf, tensorflow_text, tensorflow_hub as hub
+        print(json.dumps(hub.load({export!r})(tf.constant({PROBE!r})).numpy().tolist()))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    values = np.array(json.loads(proc.stdout.strip().splitlines()[-1]), dtype=np.float32)
+    np.testing.assert_allclose(values, in_process, atol=1e-5)
+    assert np.isfinite(values).all() and values.shape[0] == len(PROBE)
+    np.testing.assert_allclose(np.linalg.norm(values[[0, 2]], axis=1), 1.0, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- the comparison
+
+
+def test_sts_benchmark_by_genre(data_dir):
+    from grounded_text.data.sts import read_sts_benchmark
+
+    parts = read_sts_benchmark(data_dir / "sts", "test").by_genre()
+    assert {g: len(p) for g, p in parts.items()} == {"news": 500, "captions": 625, "forum": 254}
+    assert parts["captions"].name == "STSBenchmark/test/captions"
+
+
+def test_comparison_table_and_claims_read_the_suite_report():
+    from grounded_text.benchmarks.paper_baselines import STS_COLUMNS, check_claims, markdown_table
+
+    def enc(r):
+        sts = {"STS12": {"pearson": {"mean": r}, "spearman": {"mean": r}, "subsets": {
+            "MSRvid": {"pearson": r, "spearman": r}}}}
+        return {"sts": sts, "same_image": {"flickr8k/test": {"pearson": r, "spearman": r / 2}}}
+
+    report = {"encoders": {"vete_bow": enc(0.5), "pin_model_a": enc(0.4), "pure_text_rnn": enc(0.45)}}
+    table = markdown_table(report)
+    row = next(line for line in table.splitlines() if line.startswith("| `vete_bow`"))
+    assert row.startswith("| `vete_bow` | 50.0 / 50.0 | n/a |") and row.endswith("50.0 / 25.0 |")
+    assert table.splitlines()[1].count("---") == 11 and len(STS_COLUMNS) == 9
+    claims = {c["claim"].split(": ")[1]: c for c in check_claims(report)}
+    assert claims["VETE-BOW > PinModelA"]["verdict"] == "holds"
+    assert claims["VETE-BOW > PinModelA"]["columns"] == 2
+    assert claims["PinModelA > PureTextRnn"]["verdict"] == "does not hold"
+    assert claims["C_g+P_g > SEQ"]["verdict"] == "not measured"
