@@ -8,12 +8,11 @@ import subprocess
 import sys
 import textwrap
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from grounded_text.layers.text_preprocessor import build_vocabulary
 from grounded_text.losses.baselines import (caption_to_image_ranking, fit_pca, image_regression_loss,
                                             next_token_cross_entropy, same_image_partner)
