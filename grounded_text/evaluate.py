@@ -51,8 +51,9 @@ import shlex
 import sys
 from pathlib import Path
 
+# The evaluation modules (TensorFlow, SciPy) are imported once the flags are parsed, so
+# that --help and bad flags answer at once.
 from grounded_text.data.paths import DATA_ENV_VAR
-from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
 
 
 def main(argv=None) -> int:
@@ -129,6 +130,8 @@ def _main(argv=None) -> int:
         if not root:
             p.error(f"--sts-dir not given and ${DATA_ENV_VAR} not set")
         sts_dir = str(Path(root) / "sts")
+    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
+
     report = evaluate_sts(load_encoder(a.model, a.batch_size), sts_dir, years=a.years)
     print(format_markdown(report, f"STS (cosine, unsupervised): {a.model}"))
     print()
@@ -143,7 +146,7 @@ def _main(argv=None) -> int:
 
 
 def _add_transfer_args(p: argparse.ArgumentParser) -> None:
-    from grounded_text.evaluation.report import BASELINES
+    from grounded_text.choices import BASELINES
     from grounded_text.evaluation.transfer import PAIR_FEATURE_SETS, SENTEVAL_SEED, TASKS
 
     g = p.add_argument_group("transfer (SentEval)")
@@ -164,6 +167,7 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     import time
 
     from grounded_text.evaluation import report as rep
+    from grounded_text.evaluation.sts import load_encoder
     from grounded_text.evaluation.transfer import ClassifierConfig
 
     root = os.environ.get(DATA_ENV_VAR)
@@ -242,6 +246,7 @@ def _suite(a, p, argv) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from grounded_text.data.paths import resolve_data_dir
     from grounded_text.evaluation.report import format_report_markdown, write_report
+    from grounded_text.evaluation.sts import load_encoder
     from grounded_text.evaluation.suite import (
         SECTIONS, EncoderSpec, evaluate_encoders, load_image_encoder, make_plots, run_dir_specs)
 

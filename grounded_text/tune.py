@@ -37,9 +37,9 @@ import os
 import sys
 from pathlib import Path
 
-from grounded_text.tuning.report import write_ablation_table, write_summary
+# Reading a space file needs no TensorFlow; the tuner and its reports (KerasTuner, Keras)
+# are imported when a search starts, so that --help and bad flags answer at once.
 from grounded_text.tuning.space import SearchSpace, SpaceError, load_space, parse_override, tuner_dir
-from grounded_text.tuning.tuner import GroundedHyperModel, GroundedTuner
 
 log = logging.getLogger("grounded_text.tune")
 STATE_FILE = "grounded_tune.json"
@@ -76,6 +76,9 @@ def _check_same_search(project_dir: Path, state: dict) -> None:
 def run_search(space: SearchSpace, *, data_dir, directory, project_name, trials: int, seed: int,
                evaluate: bool = True, verbose: int | str = 0, summarise: bool = True) -> dict | None:
     """Runs (or resumes, or joins as a worker) one random search → the summary (chief/single)."""
+    from grounded_text.tuning.report import write_summary
+    from grounded_text.tuning.tuner import GroundedHyperModel, GroundedTuner
+
     project_dir = Path(directory) / project_name
     state = {"model": space.model, "space_files": space.files, "fixed": space.fixed,
              "hyperparameters": [h.__dict__ for h in space.hparams], "seed": seed, "trials": trials}
@@ -166,6 +169,8 @@ def main(argv=None) -> int:
                           "hyperparameters": [h.__dict__ for h in space.hparams],
                           "trials": trials, "seed": seed, "project": project}, indent=2, default=str))
         return 0
+    from grounded_text.tuning.report import write_ablation_table
+
     common = dict(data_dir=a.data_dir, trials=trials, seed=seed, evaluate=a.evaluate, verbose=verbose)
 
     if a.ablation is None:

@@ -19,7 +19,6 @@ import tarfile
 import threading
 import time
 import zipfile
-from pathlib import Path
 
 import pytest
 
