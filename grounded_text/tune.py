@@ -124,7 +124,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model", default="vete_bow", help="model family (a [models.NAME] table of the space)")
     p.add_argument("--space", default="vete", help="protocol name in tuner/ or a path to a .toml file")
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
-    p.add_argument("--directory", required=True, help="KerasTuner directory (projects live under it)")
+    p.add_argument("--directory", default=None,
+                   help="KerasTuner directory (projects live under it); required unless --show-space")
     p.add_argument("--project-name", default=None, help="default: <model>-<space>")
     p.add_argument("--trials", type=_positive_int, default=None, help="random sets (default: the protocol's)")
     p.add_argument("--seed", type=int, default=None, help="random-search seed (default: the protocol's)")
@@ -138,7 +139,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="skip the full STS report of each trial (avg2016 is still computed)")
     p.add_argument("--verbose", default="0", help="Keras fit verbosity inside trials: auto, 0, 1, 2")
     p.add_argument("--show-space", action="store_true", help="print the resolved space and exit")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.directory is None and not a.show_space:
+        p.error("the following arguments are required: --directory (unless --show-space)")
+    return a
 
 
 def main(argv=None) -> int:
