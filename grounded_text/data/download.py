@@ -207,6 +207,11 @@ def _check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise DownloadError(f"cannot download {url!r}: only http(s) URLs are supported.")
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(parts.hostname):
+        # urllib will talk to the proxy, not the host: that is what must answer.
+        proxied = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        parts, port = proxied, proxied.port or (443 if proxied.scheme == "https" else 80)
     found: list = []
 
     def resolve():
