@@ -128,6 +128,8 @@ def test_the_wheel_carries_the_search_spaces_and_the_command(wheel):
     assert "grounded-text = grounded_text.cli:main" in entry_points
     assert "Requires-Python: <3.14,>=3.11" in metadata
     assert "Requires-Dist: tensorflow<2.22,>=2.20" in metadata
+    # tensorflow-hub imports pkg_resources: a fresh Python 3.12 venv must get a setuptools with it.
+    assert "Requires-Dist: setuptools<81,>=64" in metadata
     assert not any(n.startswith(("tests/", "tuner/")) for n in names)
 
 
