@@ -1,4 +1,4 @@
-"""Speed and memory benchmark of a preset (issue 7: "fast and scalable").
+"""Speed and memory benchmark of a preset.
 
 Usage::
 

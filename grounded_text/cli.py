@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("grounded_text.export", "export a pretrained keras-hub text tower as a hub module"),
     "benchmark": ("grounded_text.benchmark", "training and serving throughput on this machine"),
     "reproduce": ("grounded_text.reproduce", "the papers' tables: train and score each configuration"),
+    "ablation": ("grounded_text.ablation", "ablation studies as config tables, each run trained by train"),
     "data": ("grounded_text.data.download", "download the evaluation and caption data: data download NAME..."),
 }
 DATA_ACTIONS = ("download", "list")

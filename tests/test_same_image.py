@@ -8,7 +8,7 @@ import pytest
 from grounded_text.evaluation.same_image import (
     CaptionedImages,
     evaluate_same_image,
-    read_coco_captions,
+    read_coco_captioned_images,
     sample_same_image_pairs,
 )
 
@@ -49,7 +49,7 @@ def test_evaluate_same_image_perfect_encoder():
     assert r["pearson"] > 0.9 and r["n"] == 200 and r["name"] == "toy"
 
 
-def test_read_coco_captions_fixture(tmp_path):
+def test_read_coco_captioned_images_fixture(tmp_path):
     doc = {
         "images": [{"id": 1, "file_name": "COCO_val2014_000000000001.jpg"}, {"id": 2, "file_name": "b.jpg"}],
         "annotations": [
@@ -63,7 +63,7 @@ def test_read_coco_captions_fixture(tmp_path):
     path = tmp_path / "annotations" / "captions_val2014.json"
     path.parent.mkdir()
     path.write_text(json.dumps(doc))
-    d = read_coco_captions(path)
+    d = read_coco_captioned_images(path)
     assert d.name == "coco/captions_val2014"
     assert d.captions == ["A man riding a horse.", "Two dogs.", "A rider on a brown horse",
                           "An image not in the images list"]
@@ -71,12 +71,12 @@ def test_read_coco_captions_fixture(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"annotations": [{"id": 1, "caption": "x"}]}))
     with pytest.raises(ValueError, match="annotation 0"):
-        read_coco_captions(bad)
+        read_coco_captioned_images(bad)
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
-        read_coco_captions(bad)
+        read_coco_captioned_images(bad)
     with pytest.raises(FileNotFoundError):
-        read_coco_captions(tmp_path / "missing.json")
+        read_coco_captioned_images(tmp_path / "missing.json")
 
 
 def test_coco_retrieval_fixture_order_folds_and_missing_features(tmp_path):

@@ -265,8 +265,9 @@ def tokenize_in_pipeline_variant(setup):
     image_id = keras.Input(shape=(), dtype="int64", name=IMAGE_ID_KEY)
     loss = loss_layer(x, setup.model.image_tower(features), image_ids=image_id)
     ids_model = keras.Model({CAPTION_KEY: ids, FEATURES_KEY: features, IMAGE_ID_KEY: image_id}, loss)
-    ids_model.compile(optimizer=keras.optimizers.Adam(setup.config.train.learning_rate),
-                      steps_per_execution=setup.config.train.steps_per_execution)
+    from grounded_text.train import compile_for_training
+
+    compile_for_training(ids_model, setup.config.train, setup.steps_per_epoch)
     ds = setup.train_ds.map(lambda d: {**d, CAPTION_KEY: pre(d[CAPTION_KEY])},
                             num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
     return ids_model, ds

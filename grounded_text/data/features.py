@@ -50,8 +50,8 @@ class FeatureStore:
 
 
 def resolve_features_path(root: str | Path, name: str) -> Path:
-    """``name`` may be a path to an ``.npz``, a path to a store directory (issue 7:
-    ``grounded_text.data.streaming``), or a file stem under ``ROOT/flickr8k/features``."""
+    """``name`` may be a path to an ``.npz``, a path to a store directory
+    (``grounded_text.data.streaming``), or a file stem under ``ROOT/flickr8k/features``."""
     cand = Path(name)
     if cand.suffix == ".npz" and cand.is_file():
         return cand
@@ -126,7 +126,7 @@ def load_npz_features(path: str | Path) -> FeatureStore:
 
 
 def open_feature_store(path: str | Path):
-    """Opens an image-feature store for reading (issue 7).
+    """Opens an image-feature store for reading.
 
     Args:
       path: an ``.npz`` file (loaded into memory) or a store directory with a

@@ -17,12 +17,8 @@ import tensorflow as tf
 
 from grounded_text.data.features import FeatureStore, open_feature_store, resolve_features_path
 from grounded_text.data.flickr8k import SPLITS, Caption, read_flickr8k
+from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY  # noqa: F401 (re-exported)
 
-CAPTION_KEY = "caption"
-FEATURES_KEY = "image_features"
-# int64 [B]: the image of each caption, as its row in the feature store (same id =
-# same image); the in-batch losses use it to drop false negatives (issue 9).
-IMAGE_ID_KEY = "image_id"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +77,9 @@ class CaptionPairs:
 
 
 @dataclasses.dataclass(frozen=True)
-class Flickr8kPairs:
-    """The whole release joined to one feature file.
+class SplitPairs:
+    """A captioned dataset's splits (Flickr8k, a prepared COCO / Flickr30k folder or a TFDS
+    export) joined to one feature store.
 
     Attributes:
       splits: ``{"train"|"dev"|"test": CaptionPairs}``.
@@ -99,7 +96,7 @@ class Flickr8kPairs:
     dropped_image_ids: tuple
 
 
-def join_captions(captions: list[Caption], store: FeatureStore) -> Flickr8kPairs:
+def join_captions(captions: list[Caption], store: FeatureStore) -> SplitPairs:
     """Joins captions to feature rows by image id; see module docstring."""
     row_of = store.index()
     dropped = Counter(c.image_id for c in captions if c.image_id not in row_of)
@@ -120,7 +117,7 @@ def join_captions(captions: list[Caption], store: FeatureStore) -> Flickr8kPairs
             feature_rows=np.array([row_of[c.image_id] for c in rows], dtype=np.int64),
             features=store.features,
         )
-    return Flickr8kPairs(
+    return SplitPairs(
         splits=splits,
         store=store,
         num_images_with_features=len({c.image_id for c in kept}),
@@ -129,16 +126,16 @@ def join_captions(captions: list[Caption], store: FeatureStore) -> Flickr8kPairs
     )
 
 
-def load_flickr8k_pairs(root: str | Path, features: str = "efficientnet_lite0") -> Flickr8kPairs:
+def load_flickr8k_pairs(root: str | Path, features: str = "efficientnet_lite0") -> SplitPairs:
     """Reads Flickr8k captions and splits and joins them to a feature file.
 
     Args:
       root: the data root (``ROOT/flickr8k/...``).
       features: a feature file stem under ``ROOT/flickr8k/features``, an ``.npz``
-        path, or a streaming store directory (issue 7; rows then stay on disk).
+        path, or a streaming store directory (rows then stay on disk).
 
     Returns:
-      ``Flickr8kPairs``; see ``join_captions``.
+      ``SplitPairs``; see ``join_captions``.
     """
     store = open_feature_store(resolve_features_path(root, features))
     return join_captions(read_flickr8k(root), store)
@@ -191,7 +188,7 @@ def make_dataset(
     Pairs joined to a streaming store (``grounded_text.data.streaming``) are
     served by ``make_streaming_dataset`` (same batches, rows streamed from disk).
     """
-    if not isinstance(pairs.features, np.ndarray):  # issue 7: a streaming store directory
+    if not isinstance(pairs.features, np.ndarray):  # a streaming store directory
         from grounded_text.data.streaming import make_streaming_dataset
 
         if bucket_by_length:

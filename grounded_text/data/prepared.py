@@ -17,7 +17,7 @@ shared like any TFDS dataset.
 
 ``load_pairs(data_config, root)`` is the trainer's one entry point: the Flickr8k
 release, a prepared folder or a TFDS export, all joined by image id into
-``Flickr8kPairs`` (``grounded_text.data.pairs``).
+``SplitPairs`` (``grounded_text.data.pairs``).
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def load_pairs(data_config, root: str | Path | None):
       root: the data root (used by ``"flickr8k"``).
 
     Returns:
-      ``Flickr8kPairs`` (``grounded_text.data.pairs.join_captions``).
+      ``SplitPairs`` (``grounded_text.data.pairs.join_captions``).
 
     Raises:
       ValueError: ``dataset`` is neither ``"flickr8k"`` nor an existing folder of

@@ -20,7 +20,8 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY, CaptionPairs
+from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+from grounded_text.data.pairs import CaptionPairs
 
 
 def caption_groups(pairs: CaptionPairs):
@@ -79,7 +80,7 @@ def make_grouped_dataset(
     Raises:
       ValueError: P or C < 1, or no image has at least C captions.
     """
-    if not isinstance(pairs.features, np.ndarray):  # issue 7
+    if not isinstance(pairs.features, np.ndarray):  # a streaming store: its rows stay on disk
         raise ValueError("make_grouped_dataset: the grouped sampler needs an in-memory (.npz) feature store; "
                          f"got {type(pairs.features).__name__} (a streaming store): use the random sampler.")
     if images_per_batch < 1:

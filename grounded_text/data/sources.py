@@ -34,7 +34,6 @@ file gets the split named by the file (``*train*`` → train, ``*val*`` → dev,
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import re
@@ -525,7 +524,6 @@ def tfds_coco_captions(
       FileNotFoundError / TFDSDownloadError: see ``prepare_tfds_builder``.
       ValueError: an unknown split; an image file name in two splits.
     """
-    import tensorflow as tf
     import tensorflow_datasets as tfds
 
     splits = list(splits)

@@ -453,7 +453,7 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
     Raises:
       ValueError: empty split, ``batch_size < 1``, rows outside the store.
     """
-    from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+    from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 
     store = pairs.features
     if not isinstance(store, StreamingFeatureStore):

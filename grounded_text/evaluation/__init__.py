@@ -13,7 +13,7 @@ import importlib
 _EXPORTS = {
     "ContaminationIndex": "contamination", "normalize_sentence": "contamination",
     "evaluate_retrieval": "retrieval", "retrieval_metrics": "retrieval", "evaluate_same_image": "same_image",
-    "read_coco_captions": "same_image", "sample_same_image_pairs": "same_image",
+    "read_coco_captioned_images": "same_image", "sample_same_image_pairs": "same_image",
     "cluster_cohesion": "structure", "mnno": "structure", "rho_vis": "structure",
     "structural_measures": "structure", "correlations": "sts", "cosine_rows": "sts", "evaluate_sts": "sts",
     "format_markdown": "sts", "load_encoder": "sts", "score_pairs": "sts",

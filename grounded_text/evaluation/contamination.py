@@ -82,7 +82,3 @@ class ContaminationIndex:
         return out
 
 
-def format_contamination(c: dict) -> str:
-    """One line: ``334 / 9854 sentences (3.39%, 118 distinct) seen in <against>``."""
-    return (f"{c['n_contaminated']} / {c['n_sentences']} sentences ({100 * c['fraction']:.2f}%, "
-            f"{c['n_distinct_contaminated']} distinct) occur in {c['against']}")

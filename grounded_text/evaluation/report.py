@@ -1,96 +1,25 @@
 """One report per encoder joining the STS table and the SentEval transfer table.
 
-Used by ``python -m grounded_text.evaluate`` (``--transfer``, ``--baseline glove``);
-every encoder (our hub exports, any TF Hub text module, the GloVe-mean baseline) is
-scored by the same code: ``grounded_text.evaluation.sts.evaluate_sts`` (cosine,
+Rendering only: ``grounded_text.evaluation.suite`` runs the evaluations (``model_report``
+for ``--transfer`` / ``--baseline``, ``evaluate_encoders`` for the full suite); every encoder
+(our hub exports, any TF Hub text module, the GloVe-mean baseline) is scored by the same code: ``grounded_text.evaluation.sts.evaluate_sts`` (cosine,
 unsupervised) and ``grounded_text.evaluation.transfer.evaluate_transfer``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from grounded_text.evaluation.encoders import BASELINE_LABELS, BASELINES, baseline_encoder  # noqa: F401 (re-exported)
 from grounded_text.evaluation.retrieval import RECALL_KS
-from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
+from grounded_text.evaluation.sts import format_markdown
 from grounded_text.evaluation.transfer import (
-    ClassifierConfig,
-    evaluate_transfer,
     format_comparison_markdown,
     format_transfer_markdown,
 )
-
-BASELINES = ("glove", "word2vec")  # word2vec: issue 3
-BASELINE_LABELS = {"glove": "GloVe-mean (6B, 50d)", "word2vec": "word2vec-mean (Flickr8k train)"}
-
-
-def baseline_encoder(name: str, batch_size: int = 4096):
-    """The named baseline encoder (``"glove"``: ``grounded_text.baselines.glove_mean_encoder``;
-    ``"word2vec"``: ``grounded_text.baselines.word2vec_mean_encoder`` on ``$GROUNDED_TEXT_DATA``).
-
-    Raises:
-      ValueError: unknown name.
-    """
-    if name == "glove":
-        from grounded_text.baselines.glove import glove_mean_encoder
-
-        return glove_mean_encoder(batch_size=batch_size)
-    if name == "word2vec":  # issue 3: trained on the Flickr8k train captions ($GROUNDED_TEXT_DATA)
-        from grounded_text.baselines.word2vec import word2vec_mean_encoder
-
-        return word2vec_mean_encoder()
-    raise ValueError(f"Unknown baseline {name!r}; choose from {list(BASELINES)}.")
-
-
-def model_report(
-    label: str,
-    encoder: Callable,
-    *,
-    sts_dir: str | Path | None = None,
-    sick_dir: str | Path | None = None,
-    senteval_dir: str | Path | None = None,
-    tasks: Sequence[str] | None = None,
-    config: ClassifierConfig = ClassifierConfig(),
-    max_examples: int | None = None,
-    years: Sequence[str] | None = None,
-    log: Callable[[str], None] | None = None,
-) -> dict:
-    """Scores one encoder.
-
-    Args:
-      label: the model's name in the report (a path or a baseline name).
-      encoder: strings → float [n, N].
-      sts_dir: STS root; ``None`` skips STS.
-      sick_dir: folder holding ``SICK/`` for SICK-E (default ``sts_dir``, else
-        ``senteval_dir/../sts``).
-      senteval_dir: SentEval root; ``None`` skips transfer.
-      tasks, config, max_examples: see ``evaluate_transfer``.
-      years: STS years to score (default all found).
-
-    Returns:
-      ``{"model", "sts", "headline", "sts_seconds", "transfer", "transfer_config",
-      "transfer_seconds"}`` (STS or transfer keys only where run). Seconds are wall time.
-    """
-    out: dict = {"model": label}
-    if sts_dir is not None:
-        t0 = time.perf_counter()
-        out["sts_dir"] = str(sts_dir)
-        out["sts"] = evaluate_sts(encoder, sts_dir, years=years)
-        out["headline"] = headline_figures(out["sts"])
-        out["sts_seconds"] = time.perf_counter() - t0
-    if senteval_dir is not None:
-        t0 = time.perf_counter()
-        out["senteval_dir"] = str(senteval_dir)
-        out["transfer_config"] = {**dataclasses.asdict(config), "max_examples": max_examples}
-        out["transfer"] = evaluate_transfer(
-            encoder, senteval_dir, tasks, sts_dir=sick_dir or sts_dir, config=config, max_examples=max_examples, log=log
-        )
-        out["transfer_seconds"] = time.perf_counter() - t0
-    return out
 
 
 def report_markdown(report: dict) -> str:
@@ -125,7 +54,7 @@ def slug(label: str) -> str:
     return s or "model"
 
 
-# --- issue 3: the full evaluation report (suite) -------------------------------------------
+# --- The full evaluation report (suite) ---------------------------------------------------
 # The evaluation report: one JSON document and its Markdown rendering.
 #
 # A report (``grounded_text.evaluation.suite.evaluate_encoders``) is a dict::
@@ -272,6 +201,9 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
         lines.append("")
     if report.get("plots"):
         lines += ["### Figures", ""] + [f"![{p}]({p})" for p in report["plots"]] + [""]
+    transfer = {n: report["encoders"][n]["transfer"] for n in names if "transfer" in report["encoders"][n]}
+    if transfer:
+        lines += ["### SentEval transfer, test accuracy % (MRPC acc/F1)", "", format_comparison_markdown(transfer)]
     return "\n".join(lines)
 
 

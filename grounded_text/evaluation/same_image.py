@@ -6,7 +6,7 @@ images are "not similar" (label 0), and an encoder is scored by the Pearson
 correlation between the cosine of the two embeddings and the label (a
 point-biserial correlation). This module builds such a set from any captioned
 split — Flickr8k (``CaptionPairs``) or any COCO-format captions JSON
-(``annotations/captions_*.json``, read by ``read_coco_captions``) — and scores it.
+(``annotations/captions_*.json``, read by ``read_coco_captioned_images``) — and scores it.
 
 Sampling (``sample_same_image_pairs``), seeded with ``numpy.random.default_rng``:
 
@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_text.evaluation.sts import Encoder, _EmbeddingCache, correlations, cosine_rows
+from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached  # noqa: F401
+from grounded_text.evaluation.sts import correlations, cosine_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +73,7 @@ class SameImagePairs:
     seed: int
 
 
-def read_coco_captions(path: str | Path, name: str | None = None) -> CaptionedImages:
+def read_coco_captioned_images(path: str | Path, name: str | None = None) -> CaptionedImages:
     """Reads a COCO-format captions file (``annotations/captions_<split>.json``).
 
     Format (Lin et al. 2014; the official 2014/2017 releases): a JSON object with
@@ -192,7 +193,7 @@ def evaluate_same_image(encoder: Encoder, data: CaptionedImages, n: int = 5000, 
     """
     pairs = sample_same_image_pairs(data.image_ids, n, seed)
     used = np.unique(np.concatenate([pairs.first, pairs.second]))
-    cache = encoder if isinstance(encoder, _EmbeddingCache) else _EmbeddingCache(encoder)
+    cache = cached(encoder)
     captions = list(data.captions)
     cache.add([captions[i] for i in used.tolist()])
     sims = cosine_rows(cache([captions[i] for i in pairs.first.tolist()]),

@@ -15,12 +15,20 @@ or a downloaded TF Hub text-embedding module).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
+from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the STS API takes encoders)
+    EmbeddingCache,
+    Encoder,
+    EncoderSignatureError,
+    batched,
+    cached,
+    load_encoder,
+)
 from grounded_text.data.sts import (
     SentencePairs,
     read_sick,
@@ -28,123 +36,6 @@ from grounded_text.data.sts import (
     read_sts_year,
     sts_year_dirs,
 )
-
-Encoder = Callable[[Sequence[str]], np.ndarray]
-
-
-class EncoderSignatureError(ValueError):
-    """A SavedModel that is not a text encoder string[B] → float[B, N]."""
-
-
-def _spec_text(spec) -> str:
-    shape = getattr(spec, "shape", None)
-    dtype = getattr(spec, "dtype", None)
-    if shape is None or dtype is None:
-        return repr(spec)
-    dims = "?" if shape.rank is None else ", ".join("None" if d is None else str(d) for d in shape.as_list())
-    return f"{dtype.name}[{dims}]"
-
-
-def describe_signatures(module) -> str:
-    """One line naming what a loaded SavedModel offers: its ``__call__`` input specs and
-    its signatures (inputs → outputs), for error messages."""
-    parts = []
-    for concrete in getattr(getattr(module, "__call__", None), "concrete_functions", []) or []:
-        args, kwargs = concrete.structured_input_signature
-        items = [_spec_text(a) for a in args] + [f"{k}={_spec_text(v)}" for k, v in kwargs.items()]
-        parts.append(f"__call__({', '.join(items)})")
-    for name, fn in getattr(module, "signatures", {}).items():
-        _, kwargs = fn.structured_input_signature
-        outputs = fn.structured_outputs
-        outs = ", ".join(f"{k}: {_spec_text(v)}" for k, v in outputs.items()) if isinstance(outputs, dict) \
-            else _spec_text(outputs)
-        parts.append(f"signature {name}({', '.join(f'{k}: {_spec_text(v)}' for k, v in kwargs.items())}) -> {outs}")
-    return "; ".join(dict.fromkeys(parts)) or "no __call__ and no signatures"
-
-
-def check_text_encoder(module, path) -> int:
-    """Calls a loaded SavedModel on two probe sentences; returns N.
-
-    Raises:
-      EncoderSignatureError: it is not callable, the call fails, or the output is not a
-        float [2, N] tensor. The message is one line naming what the model offers (its
-        TF error, which can print every input sentence, is not repeated).
-    """
-    import tensorflow as tf
-
-    what = f"{str(path)!r} is not a text-embedding SavedModel (string[B] -> float[B, N])"
-    if not callable(module):
-        raise EncoderSignatureError(f"{what}: it has no __call__; it offers {describe_signatures(module)}.")
-    try:
-        out = module(tf.constant(["a probe sentence", ""], dtype=tf.string))
-    except Exception as e:  # any TF/Python failure means "wrong kind of model"
-        raise EncoderSignatureError(f"{what}: calling it on a string[2] batch failed ({type(e).__name__}); "
-                                    f"it offers {describe_signatures(module)}.") from None
-    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
-    if shape is None or dtype is None or not dtype.is_floating or shape.rank != 2 or shape[0] != 2:
-        got = type(out).__name__ if shape is None else _spec_text(out)
-        if isinstance(out, dict):
-            got = "{" + ", ".join(f"{k}: {_spec_text(v)}" for k, v in out.items()) + "}"
-        raise EncoderSignatureError(f"{what}: on a string[2] batch it returned {got}; "
-                                    f"it offers {describe_signatures(module)}.")
-    return int(shape[1])
-
-
-def load_encoder(path: str | Path, batch_size: int = 512) -> Encoder:
-    """Loads a SavedModel text encoder (string[B] → float[B, N]) with ``hub.load``.
-
-    ``tensorflow_text`` is imported first so modules using its ops load. A SavedModel's
-    graph is code: load only models you trust (docs/reliability.md). An export left
-    half-swapped by a crash is restored first (``grounded_text.export.recover_export``).
-    Each call is padded with empty strings to a power-of-two batch (8 … ``batch_size``) and
-    the padding rows are dropped: the loaded function's graph is re-optimised for every new
-    batch size (about 1.5 s each on 2 CPU cores), and every STS subset ends in a batch of
-    another size.
-
-    Raises:
-      FileNotFoundError: ``path`` is not a SavedModel directory.
-      EncoderSignatureError: it does not map string[B] to float[B, N] (``check_text_encoder``).
-    """
-    import tensorflow as tf
-    import tensorflow_hub as hub
-    import tensorflow_text  # noqa: F401  (registers the ops the module uses)
-
-    from grounded_text.export import recover_export
-
-    recover_export(path)
-    if not (Path(path) / "saved_model.pb").is_file():
-        raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
-    module = hub.load(str(path))
-    check_text_encoder(module, path)
-
-    def call(batch):
-        n = len(batch)
-        size = max(n, min(batch_size, max(8, 1 << (n - 1).bit_length())))
-        return module(tf.constant(list(batch) + [""] * (size - n), dtype=tf.string))[:n]
-
-    return batched(call, batch_size)
-
-
-def batched(fn, batch_size: int = 512) -> Encoder:
-    """Wraps ``fn(list[str]) → tensor [b, N]`` into an encoder that batches and returns NumPy."""
-
-    def encode(sentences: Sequence[str]) -> np.ndarray:
-        sentences = list(sentences)
-        outs = [
-            np.asarray(fn(sentences[i : i + batch_size]), dtype=np.float32)
-            for i in range(0, len(sentences), batch_size)
-        ]
-        if not outs:
-            raise ValueError("encode: no sentences given.")
-        out = np.concatenate(outs, axis=0)
-        if out.ndim != 2 or out.shape[0] != len(sentences):
-            raise ValueError(f"encoder returned shape {out.shape} for {len(sentences)} sentences.")
-        if not np.isfinite(out).all():
-            raise ValueError("encoder returned NaN/Inf embeddings.")
-        return out
-
-    return encode
-
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity [n] of two [n, N] arrays; a zero row gives 0."""
@@ -177,26 +68,9 @@ def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:
     }
 
 
-class _EmbeddingCache:
-    """Embeds each distinct sentence once."""
-
-    def __init__(self, encoder: Encoder):
-        self.encoder = encoder
-        self.rows: dict[str, np.ndarray] = {}
-
-    def add(self, sentences: Sequence[str]) -> None:
-        new = [s for s in dict.fromkeys(sentences) if s not in self.rows]
-        if new:
-            self.rows.update(zip(new, self.encoder(new)))
-
-    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
-        self.add(sentences)
-        return np.stack([self.rows[s] for s in sentences])
-
-
 def score_pairs(encoder: Encoder, pairs: SentencePairs) -> dict:
     """Cosine-vs-gold correlations of one set of pairs (see ``correlations``)."""
-    cache = encoder if isinstance(encoder, _EmbeddingCache) else _EmbeddingCache(encoder)
+    cache = cached(encoder)
     cache.add(list(pairs.sentences1) + list(pairs.sentences2))
     sims = cosine_rows(cache(pairs.sentences1), cache(pairs.sentences2))
     return correlations(sims, pairs.scores)
@@ -222,7 +96,7 @@ def score_sts_year(encoder: Encoder, year_dir: str | Path) -> dict:
       ``{"subsets": {name: {"pearson", "spearman", "n"}}, "pearson": {"mean", "wmean"},
       "spearman": {"mean", "wmean"}, "n": total pairs}``.
     """
-    cache = encoder if isinstance(encoder, _EmbeddingCache) else _EmbeddingCache(encoder)
+    cache = cached(encoder)
     subsets = {name: score_pairs(cache, pairs) for name, pairs in read_sts_year(year_dir).items()}
     return {"subsets": subsets, **_aggregate(subsets), "n": sum(r["n"] for r in subsets.values())}
 
@@ -254,7 +128,7 @@ def evaluate_sts(
     sts_dir = Path(sts_dir)
     if not sts_dir.is_dir():
         raise FileNotFoundError(f"STS directory {str(sts_dir)!r} does not exist.")
-    cache = _EmbeddingCache(encoder)
+    cache = EmbeddingCache(encoder)
     report: dict = {}
     for year, path in sts_year_dirs(sts_dir).items():
         if years is None or year in years:

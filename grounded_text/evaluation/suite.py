@@ -11,6 +11,12 @@ Sections (any subset, see ``SECTIONS``):
 * ``same_image``: VETE §4.3 same-image tests on Flickr8k test and any COCO captions
   JSON given (``evaluation.same_image``).
 
+This module is the one orchestrator of the evaluation: ``evaluate_encoders`` (the full
+report: the sections above, COCO retrieval, SentEval transfer, plots) and
+``model_report`` (one encoder's STS and transfer tables); ``python -m
+grounded_text.evaluate`` only parses flags, builds the encoders
+(``grounded_text.evaluation.encoders``) and prints what these return.
+
 Contamination (``evaluation.contamination``) of every text set against the Flickr8k
 training-split captions is computed once and stored beside the scores.
 """
@@ -18,7 +24,6 @@ training-split captions is computed once and stored beside the scores.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -30,65 +35,22 @@ from grounded_text.data.pairs import CaptionPairs, load_flickr8k_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
 from grounded_text.evaluation.contamination import ContaminationIndex
 from grounded_text.evaluation.retrieval import evaluate_retrieval, group_by_image, images_of_pairs
-from grounded_text.evaluation.same_image import CaptionedImages, evaluate_same_image, read_coco_captions
+from grounded_text.evaluation.same_image import CaptionedImages, evaluate_same_image, read_coco_captioned_images
 from grounded_text.evaluation.structure import structural_measures
-from grounded_text.evaluation.sts import Encoder, _EmbeddingCache, evaluate_sts
+from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported)
+    EncoderSpec,
+    ImageEncoder,
+    cached,
+    load_image_encoder,
+    run_dir_specs,
+)
+from grounded_text.evaluation.sts import evaluate_sts, headline_figures
 from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
+from grounded_text.evaluation.transfer import ClassifierConfig, evaluate_transfer
 
 log = logging.getLogger("grounded_text.evaluate")
 
 SECTIONS = ("sts", "supervised", "retrieval", "structure", "same_image")
-ImageEncoder = Callable[[np.ndarray], np.ndarray]
-
-
-@dataclasses.dataclass
-class EncoderSpec:
-    """One encoder to evaluate.
-
-    Attributes:
-      name: column name in the report.
-      kind: ``"model"`` (a trained run), ``"hub"`` (any SavedModel) or ``"baseline"``.
-      encoder: strings → float [n, N].
-      image_encoder: features float [n, d] → float [n, N], or None (no retrieval).
-      source: path or description, for the report.
-    """
-
-    name: str
-    kind: str
-    encoder: Encoder
-    image_encoder: ImageEncoder | None = None
-    source: str = ""
-
-
-def load_image_encoder(path: str | Path, batch_size: int = 4096) -> ImageEncoder:
-    """Loads an image-tower SavedModel (``grounded_text.export.export_image_tower``).
-
-    Returns:
-      A callable float [n, d] → float32 [n, N] (batched, NumPy).
-
-    Raises:
-      FileNotFoundError: not a SavedModel directory. ValueError (when called):
-      features of the wrong dimension (names both), NaN/Inf outputs.
-    """
-    import tensorflow as tf
-
-    if not (Path(path) / "saved_model.pb").is_file():
-        raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
-    module = tf.saved_model.load(str(path))
-    dim = int(module.feature_dim.numpy()) if hasattr(module, "feature_dim") else None
-
-    def encode(features: np.ndarray) -> np.ndarray:
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or (dim is not None and features.shape[1] != dim):
-            raise ValueError(f"image encoder {str(path)!r} expects features [n, {dim}], got {features.shape}.")
-        out = np.concatenate([module(tf.constant(features[i : i + batch_size])).numpy()
-                              for i in range(0, features.shape[0], batch_size)])
-        if not np.isfinite(out).all():
-            raise ValueError("image encoder returned NaN/Inf.")
-        return out
-
-    encode.feature_dim = dim
-    return encode
 
 
 def flickr_captioned(pairs: CaptionPairs, name: str) -> CaptionedImages:
@@ -143,7 +105,7 @@ def evaluate_one(
       ``{"kind", "source", "sts"?, "supervised_sts"?, "retrieval"?, "structure"?,
       "same_image"?, "seconds": {section: float}}``.
     """
-    cache = _EmbeddingCache(spec.encoder)
+    cache = cached(spec.encoder)
     out: dict = {"kind": spec.kind, "source": spec.source, "seconds": {}}
 
     def timed(section, fn):
@@ -196,8 +158,20 @@ def evaluate_encoders(
     seed: int = 0,
     mnno_ks: Sequence[int] = (10,),
     retrieval_protocol: str = "flickr8k_1k",
+    retrieval_coco: tuple[str | Path, str | Path] | None = None,
+    coco_protocols: Sequence[str] = ("coco_5fold_1k", "coco_5k"),
+    transfer: dict | None = None,
+    plots_dir: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    command: str | None = None,
 ) -> dict:
     """The full report of several encoders on the same data (see ``report`` module for its layout).
+
+    After the ``sections``, for every encoder: with an image encoder, the COCO retrieval
+    (``retrieval_coco`` = (captions JSON, features .npz), one entry per protocol of
+    ``coco_protocols``); the SentEval transfer tasks (``transfer``: keyword arguments of
+    ``evaluate_transfer``: ``tasks``, ``senteval_dir``, ``sts_dir``, ``config``,
+    ``max_examples``); then the plots (into ``plots_dir``; training curves of ``run_dir``).
 
     Args:
       specs: encoders to score (all get the same sets).
@@ -208,6 +182,11 @@ def evaluate_encoders(
       sections: subset of ``SECTIONS``.
       coco_captions: COCO-format captions JSON files for extra same-image sets.
       years, same_image_n, seed, mnno_ks, retrieval_protocol: see the sections.
+      command: recorded as the report's ``command``.
+
+    Returns:
+      The report dict; each encoder's node holds its sections and, where run,
+      ``retrieval_coco`` and ``transfer``; the report holds ``plots`` and ``command``.
 
     Raises:
       ValueError: an unknown section name.
@@ -226,7 +205,7 @@ def evaluate_encoders(
     if "same_image" in sections:
         if test_pairs is not None:
             same_sets.append(flickr_captioned(test_pairs, "flickr8k/test"))
-        same_sets += [read_coco_captions(p) for p in coco_captions]
+        same_sets += [read_coco_captioned_images(p) for p in coco_captions]
     report: dict = {
         "data_dir": str(root),
         "features": features,
@@ -257,6 +236,16 @@ def evaluate_encoders(
             spec, sts_dir=sts_dir, test_pairs=test_pairs, same_image_sets=same_sets, sections=sections,
             years=years, same_image_n=same_image_n, seed=seed, mnno_ks=mnno_ks,
             retrieval_protocol=retrieval_protocol)
+        if retrieval_coco and spec.image_encoder is not None:
+            report["encoders"][spec.name]["retrieval_coco"] = {
+                proto: coco_retrieval(spec, *retrieval_coco, protocol=proto) for proto in coco_protocols}
+        if transfer is not None:
+            report["encoders"][spec.name]["transfer"] = evaluate_transfer(spec.encoder, **transfer)
+    if command is not None:
+        report["command"] = command
+    if plots_dir is not None:
+        report["plots"] = make_plots(report, plots_dir, run_dir=run_dir, specs=specs, data_dir=data_dir,
+                                     features=features, seed=seed)
     return report
 
 
@@ -284,7 +273,7 @@ def coco_retrieval(spec: EncoderSpec, captions_json: str | Path, features_npz: s
 
     if spec.image_encoder is None:
         raise ValueError(f"{spec.name}: retrieval needs an image encoder (image_export/ or --image-model).")
-    data = read_coco_captions(captions_json)
+    data = read_coco_captioned_images(captions_json)
     store = load_npz_features(features_npz)
     row_of = store.index()
     order = [i for i in data.image_order if i in row_of]
@@ -300,30 +289,6 @@ def coco_retrieval(spec: EncoderSpec, captions_json: str | Path, features_npz: s
     out = evaluate_retrieval(text, images, caption_image, protocol, n_folds=n_folds)
     out.update({"split": data.name, "dropped_images": dropped})
     return out
-
-
-def run_dir_specs(run_dir: str | Path, batch_size: int = 512) -> tuple[EncoderSpec, dict]:
-    """The model of a training run directory: text export + image export + its metrics.json.
-
-    Returns:
-      ``(EncoderSpec, metrics)``; ``image_encoder`` is None (with a warning) when
-      the run has no ``image_export/`` (runs trained before it existed).
-
-    Raises:
-      FileNotFoundError: no ``export/`` SavedModel in ``run_dir``.
-    """
-    from grounded_text.evaluation.sts import load_encoder
-
-    run_dir = Path(run_dir)
-    metrics = json.loads((run_dir / "metrics.json").read_text()) if (run_dir / "metrics.json").is_file() else {}
-    text = load_encoder(run_dir / "export", batch_size)
-    image = None
-    if (run_dir / "image_export" / "saved_model.pb").is_file():
-        image = load_image_encoder(run_dir / "image_export")
-    else:
-        log.warning("%s has no image_export/: retrieval skipped (retrain to export the image tower).", run_dir)
-    model_name = metrics.get("config", {}).get("model", {}).get("name", "model")
-    return EncoderSpec(f"{model_name} ({run_dir.name})", "model", text, image, str(run_dir)), metrics
 
 
 def make_plots(report: dict, out_dir: str | Path, *, run_dir: str | Path | None, specs: Sequence[EncoderSpec],
@@ -357,3 +322,50 @@ def make_plots(report: dict, out_dir: str | Path, *, run_dir: str | Path | None,
                         title=f"t-SNE of Flickr8k test captions ({len(chosen)} images): {spec.name}", seed=seed)
         written.append(png.name)
     return written
+
+
+def model_report(
+    label: str,
+    encoder: Callable,
+    *,
+    sts_dir: str | Path | None = None,
+    sick_dir: str | Path | None = None,
+    senteval_dir: str | Path | None = None,
+    tasks: Sequence[str] | None = None,
+    config: ClassifierConfig = ClassifierConfig(),
+    max_examples: int | None = None,
+    years: Sequence[str] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Scores one encoder.
+
+    Args:
+      label: the model's name in the report (a path or a baseline name).
+      encoder: strings → float [n, N].
+      sts_dir: STS root; ``None`` skips STS.
+      sick_dir: folder holding ``SICK/`` for SICK-E (default ``sts_dir``, else
+        ``senteval_dir/../sts``).
+      senteval_dir: SentEval root; ``None`` skips transfer.
+      tasks, config, max_examples: see ``evaluate_transfer``.
+      years: STS years to score (default all found).
+
+    Returns:
+      ``{"model", "sts", "headline", "sts_seconds", "transfer", "transfer_config",
+      "transfer_seconds"}`` (STS or transfer keys only where run). Seconds are wall time.
+    """
+    out: dict = {"model": label}
+    if sts_dir is not None:
+        t0 = time.perf_counter()
+        out["sts_dir"] = str(sts_dir)
+        out["sts"] = evaluate_sts(encoder, sts_dir, years=years)
+        out["headline"] = headline_figures(out["sts"])
+        out["sts_seconds"] = time.perf_counter() - t0
+    if senteval_dir is not None:
+        t0 = time.perf_counter()
+        out["senteval_dir"] = str(senteval_dir)
+        out["transfer_config"] = {**dataclasses.asdict(config), "max_examples": max_examples}
+        out["transfer"] = evaluate_transfer(
+            encoder, senteval_dir, tasks, sts_dir=sick_dir or sts_dir, config=config, max_examples=max_examples, log=log
+        )
+        out["transfer_seconds"] = time.perf_counter() - t0
+    return out

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from grounded_text.data.sts import SentencePairs, read_sick, read_sts_benchmark
-from grounded_text.evaluation.sts import Encoder, _EmbeddingCache, correlations
+from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached
+from grounded_text.evaluation.sts import correlations
 
 ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 REGRESSOR = "sklearn Ridge on [u, v, |u-v|, u*v], alpha selected on dev Pearson r"
@@ -72,7 +73,7 @@ def fit_select_score(train: tuple, dev: tuple, test: tuple, alphas=ALPHAS) -> di
     }
 
 
-def _featurise(cache: _EmbeddingCache, pairs: SentencePairs) -> tuple:
+def _featurise(cache: EmbeddingCache, pairs: SentencePairs) -> tuple:
     cache.add(list(pairs.sentences1) + list(pairs.sentences2))
     return pair_features(cache(pairs.sentences1), cache(pairs.sentences2)), pairs.scores
 
@@ -87,7 +88,7 @@ def evaluate_supervised_sts(encoder: Encoder, sts_dir: str | Path) -> dict:
       FileNotFoundError: neither ``STSBenchmark/`` nor ``SICK/`` exists.
     """
     sts_dir = Path(sts_dir)
-    cache = encoder if isinstance(encoder, _EmbeddingCache) else _EmbeddingCache(encoder)
+    cache = cached(encoder)
     out = {}
     if (sts_dir / "STSBenchmark").is_dir():
         splits = [read_sts_benchmark(sts_dir, s) for s in ("train", "dev", "test")]

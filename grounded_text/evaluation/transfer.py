@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 
 from grounded_text.data import senteval as se
+from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached
 
-Encoder = Callable[[Sequence[str]], np.ndarray]
 
 CV_C_GRID = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold/Split, sklearn branch
 KFOLD_C_GRID = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier, sklearn branch
@@ -277,33 +277,11 @@ def train_dev_test(X_train, y_train, X_dev, y_dev, X_test, y_test, config: Class
             "n_train": int(len(y_train)), "n_dev": int(len(y_dev)), "n_test": int(len(y_test))}
 
 
-class _Embedder:
-    """Encodes each distinct sentence once; checks the encoder's output."""
-
-    def __init__(self, encoder: Encoder):
-        self.encoder = encoder
-        self.rows: dict[str, np.ndarray] = {}
-        self.seconds = 0.0
-
-    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
-        if len(sentences) == 0:
-            raise ValueError("no sentences to encode (an empty split?).")
-        new = [s for s in dict.fromkeys(sentences) if s not in self.rows]
-        if new:
-            t0 = time.perf_counter()
-            out = np.asarray(self.encoder(new), dtype=np.float32)
-            self.seconds += time.perf_counter() - t0
-            if out.ndim != 2 or out.shape[0] != len(new):
-                raise ValueError(f"encoder returned shape {out.shape} for {len(new)} sentences (expected [n, N]).")
-            if not np.isfinite(out).all():
-                raise ValueError("encoder returned NaN/Inf embeddings.")
-            self.rows.update(zip(new, out))
-        return np.stack([self.rows[s] for s in sentences])
-
-    def features(self, data: se.LabelledSentences, config: ClassifierConfig) -> np.ndarray:
-        if data.is_pair:
-            return pair_features(self(data.sentences), self(data.sentences2), config.pair_feature_set)
-        return self(data.sentences)
+def _features(emb: EmbeddingCache, data: se.LabelledSentences, config: ClassifierConfig) -> np.ndarray:
+    """A task's classifier inputs: the embeddings, or a pair task's pair features."""
+    if data.is_pair:
+        return pair_features(emb(data.sentences), emb(data.sentences2), config.pair_feature_set)
+    return emb(data.sentences)
 
 
 def subsample(data: se.LabelledSentences, max_examples: int | None, seed: int) -> se.LabelledSentences:
@@ -338,7 +316,7 @@ def _splits_n(splits: dict) -> dict:
 
 
 def evaluate_task(
-    encoder: Encoder | _Embedder,
+    encoder: Encoder | EmbeddingCache,
     task: str,
     senteval_dir: str | Path,
     *,
@@ -366,7 +344,7 @@ def evaluate_task(
       ValueError: unknown task. FileNotFoundError: the task's files are missing.
     """
     task = canonical_task(task)
-    emb = encoder if isinstance(encoder, _Embedder) else _Embedder(encoder)
+    emb = cached(encoder)
     senteval_dir = Path(senteval_dir)
     sts_dir = Path(sts_dir) if sts_dir is not None else senteval_dir.parent / "sts"
     t0 = time.perf_counter()
@@ -375,7 +353,7 @@ def evaluate_task(
     if task in CV_TASKS:
         reader = {"MR": se.read_mr, "CR": se.read_cr, "SUBJ": se.read_subj, "MPQA": se.read_mpqa}[task]
         data = cut(reader(senteval_dir))
-        res = cross_validated_accuracy(emb.features(data, config), data.labels, config, task)
+        res = cross_validated_accuracy(_features(emb, data, config), data.labels, config, task)
         protocol = (f"{config.kfold}-fold stratified CV; C in {_grid(config.cv_grid)} by inner "
                     f"{config.kfold}-fold CV on each training fold (SentEval InnerKFoldClassifier)")
     elif task in ("SST2", "SICKEntailment", "SNLI"):
@@ -392,14 +370,14 @@ def evaluate_task(
                                    "an SNLI result."),
                         "protocol": "train / dev (C) / test", "seconds": time.perf_counter() - t0}
         splits = {k: cut(v) for k, v in splits.items()}
-        X = {k: emb.features(v, config) for k, v in splits.items()}
+        X = {k: _features(emb, v, config) for k, v in splits.items()}
         res = train_dev_test(X["train"], splits["train"].labels, X["dev"], splits["dev"].labels,
                              X["test"], splits["test"].labels, config, task)
         protocol = f"train; C in {_grid(config.cv_grid)} chosen on dev; test (SentEval SplitClassifier)"
     else:  # TREC, MRPC
         reader = se.read_trec if task == "TREC" else se.read_mrpc
         splits = {k: cut(v) for k, v in reader(senteval_dir).items()}
-        X = {k: emb.features(v, config) for k, v in splits.items()}
+        X = {k: _features(emb, v, config) for k, v in splits.items()}
         res = train_cv_test(X["train"], splits["train"].labels, X["test"], splits["test"].labels, config, task,
                             f1=(task == "MRPC"))
         protocol = (f"C in {_grid(config.kfold_grid)} by {config.kfold}-fold CV on train; refit on train; "
@@ -440,7 +418,7 @@ def evaluate_transfer(
     if not senteval_dir.is_dir():
         raise FileNotFoundError(f"SentEval directory {str(senteval_dir)!r} does not exist.")
     wanted = [canonical_task(t) for t in (tasks or TASKS)]
-    emb = _Embedder(encoder)
+    emb = cached(encoder)
     report = {}
     for task in TASKS:
         if task in wanted:

@@ -104,12 +104,6 @@ def check_reduction(name: str, reduction: str) -> str:
     return reduction
 
 
-def safe_mean(values, mask):
-    """Mean of ``values`` where ``mask``; 0 (finite, zero gradient) when nothing is masked in."""
-    mask = tf.cast(mask, tf.float32)
-    return tf.reduce_sum(values * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
-
-
 def gather_replicas(*tensors):
     """Under a ``tf.distribute`` strategy with several replicas, each tensor
     concatenated (axis 0) over the replicas in replica order; else unchanged.
@@ -118,7 +112,7 @@ def gather_replicas(*tensors):
     every replica, as on one device. ``all_gather`` is differentiable: its gradient
     sums the replicas' upstream gradients, and Keras divides each replica's loss by
     the replica count before the gradients are summed, so the update equals the
-    single-device one (issue 7; the all-gather of SimCLR/CLIP-style contrastive
+    single-device one (the all-gather of SimCLR/CLIP-style contrastive
     training). ``None`` entries stay ``None``.
     """
     ctx = tf.distribute.get_replica_context()

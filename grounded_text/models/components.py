@@ -28,22 +28,14 @@ import inspect
 
 import keras
 
+from grounded_text.config import LOSSES as CONFIG_LOSSES
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.char_encoder import CharacterPreprocessor, build_character_vocabulary
 from grounded_text.layers.text_preprocessor import TextPreprocessor
 from grounded_text.layers.word_vectors import pretrained_matrix_for
 
-LOSSES = {
-    "pearson": ("grounded_text.losses.correlation", "PearsonCorrelationLoss"),
-    "covariance": ("grounded_text.losses.correlation", "CovarianceLoss"),
-    "skt": ("grounded_text.losses.correlation", "SurrogateKendallTauLoss"),
-    "rank": ("grounded_text.losses.correlation", "PairwiseRankLoss"),
-    "triplet": ("grounded_text.losses.ranking", "TripletRankingLoss"),
-    "cluster": ("grounded_text.losses.grounding", "ClusterLoss"),
-    "perceptual": ("grounded_text.losses.grounding", "PerceptualLoss"),
-    "grounding": ("grounded_text.losses.grounding", "GroundingLoss"),
-    "cross_modal": ("grounded_text.losses.grounding", "CrossModalProjectionLoss"),
-}
+# Loss name → (module, layer class): the closed set lives with the config fields.
+LOSSES = CONFIG_LOSSES
 # Losses that need several captions of one image in a batch (the grouped sampler).
 NEEDS_GROUPED_BATCHES = {"cluster", "grounding"}
 

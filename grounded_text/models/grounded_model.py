@@ -6,7 +6,7 @@ import dataclasses
 
 import keras
 
-from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 
 
 def _rank1(logs):

@@ -14,13 +14,15 @@ the record's value (``resolve_config``); set them to override.
 
 from __future__ import annotations
 
+from grounded_text.config import SAMPLERS, SCHEDULES, SELECT_ON  # noqa: F401 (re-exported)
 from grounded_text.models.bordes import build_bordes_cg_pg
 from grounded_text.models.char_level import build_char_gru_attention
 from grounded_text.models.components import LOSSES, loss_needs_grouped_batches
 from grounded_text.models.pretrained import build_grounded_pretrained
 from grounded_text.models.two_branch import build_two_branch_khard
 from grounded_text.models.vete import build_vete_bow, build_vete_cnn, build_vete_rnn
-from grounded_text.presets import fill_config, fill_model_text, get_preset
+from grounded_text.config import ExperimentConfig
+from grounded_text.presets import check_overrides, deep_merge, fill_config, fill_model_text, get_preset
 
 MODELS = {
     "vete_bow": build_vete_bow,
@@ -31,9 +33,6 @@ MODELS = {
     "char_gru_attention": build_char_gru_attention,
     "grounded_pretrained": build_grounded_pretrained,
 }
-SAMPLERS = ("random", "grouped")
-SCHEDULES = ("constant", "cyclic_cosine", "warm_restarts")
-SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last")
 
 
 def resolve_config(config):
@@ -116,3 +115,22 @@ def build_model(model, text, vocabulary, feature_dim: int, seed: int = 0, train_
     builder = MODELS[get_preset(model.name).builder]
     model, text = fill_model_text(model, text)
     return builder(model, text, vocabulary, feature_dim, seed=seed, train_captions=train_captions)
+
+
+def preset_config(name: str, overrides: dict | None = None) -> ExperimentConfig:
+    """The resolved ``ExperimentConfig`` of record ``name`` with ``overrides`` (nested like
+    ``Preset.config``) deep-merged over it.
+
+    Raises:
+      ValueError: unknown preset; an override key that is no config field (named);
+        ``model.name`` in the overrides (pick another preset instead); and the checks of
+        ``resolve_config``.
+    """
+    preset = get_preset(name)
+    overrides = overrides or {}
+    check_overrides(overrides, preset.config)
+    if "name" in overrides.get("model", {}):
+        raise ValueError("preset_config: model.name is the preset's; choose another preset instead.")
+    d = deep_merge(preset.config, overrides)
+    d.setdefault("model", {})["name"] = name
+    return resolve_config(ExperimentConfig.from_dict(d))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from grounded_text.evaluation.sts import batched, score_sts_year
+from grounded_text.evaluation.encoders import image_tower_encoder, tower_encoder
+from grounded_text.evaluation.sts import score_sts_year
 
 
 class STSValidation(keras.callbacks.Callback):
@@ -30,12 +30,7 @@ class STSValidation(keras.callbacks.Callback):
         self.text_tower = text_tower
         self.year_dir = Path(year_dir)
         self.metric_name = metric_name
-        self._forward = tf.function(
-            lambda s: text_tower(s, training=False),
-            input_signature=[tf.TensorSpec([None], tf.string)],
-            reduce_retracing=True,
-        )
-        self.encoder = batched(lambda b: self._forward(tf.constant(b, dtype=tf.string)), batch_size)
+        self.encoder = tower_encoder(text_tower, batch_size)
         self.history: list[dict] = []
 
     def on_epoch_end(self, epoch, logs=None):
@@ -71,24 +66,16 @@ class DevRetrieval(keras.callbacks.Callback):
         self.captions = pairs.captions.tolist()
         self.metric_name = metric_name
         self.batch_size = int(batch_size)
-        self._text = tf.function(lambda s: text_tower(s, training=False),
-                                 input_signature=[tf.TensorSpec([None], tf.string)], reduce_retracing=True)
-        dim = self.image_features.shape[1]
-        self._image = tf.function(lambda x: image_tower(x, training=False),
-                                  input_signature=[tf.TensorSpec([None, dim], tf.float32)], reduce_retracing=True)
+        self._text = tower_encoder(text_tower, self.batch_size)
+        self._image = image_tower_encoder(image_tower, self.image_features.shape[1], self.batch_size)
         self.history: list[dict] = []
-
-    def _embed(self, fn, items, as_tensor):
-        out = [np.asarray(fn(as_tensor(items[i:i + self.batch_size])), dtype=np.float32)
-               for i in range(0, len(items), self.batch_size)]
-        return np.concatenate(out, axis=0)
 
     def scores(self) -> dict:
         """``retrieval_metrics`` of the current weights on the dev split."""
         from grounded_text.evaluation.retrieval import cosine_matrix, retrieval_metrics
 
-        text = self._embed(self._text, self.captions, lambda b: tf.constant(b, dtype=tf.string))
-        image = self._embed(self._image, self.image_features, lambda b: tf.constant(b, dtype=tf.float32))
+        text = self._text(self.captions)
+        image = self._image(self.image_features)
         return retrieval_metrics(cosine_matrix(text, image), self.caption_image)
 
     def on_epoch_end(self, epoch, logs=None):

@@ -1,4 +1,4 @@
-"""Distribution strategies and mixed precision for the one trainer (issue 7).
+"""Distribution strategies and mixed precision for the one trainer.
 
 ``make_strategy(name)`` gives the ``tf.distribute.Strategy`` that ``train.py`` builds
 and compiles the model under (Keras 3 with the TensorFlow backend runs ``fit`` under
@@ -31,9 +31,9 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-log = logging.getLogger("grounded_text.distribute")
+from grounded_text.config import STRATEGIES  # noqa: F401 (re-exported)
 
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+log = logging.getLogger("grounded_text.distribute")
 PRECISIONS = (None, "float32", "mixed_float16", "mixed_bfloat16", "auto")
 
 

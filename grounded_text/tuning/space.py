@@ -43,11 +43,12 @@ import dataclasses
 import importlib.resources
 import os
 import tomllib
-import types
 import typing
 from pathlib import Path
 
-from grounded_text.config import ExperimentConfig
+from grounded_text.config import ExperimentConfig, config_fields  # noqa: F401 (config_fields re-exported)
+from grounded_text.config import check_field as _check_field
+from grounded_text.config import parse_override as _parse_override
 from grounded_text.presets import deep_merge
 
 if typing.TYPE_CHECKING:  # annotations only: reading a space file needs no TensorFlow
@@ -129,49 +130,10 @@ def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
 # ----------------------------------------------------------------------------- config fields
 
 
-def _field_types(section_cls) -> dict[str, tuple]:
-    hints = typing.get_type_hints(section_cls)
-    out = {}
-    for f in dataclasses.fields(section_cls):
-        h = hints[f.name]
-        args = typing.get_args(h) if isinstance(h, types.UnionType) or typing.get_origin(h) is typing.Union else (h,)
-        out[f.name] = tuple(type(None) if a is type(None) else a for a in args)
-    return out
-
-
-def config_fields() -> dict[str, tuple]:
-    """``{"section.field": allowed types}`` for every field of ``ExperimentConfig``."""
-    out = {}
-    hints = typing.get_type_hints(ExperimentConfig)
-    for f in dataclasses.fields(ExperimentConfig):
-        for name, tps in _field_types(hints[f.name]).items():
-            out[f"{f.name}.{name}"] = tps
-    return out
-
-
-def _fits(value, tps: tuple) -> bool:
-    for t in tps:
-        if t is type(None) and value is None:
-            return True
-        if t is bool and isinstance(value, bool):
-            return True
-        if t is int and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return True
-        if t is str and isinstance(value, str):
-            return True
-    return False
-
-
 def check_field(path: str, value, where: str) -> None:
-    """Raises ``SpaceError`` unless ``path`` is a config field and ``value`` fits its type."""
-    fields = config_fields()
-    if path not in fields:
-        raise SpaceError(f"{where}: {path!r} is not a field of ExperimentConfig; known fields: {sorted(fields)}.")
-    if not _fits(value, fields[path]):
-        names = [t.__name__ for t in fields[path]]
-        raise SpaceError(f"{where}: value {value!r} does not fit {path} (type {' | '.join(names)}).")
+    """Raises ``SpaceError`` unless ``path`` is a config field and ``value`` fits its type
+    (``grounded_text.config.check_field``: the trainer's ``--config``/``--set`` use the same checks)."""
+    _check_field(path, value, where, error=SpaceError)
 
 
 # ----------------------------------------------------------------------------- the space
@@ -371,15 +333,9 @@ def validate_all(folder: str | Path | None = None) -> dict[str, list[str]]:
 
 
 def parse_override(text: str) -> tuple[str, object]:
-    """``"train.epochs=3"`` → ``("train.epochs", 3)``; the value is read as TOML, else as a string."""
-    if "=" not in text:
-        raise SpaceError(f"--set expects KEY=VALUE, got {text!r}.")
-    key, raw = text.split("=", 1)
-    key, raw = key.strip(), raw.strip()
-    if raw.lower() in ("none", "null"):
-        return key, None
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return key, value
+    """``"train.epochs=3"`` → ``("train.epochs", 3)`` (``grounded_text.config.parse_override``).
+
+    Raises:
+      SpaceError: no ``=`` in ``text``.
+    """
+    return _parse_override(text, error=SpaceError)

@@ -1,0 +1,241 @@
+"""Ablation studies as config tables, every run trained by the one trainer.
+
+Usage::
+
+    python -m grounded_text.ablation STUDY --data-dir ../shared/data --output-dir runs/STUDY \\
+        [--only RUN ...] [--epochs-scale 1.0] [--table-only]
+
+A study (``STUDIES``) is a base config and a list of rows, each a name and the config
+fields it changes (``"section.field"`` or ``"model.loss_params.key"``, the keys of
+``--set``). Each row is written to ``OUTPUT_DIR/<run>.toml`` and trained by
+``python -m grounded_text.train --config OUTPUT_DIR/<run>.toml`` in its own process
+(output in ``OUTPUT_DIR/<run>/``, log in ``OUTPUT_DIR/<run>.log``), so the figures are
+what ``train`` does: its compile settings, its data pipeline, its model selection and
+its evaluation (``grounded_text.evaluate``'s STS report in ``metrics.json``). A row whose
+``metrics.json`` exists is not retrained, so the command resumes. The table
+(``OUTPUT_DIR/<study>.md``, also printed) reads each run's ``metrics.json``.
+
+Studies:
+  * ``losses``: VETE-BOW (N = 128) with every loss of the package (docs/losses.md).
+  * ``snapshot_ensemble``: a cyclic cosine schedule exported at its last epoch against
+    the ensemble of its snapshots (Merckx & Frank §3.3; docs/losses.md).
+  * ``zoo``: every preset, and VETE-BOW on every feature file (docs/models.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from grounded_text.config import ConfigError, ExperimentConfig, apply_override, config_toml
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """One ablation: ``base`` fields for every row, then each row's own fields.
+
+    Attributes:
+      title: what the table compares (printed above it).
+      base: ``{"section.field": value}`` set for every row.
+      rows: ``(run name, {"section.field": value})`` in table order.
+      columns: ``(header, key)`` of the figures taken from ``metrics.json``'s
+        ``evaluation.headline``.
+    """
+
+    title: str
+    base: dict
+    rows: tuple
+    columns: tuple = (("STS12 MSRvid r", "STS12/MSRvid pearson"), ("STS16 mean r", "STS16 mean pearson (avg2016)"),
+                      ("STS-B test r", "STS-B test pearson"), ("SICK test r", "SICK test pearson"))
+
+    def config(self, row: str) -> ExperimentConfig:
+        """The ``ExperimentConfig`` of run ``row`` (base, then the row's fields).
+
+        Raises:
+          KeyError: no such row. ConfigError: a field that does not fit the config.
+        """
+        fields = dict(self.rows)[row]
+        d = ExperimentConfig().to_dict()
+        for path, value in {**self.base, **fields}.items():
+            apply_override(d, path, value, f"study row {row!r}")
+        return ExperimentConfig.from_dict(d)
+
+
+_VETE_BOW_128 = {"model.name": "vete_bow", "model.embedding_dim": 128, "data.batch_size": 128,
+                 "train.learning_rate": 1e-3, "data.one_caption_per_image": False, "data.features": "efficientnet_lite0",
+                 "train.seed": 0, "data.seed": 0}
+
+LOSSES = Study(
+    title="VETE-BOW (N = 128) on Flickr8k train (all captions), 5 epochs, B = 128, Adam 1e-3, seed 0, "
+          "last epoch (no model selection); Pearson r of cosines (unsupervised)",
+    base={**_VETE_BOW_128, "train.epochs": 5, "train.select_on": "last"},
+    rows=(
+        ("pearson", {"model.loss": "pearson"}),
+        ("covariance", {"model.loss": "covariance"}),
+        ("skt_a2", {"model.loss": "skt", "model.loss_params.alpha": 2.0}),
+        ("pairwise_rank_m0.2", {"model.loss": "rank", "model.loss_params.margin": 0.2}),
+        ("triplet_all_m0.2", {"model.loss": "triplet", "model.loss_params.margin": 0.2,
+                              "model.loss_params.negatives": "all"}),
+        ("triplet_hardest_k1_m0.2", {"model.loss": "triplet", "model.loss_params.margin": 0.2,
+                                     "model.loss_params.negatives": "hardest", "model.loss_params.k": 1}),
+        ("triplet_hardest_k5_m0.2", {"model.loss": "triplet", "model.loss_params.margin": 0.2,
+                                     "model.loss_params.negatives": "hardest", "model.loss_params.k": 5}),
+        ("triplet_semi_hard_m0.2", {"model.loss": "triplet", "model.loss_params.margin": 0.2,
+                                    "model.loss_params.negatives": "semi_hard"}),
+        ("triplet_hard_m0.2", {"model.loss": "triplet", "model.loss_params.margin": 0.2,
+                               "model.loss_params.negatives": "hard"}),
+        ("cm_m0.5", {"model.loss": "cross_modal", "model.loss_params.margin": 0.5}),
+        ("pearson_grouped_4cap", {"model.loss": "pearson", "data.sampler": "grouped", "data.captions_per_image": 4}),
+        ("cluster+perceptual_grouped_4cap", {"model.loss": "grounding", "model.loss_params.alpha_cluster": 1.0,
+                                             "model.loss_params.alpha_perceptual": 1.0,
+                                             "model.loss_params.margin": 0.5, "data.sampler": "grouped",
+                                             "data.captions_per_image": 4}),
+    ),
+)
+
+SNAPSHOT_ENSEMBLE = Study(
+    title="VETE-BOW + Pearson (N = 128) on Flickr8k train (all captions), cyclic cosine schedule "
+          "(Merckx & Frank §3.3) 1e-5 → 3e-3 → 1e-5, 3 cycles × 2 epochs, B = 128, seed 0; Pearson r of cosines",
+    base={**_VETE_BOW_128, "model.loss": "pearson", "train.epochs": 6, "train.schedule": "cyclic_cosine",
+          "train.cycle_epochs": 2, "train.learning_rate": 3e-3, "train.lr_min": 1e-5},
+    rows=(
+        ("last_epoch", {"train.snapshots": False, "train.select_on": "last"}),
+        ("best_epoch_avg2016", {"train.snapshots": False, "train.select_on": "avg2016"}),
+        ("ensemble_of_3_snapshots", {"train.snapshots": True, "train.ensemble_size": 3, "train.select_on": "last"}),
+    ),
+)
+
+# The zoo pins N = 128, batch 128, Adam 1e-3, all captions, lowercased text and avg2016
+# selection for every preset (not the records' paper values): the presets compared at
+# equal width and budget. Epochs are chosen so that each run fits in minutes on 2 CPU cores.
+_ZOO = {"model.embedding_dim": 128, "data.batch_size": 128, "train.learning_rate": 1e-3,
+        "data.one_caption_per_image": False, "text.lowercase": True, "train.select_on": "avg2016",
+        "train.seed": 0, "data.seed": 0, "data.features": "efficientnet_lite0"}
+ZOO = Study(
+    title="Every preset on Flickr8k train (all captions), N = 128, B = 128, Adam 1e-3, seed 0, best epoch on "
+          "avg2016 (STS16 is then not held out); Pearson r of cosines",
+    base=_ZOO,
+    rows=(
+        ("vete_bow", {"model.name": "vete_bow", "train.epochs": 5}),
+        ("vete_bow@efficientnet_lite2", {"model.name": "vete_bow", "train.epochs": 5,
+                                         "data.features": "efficientnet_lite2"}),
+        ("vete_bow@mobilenet_v1_075", {"model.name": "vete_bow", "train.epochs": 5,
+                                       "data.features": "mobilenet_v1_075"}),
+        ("two_branch_khard", {"model.name": "two_branch_khard", "train.epochs": 5,
+                              "model.loss_params.direction_weight": 2, "model.loss_params.k": 5}),
+        ("vete_cnn", {"model.name": "vete_cnn", "train.epochs": 5}),
+        ("vete_rnn", {"model.name": "vete_rnn", "train.epochs": 5, "model.encoder.cell": "gru"}),
+        ("bordes_cg_pg", {"model.name": "bordes_cg_pg", "train.epochs": 8}),
+        ("char_gru_attention", {"model.name": "char_gru_attention", "train.epochs": 4, "model.encoder.units": 64,
+                                "model.encoder.pooling": "scalar_attention", "train.schedule": "warm_restarts",
+                                "train.cycle_epochs": 1, "train.ensemble_size": 4,
+                                "data.bucket_by_length": False}),
+    ),
+)
+
+STUDIES = {"losses": LOSSES, "snapshot_ensemble": SNAPSHOT_ENSEMBLE, "zoo": ZOO}
+
+
+def run_dir_name(run: str) -> str:
+    """A run's folder name (``@`` and ``+`` are kept out of paths)."""
+    return run.replace("@", "__").replace("+", "_and_")
+
+
+def train_command(data_dir: str, config_file: Path, out: Path) -> list:
+    """The trainer's command line for one row (its config file holds every field)."""
+    return [sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), "--config", str(config_file),
+            "--output-dir", str(out), "--verbose", "2"]
+
+
+def _fmt(x, digits=3):
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _exported(m: dict) -> str:
+    exported = m.get("exported", {})
+    if exported.get("kind") == "snapshot_ensemble":
+        return f"ensemble of {len(exported['snapshots'])} snapshots"
+    return f"epoch {m['selection']['best_epoch']}"
+
+
+def table(study: Study, output_dir: Path, rows=None) -> str:
+    """The Markdown table of ``study``'s finished runs under ``output_dir`` (a run not
+    finished is listed as ``(not run)``)."""
+    head = ["run", "model", "loss", "features (d)", "epochs", "exported"] + [h for h, _ in study.columns] + [
+        "fit time (s)", "params text tower"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for run, _ in rows or study.rows:
+        path = output_dir / run_dir_name(run) / "metrics.json"
+        if not path.is_file():
+            lines.append(f"| {run} | (not run) |" + " |" * (len(head) - 2))
+            continue
+        m = json.loads(path.read_text())
+        hl = m.get("evaluation", {}).get("headline", {})
+        cfg = m["config"]
+        lines.append("| " + " | ".join([
+            run, cfg["model"]["name"], str(cfg["model"]["loss"]),
+            f"{cfg['data']['features']} ({m['data']['feature_dim']})", str(cfg["train"]["epochs"]), _exported(m),
+            *[_fmt(hl.get(k)) for _, k in study.columns], f"{m['timing_seconds']['fit']:.0f}",
+            f"{m['parameters']['text_tower']:,}",
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    """The CLI: trains the study's missing runs, then prints and writes its table.
+    Exit status 0, or 2 with ``error: ...`` for an unknown run name or a row that does not fit."""
+    p = argparse.ArgumentParser(prog="python -m grounded_text.ablation", description=__doc__.split("\n\n")[0])
+    p.add_argument("study", choices=sorted(STUDIES))
+    p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--only", nargs="*", default=None, help="run names to (re)consider")
+    p.add_argument("--epochs-scale", type=float, default=1.0, help="multiply every run's epochs (>= 1 epoch)")
+    p.add_argument("--table-only", action="store_true", help="do not train, only tabulate")
+    a = p.parse_args(argv)
+    study = STUDIES[a.study]
+    names = [r for r, _ in study.rows]
+    unknown = sorted(set(a.only or []) - set(names))
+    if unknown:
+        print(f"error: --only: unknown run(s) {unknown} in study {a.study!r}; its runs are {names}", file=sys.stderr)
+        return 2
+    rows = [r for r in study.rows if a.only is None or r[0] in a.only]
+    out = Path(a.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not a.table_only:
+        import os
+
+        data_dir = a.data_dir or os.environ.get("GROUNDED_TEXT_DATA") or "../shared/data"
+        for run, _ in rows:
+            run_out = out / run_dir_name(run)
+            if (run_out / "metrics.json").is_file():
+                print(f"[{a.study}] {run}: done, skipping", flush=True)
+                continue
+            try:
+                config = study.config(run)
+            except ConfigError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            if a.epochs_scale != 1.0:
+                config.train.epochs = max(1, round(config.train.epochs * a.epochs_scale))
+            config_file = out / f"{run_dir_name(run)}.toml"
+            config_file.write_text(config_toml(config))
+            cmd = train_command(data_dir, config_file, run_out)
+            if run_out.exists():
+                cmd.append("--overwrite")  # an unfinished run (no metrics.json) is trained again
+            print(f"[{a.study}] {run}: {' '.join(cmd[1:])}", flush=True)
+            with open(out / f"{run_dir_name(run)}.log", "w") as log:
+                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+            print(f"[{a.study}] {run}: exit {rc}", flush=True)
+    md = f"{study.title}\n\n" + table(study, out, rows)
+    (out / f"{a.study}.md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

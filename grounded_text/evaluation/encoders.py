@@ -1,0 +1,315 @@
+"""The one encoder interface of the evaluation: text and image encoders as NumPy callables.
+
+* A text ``Encoder`` maps a list of n strings to float32 [n, N]: a SavedModel loaded with
+  ``load_encoder`` (ours, or any TF Hub text-embedding module), an in-memory Keras text
+  tower (``tower_encoder``) or a baseline (``baseline_encoder``: GloVe-mean, word2vec-mean).
+* An ``ImageEncoder`` maps float [n, d] CNN features to float32 [n, N]
+  (``load_image_encoder`` for an exported image tower, ``image_tower_encoder`` for a Keras one).
+* ``EmbeddingCache`` embeds each distinct sentence once per evaluation and checks the
+  encoder's output (shape, NaN/Inf), whichever section asks.
+* ``EncoderSpec`` names an encoder (and its image encoder) in a report; ``run_dir_specs``
+  builds it from a training run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("grounded_text.evaluate")
+
+Encoder = Callable[[Sequence[str]], np.ndarray]
+ImageEncoder = Callable[[np.ndarray], np.ndarray]
+
+
+class EncoderSignatureError(ValueError):
+    """A SavedModel that is not a text encoder string[B] → float[B, N]."""
+
+
+def _spec_text(spec) -> str:
+    shape = getattr(spec, "shape", None)
+    dtype = getattr(spec, "dtype", None)
+    if shape is None or dtype is None:
+        return repr(spec)
+    dims = "?" if shape.rank is None else ", ".join("None" if d is None else str(d) for d in shape.as_list())
+    return f"{dtype.name}[{dims}]"
+
+
+def describe_signatures(module) -> str:
+    """One line naming what a loaded SavedModel offers: its ``__call__`` input specs and
+    its signatures (inputs → outputs), for error messages."""
+    parts = []
+    for concrete in getattr(getattr(module, "__call__", None), "concrete_functions", []) or []:
+        args, kwargs = concrete.structured_input_signature
+        items = [_spec_text(a) for a in args] + [f"{k}={_spec_text(v)}" for k, v in kwargs.items()]
+        parts.append(f"__call__({', '.join(items)})")
+    for name, fn in getattr(module, "signatures", {}).items():
+        _, kwargs = fn.structured_input_signature
+        outputs = fn.structured_outputs
+        outs = ", ".join(f"{k}: {_spec_text(v)}" for k, v in outputs.items()) if isinstance(outputs, dict) \
+            else _spec_text(outputs)
+        parts.append(f"signature {name}({', '.join(f'{k}: {_spec_text(v)}' for k, v in kwargs.items())}) -> {outs}")
+    return "; ".join(dict.fromkeys(parts)) or "no __call__ and no signatures"
+
+
+def check_text_encoder(module, path) -> int:
+    """Calls a loaded SavedModel on two probe sentences; returns N.
+
+    Raises:
+      EncoderSignatureError: it is not callable, the call fails, or the output is not a
+        float [2, N] tensor. The message is one line naming what the model offers (its
+        TF error, which can print every input sentence, is not repeated).
+    """
+    import tensorflow as tf
+
+    what = f"{str(path)!r} is not a text-embedding SavedModel (string[B] -> float[B, N])"
+    if not callable(module):
+        raise EncoderSignatureError(f"{what}: it has no __call__; it offers {describe_signatures(module)}.")
+    try:
+        out = module(tf.constant(["a probe sentence", ""], dtype=tf.string))
+    except Exception as e:  # any TF/Python failure means "wrong kind of model"
+        raise EncoderSignatureError(f"{what}: calling it on a string[2] batch failed ({type(e).__name__}); "
+                                    f"it offers {describe_signatures(module)}.") from None
+    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+    if shape is None or dtype is None or not dtype.is_floating or shape.rank != 2 or shape[0] != 2:
+        got = type(out).__name__ if shape is None else _spec_text(out)
+        if isinstance(out, dict):
+            got = "{" + ", ".join(f"{k}: {_spec_text(v)}" for k, v in out.items()) + "}"
+        raise EncoderSignatureError(f"{what}: on a string[2] batch it returned {got}; "
+                                    f"it offers {describe_signatures(module)}.")
+    return int(shape[1])
+
+
+def load_encoder(path: str | Path, batch_size: int = 512) -> Encoder:
+    """Loads a SavedModel text encoder (string[B] → float[B, N]) with ``hub.load``.
+
+    ``tensorflow_text`` is imported first so modules using its ops load. A SavedModel's
+    graph is code: load only models you trust (docs/reliability.md). An export left
+    half-swapped by a crash is restored first (``grounded_text.export.recover_export``).
+    Each call is padded with empty strings to a power-of-two batch (8 … ``batch_size``) and
+    the padding rows are dropped: the loaded function's graph is re-optimised for every new
+    batch size (about 1.5 s each on 2 CPU cores), and every STS subset ends in a batch of
+    another size.
+
+    Raises:
+      FileNotFoundError: ``path`` is not a SavedModel directory.
+      EncoderSignatureError: it does not map string[B] to float[B, N] (``check_text_encoder``).
+    """
+    import tensorflow as tf
+    import tensorflow_hub as hub
+    import tensorflow_text  # noqa: F401  (registers the ops the module uses)
+
+    from grounded_text.export import recover_export
+
+    recover_export(path)
+    if not (Path(path) / "saved_model.pb").is_file():
+        raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
+    module = hub.load(str(path))
+    check_text_encoder(module, path)
+
+    def call(batch):
+        n = len(batch)
+        size = max(n, min(batch_size, max(8, 1 << (n - 1).bit_length())))
+        return module(tf.constant(list(batch) + [""] * (size - n), dtype=tf.string))[:n]
+
+    return batched(call, batch_size)
+
+
+def batched(fn, batch_size: int = 512) -> Encoder:
+    """Wraps ``fn(list[str]) → tensor [b, N]`` into an encoder that batches and returns NumPy."""
+
+    def encode(sentences: Sequence[str]) -> np.ndarray:
+        sentences = list(sentences)
+        outs = [
+            np.asarray(fn(sentences[i : i + batch_size]), dtype=np.float32)
+            for i in range(0, len(sentences), batch_size)
+        ]
+        if not outs:
+            raise ValueError("encode: no sentences given.")
+        out = np.concatenate(outs, axis=0)
+        if out.ndim != 2 or out.shape[0] != len(sentences):
+            raise ValueError(f"encoder returned shape {out.shape} for {len(sentences)} sentences.")
+        if not np.isfinite(out).all():
+            raise ValueError("encoder returned NaN/Inf embeddings.")
+        return out
+
+    return encode
+
+
+class EmbeddingCache:
+    """Encodes each distinct sentence once; checks the encoder's output.
+
+    Calling it with n sentences returns float32 [n, N] (rows of repeated sentences are
+    the same vector). ``seconds`` is the wall time spent in the encoder.
+
+    Raises (when called):
+      ValueError: no sentences; the encoder returned a shape other than [n_new, N], or
+        NaN/Inf values.
+    """
+
+    def __init__(self, encoder: Encoder):
+        self.encoder = encoder
+        self.rows: dict[str, np.ndarray] = {}
+        self.seconds = 0.0
+
+    def add(self, sentences: Sequence[str]) -> None:
+        """Encodes the sentences not seen yet."""
+        new = [s for s in dict.fromkeys(sentences) if s not in self.rows]
+        if new:
+            t0 = time.perf_counter()
+            out = np.asarray(self.encoder(new), dtype=np.float32)
+            self.seconds += time.perf_counter() - t0
+            if out.ndim != 2 or out.shape[0] != len(new):
+                raise ValueError(f"encoder returned shape {out.shape} for {len(new)} sentences (expected [n, N]).")
+            if not np.isfinite(out).all():
+                raise ValueError("encoder returned NaN/Inf embeddings.")
+            self.rows.update(zip(new, out))
+
+    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
+        if len(sentences) == 0:
+            raise ValueError("no sentences to encode (an empty split?).")
+        self.add(sentences)
+        return np.stack([self.rows[s] for s in sentences])
+
+
+def cached(encoder: Encoder) -> EmbeddingCache:
+    """``encoder`` itself if it is already an ``EmbeddingCache``, else a new cache around it."""
+    return encoder if isinstance(encoder, EmbeddingCache) else EmbeddingCache(encoder)
+
+
+def tower_encoder(text_tower, batch_size: int = 1024) -> Encoder:
+    """An in-memory Keras text tower (string[B] → float[B, N]) as a NumPy ``Encoder``.
+
+    One ``tf.function`` with a ``[None]`` string signature, called in inference mode
+    (``training=False``), so every batch size reuses one trace."""
+    import tensorflow as tf
+
+    forward = tf.function(lambda s: text_tower(s, training=False), input_signature=[tf.TensorSpec([None], tf.string)],
+                          reduce_retracing=True)
+    return batched(lambda b: forward(tf.constant(list(b), dtype=tf.string)), batch_size)
+
+
+def image_tower_encoder(image_tower, feature_dim: int, batch_size: int = 1024) -> ImageEncoder:
+    """An in-memory Keras image tower (float[B, d] → float[B, N]) as a NumPy ``ImageEncoder``.
+
+    Raises (when called):
+      ValueError: features not [n, ``feature_dim``]; NaN/Inf outputs.
+    """
+    import tensorflow as tf
+
+    forward = tf.function(lambda x: image_tower(x, training=False),
+                          input_signature=[tf.TensorSpec([None, feature_dim], tf.float32)], reduce_retracing=True)
+
+    def encode(features: np.ndarray) -> np.ndarray:
+        features = np.asarray(features, dtype=np.float32)
+        if features.ndim != 2 or features.shape[1] != feature_dim:
+            raise ValueError(f"image tower expects features [n, {feature_dim}], got {features.shape}.")
+        out = np.concatenate([np.asarray(forward(tf.constant(features[i:i + batch_size])), dtype=np.float32)
+                              for i in range(0, features.shape[0], batch_size)], axis=0)
+        if not np.isfinite(out).all():
+            raise ValueError("image tower returned NaN/Inf.")
+        return out
+
+    encode.feature_dim = feature_dim
+    return encode
+
+
+@dataclasses.dataclass
+class EncoderSpec:
+    """One encoder to evaluate.
+
+    Attributes:
+      name: column name in the report.
+      kind: ``"model"`` (a trained run), ``"hub"`` (any SavedModel) or ``"baseline"``.
+      encoder: strings → float [n, N].
+      image_encoder: features float [n, d] → float [n, N], or None (no retrieval).
+      source: path or description, for the report.
+    """
+
+    name: str
+    kind: str
+    encoder: Encoder
+    image_encoder: ImageEncoder | None = None
+    source: str = ""
+
+
+def load_image_encoder(path: str | Path, batch_size: int = 4096) -> ImageEncoder:
+    """Loads an image-tower SavedModel (``grounded_text.export.export_image_tower``).
+
+    Returns:
+      A callable float [n, d] → float32 [n, N] (batched, NumPy).
+
+    Raises:
+      FileNotFoundError: not a SavedModel directory. ValueError (when called):
+      features of the wrong dimension (names both), NaN/Inf outputs.
+    """
+    import tensorflow as tf
+
+    if not (Path(path) / "saved_model.pb").is_file():
+        raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
+    module = tf.saved_model.load(str(path))
+    dim = int(module.feature_dim.numpy()) if hasattr(module, "feature_dim") else None
+
+    def encode(features: np.ndarray) -> np.ndarray:
+        features = np.asarray(features, dtype=np.float32)
+        if features.ndim != 2 or (dim is not None and features.shape[1] != dim):
+            raise ValueError(f"image encoder {str(path)!r} expects features [n, {dim}], got {features.shape}.")
+        out = np.concatenate([module(tf.constant(features[i : i + batch_size])).numpy()
+                              for i in range(0, features.shape[0], batch_size)])
+        if not np.isfinite(out).all():
+            raise ValueError("image encoder returned NaN/Inf.")
+        return out
+
+    encode.feature_dim = dim
+    return encode
+
+
+def run_dir_specs(run_dir: str | Path, batch_size: int = 512) -> tuple[EncoderSpec, dict]:
+    """The model of a training run directory: text export + image export + its metrics.json.
+
+    Returns:
+      ``(EncoderSpec, metrics)``; ``image_encoder`` is None (with a warning) when
+      the run has no ``image_export/`` (runs trained before it existed).
+
+    Raises:
+      FileNotFoundError: no ``export/`` SavedModel in ``run_dir``.
+    """
+    run_dir = Path(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text()) if (run_dir / "metrics.json").is_file() else {}
+    text = load_encoder(run_dir / "export", batch_size)
+    image = None
+    if (run_dir / "image_export" / "saved_model.pb").is_file():
+        image = load_image_encoder(run_dir / "image_export")
+    else:
+        log.warning("%s has no image_export/: retrieval skipped (retrain to export the image tower).", run_dir)
+    model_name = metrics.get("config", {}).get("model", {}).get("name", "model")
+    return EncoderSpec(f"{model_name} ({run_dir.name})", "model", text, image, str(run_dir)), metrics
+
+
+BASELINES = ("glove", "word2vec")
+BASELINE_LABELS = {"glove": "GloVe-mean (6B, 50d)", "word2vec": "word2vec-mean (Flickr8k train)"}
+
+
+def baseline_encoder(name: str, batch_size: int = 4096, *, data_dir: str | Path | None = None, seed: int = 0):
+    """The named baseline encoder (``"glove"``: ``grounded_text.baselines.glove_mean_encoder``;
+    ``"word2vec"``: ``grounded_text.baselines.word2vec_mean_encoder``, trained on the
+    Flickr8k train captions under ``data_dir`` (default ``$GROUNDED_TEXT_DATA``) with ``seed``).
+
+    Raises:
+      ValueError: unknown name.
+    """
+    if name == "glove":
+        from grounded_text.baselines.glove import glove_mean_encoder
+
+        return glove_mean_encoder(batch_size=batch_size)
+    if name == "word2vec":
+        from grounded_text.baselines.word2vec import word2vec_mean_encoder
+
+        return word2vec_mean_encoder(data_dir, seed=seed)
+    raise ValueError(f"Unknown baseline {name!r}; choose from {list(BASELINES)}.")

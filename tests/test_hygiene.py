@@ -1,0 +1,85 @@
+"""Codebase hygiene that a refactor could silently undo: no import cycles inside the
+package, and comments that give reasons rather than issue numbers."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "grounded_text"
+
+
+def _module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``{module: package modules it imports}``, function-level imports included (a lazy
+    import still ties the two modules together)."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {m: set() for m in paths}
+    for mod, path in paths.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module in paths:
+                    graph[mod].add(node.module)
+                graph[mod].update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in paths)
+            elif isinstance(node, ast.Import):
+                graph[mod].update(a.name for a in node.names if a.name in paths)
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the components with more than one module (the cycles)."""
+    sys.setrecursionlimit(max(10000, sys.getrecursionlimit()))
+    index, low, stack, on_stack, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert strongly_connected({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_the_package():
+    graph = import_graph()
+    assert "grounded_text.data.pairs" in graph and graph["grounded_text.data.pairs"]
+    assert strongly_connected(graph) == []
+
+
+def test_comments_give_reasons_not_issue_numbers():
+    pattern = re.compile(r"\bissue\s+[0-9]+", re.IGNORECASE)
+    files = [*PACKAGE.rglob("*.py"), REPO / "setup.cfg", *(REPO / "tests").rglob("*.py")]
+    hits = [f"{p.relative_to(REPO)}:{n}" for p in files if p.is_file()
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert hits == []
