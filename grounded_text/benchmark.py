@@ -1,4 +1,4 @@
-"""Speed and memory benchmark of a preset.
+"""Speed and memory benchmark of a preset: how fast it trains and serves, and its memory.
 
 Usage::
 
@@ -17,7 +17,9 @@ Figures (every phase in a fresh subprocess; warm-up excluded; median and spread 
    sentence list (every sentence of STS-B and SICK, all splits, in file order), and of
    a reference encoder measured in the same run (all-MiniLM-L6-v2 exported through our
    keras-hub tower with ``--reference-preset``; otherwise a ``TextVectorization`` +
-   mean-embedding encoder, named in the output), and the ratio;
+   mean-embedding encoder, named in the output), and the ratio; in the export's own
+   process, side by side with it, the rate of its tokenisation alone (the floor of any
+   string → vector module: ``tokenize_reference``, tf-text) and export / tokeniser;
 3. the peak resident memory (``ru_maxrss``) of each phase's process.
 
 ``--char-speed`` instead measures the character model (``char_gru_attention``, Merckx &
@@ -102,7 +104,10 @@ def run(args) -> dict:
     # (2) encoding.
     enc_args = {"sentences_file": str(sentences_file), "batch_sizes": list(args.batch_sizes),
                 "repeats": args.repeats, "min_seconds": args.min_seconds}
-    report["encode"] = run_phase_subprocess("encode", {**enc_args, "export_dir": export_dir}, timeout)
+    # The export and its own tokenisation alone, side by side in one process (the floor).
+    report["encode"] = run_phase_subprocess("encode", {**enc_args, "export_dir": export_dir,
+                                                       "tokenizer_floor": True}, timeout)
+    _print_floor(report)
     if args.reference_preset:
         ref_dir = work / "reference_export"
         t0 = time.perf_counter()
@@ -232,6 +237,27 @@ def _print_fit(f: dict) -> None:
     if f.get("gpu_utilization"):
         print(f"GPU utilisation, %           mean {f['gpu_utilization']['mean_percent']:.0f}, "
               f"max {f['gpu_utilization']['max_percent']:.0f}")
+
+
+def _print_floor(r: dict) -> None:
+    e = r["encode"]
+    if "tokenizer_sentences_per_second" not in e:
+        return
+    print(f"\n## Export vs its tokeniser alone (floor), side by side in one process: sentences/s on "
+          f"{r['sentence_list']['count']:,} STS-B + SICK sentences  [median (min–max) of {r['repeats']}; load "
+          f"{e['process']['loadavg_before'][0]:.2f}→{e['process']['loadavg_after'][0]:.2f}]")
+    print(f"export: {e['export_dir']}; __call__ concrete functions: {e['concrete_functions']}")
+    print("tokeniser = invalid UTF-8 → U+FFFD, case folding (NFKC_Casefold) or NFKC, UnicodeScriptTokenizer "
+          "(tensorflow-text) on every row, in a tf.function; ASCII shortcut = the export's own tokenisation "
+          "(Unicode work on non-ASCII rows only, same tokens)")
+    print(f"timing: {e.get('timing', '')}")
+    print("| batch | export | tokeniser (floor) | export / tokeniser (medians) | per-repeat ratio, median (min–max) "
+          "| tokeniser, ASCII shortcut |\n|---:|---:|---:|---:|---:|---:|")
+    for bs, s in e["sentences_per_second"].items():
+        per = e.get("export_over_tokenizer_per_repeat", {}).get(bs)
+        print(f"| {bs} | {_fmt(s)} | {_fmt(e['tokenizer_sentences_per_second'][bs])} | "
+              f"**{e['export_over_tokenizer'][bs]:.2f}** | {_fmt(per, 2) if per else '–'} | "
+              f"{_fmt(e['tokenizer_ascii_shortcut_sentences_per_second'][bs])} |")
 
 
 def _print_encode(r: dict) -> None:

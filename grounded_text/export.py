@@ -5,7 +5,11 @@ reusable-SavedModel API (tensorflow/hub ``docs/reusable_saved_models.md``) and t
 text-embedding convention (``docs/common_saved_model_apis/text.md``):
 
 * ``__call__(sentences, training=False)``: ``tf.string`` [batch] → ``float32`` [batch, N];
-  ``training`` is a Python bool and both values are traced;
+  ``training`` is a Python bool and both values are traced; for a bag-of-words tower
+  (``bag_of_words_chain``: VETE-BOW and its variants, which compute the same in training
+  and inference) ``__call__`` has one concrete function, ``training`` is accepted and
+  ignored, and the serving graph pools the ragged ids (``pool_bag_of_words``) instead of
+  padding them: same tokens and ids, embeddings equal to 1e-6 (docs/performance.md);
 * ``variables``, ``trainable_variables`` (what fine-tuning updates) and
   ``regularization_losses`` (a list of zero-argument ``tf.function``s, one per regularised
   variable; empty for the models without weight regularisers);
@@ -152,25 +156,27 @@ def _fsync_tree(root: Path) -> None:
 def cap_sentences(sentences, max_bytes: int = MAX_SENTENCE_BYTES, max_words: int = MAX_SENTENCE_WORDS):
     """Applies the export's input limits (module docstring) to a string[B] batch."""
     sentences = tf.ensure_shape(sentences, [None])  # a 2-D batch fails here, with its shape
-    too_long = tf.strings.length(sentences) > max_bytes
+    # Only the rows over a limit are cut: they are split off, cut and stitched back, so a
+    # batch within the limits (all normal input) sends empty tensors through the cutting
+    # ops. No tf.cond: a functional If in the restored serving function cost milliseconds
+    # per call.
 
-    def cut_bytes():
-        cut = tf.strings.unicode_transcode(tf.strings.substr(sentences, 0, max_bytes), "UTF-8", "UTF-8",
-                                           errors="replace", replacement_char=0xFFFD)
-        return tf.where(too_long, cut, sentences)
+    def cut(rows_mask, fn):
+        part = tf.cast(rows_mask, tf.int32)  # 1: cut this row
+        index = tf.dynamic_partition(tf.range(tf.size(sentences)), part, 2)
+        texts = tf.dynamic_partition(sentences, part, 2)
+        return tf.dynamic_stitch(index, [texts[0], fn(texts[1])])
 
-    # Batches within the limits (all normal input) take the identity branches.
-    sentences = tf.cond(tf.reduce_any(too_long), cut_bytes, lambda: sentences)
+    sentences = cut(tf.strings.length(sentences) > max_bytes, lambda s: tf.strings.unicode_transcode(
+        tf.strings.substr(s, 0, max_bytes), "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
 
-    def cut_words():
-        words = tf.strings.split(sentences)
-        many = words.row_lengths() > max_words
+    def cut_words(s):
+        words = tf.strings.split(s)
         joined = tf.strings.reduce_join(words[:, :max_words], axis=1, separator=" ")
-        return tf.where(many, joined, sentences)
+        return tf.where(words.row_lengths() > max_words, joined, s)
 
-    # n words need at least 2n - 1 bytes: shorter batches skip the split entirely.
-    maybe_many = tf.reduce_any(tf.strings.length(sentences) >= 2 * max_words + 1)
-    return tf.cond(maybe_many, cut_words, lambda: sentences)
+    # n words need at least 2n - 1 bytes: shorter rows skip the split entirely.
+    return cut(tf.strings.length(sentences) >= 2 * max_words + 1, cut_words)
 
 
 def _tf_variables(variables) -> list:
@@ -228,6 +234,75 @@ class TextTowerModule(tf.Module):
         """Traces ``__call__`` for string batches with ``training`` False and True."""
         for training in (False, True):
             self.__call__.get_concrete_function(STRING_BATCH, training=training)
+
+
+def bag_of_words_chain(text_tower: keras.Model):
+    """``(preprocessor, encoder)`` when ``text_tower`` is exactly string → ``TextPreprocessor`` →
+    ``BagOfWordsEncoder`` with float32 weights and compute (VETE-BOW and its BOW-sum and
+    frozen-GloVe variants), else ``None``. Such a tower computes the same in training and
+    inference (no dropout, no batch statistics), and ``pool_bag_of_words`` computes it
+    without a padded batch."""
+    from grounded_text.layers.bow_encoder import BagOfWordsEncoder
+
+    layers = [l for l in text_tower.layers if not isinstance(l, keras.layers.InputLayer)]
+    if len(layers) != 2 or len(text_tower.inputs) != 1 or len(text_tower.outputs) != 1:
+        return None
+    pre, enc = layers
+    if not (isinstance(pre, TextPreprocessor) and type(enc) is BagOfWordsEncoder):
+        return None
+    if any(len(l._inbound_nodes) != 1 for l in layers) or enc.input is not pre.output:
+        return None
+    if enc.compute_dtype != "float32" or enc.embedding.embeddings.dtype != "float32":
+        return None
+    return pre, enc
+
+
+def pool_bag_of_words(preprocessor: TextPreprocessor, encoder, sentences) -> tf.Tensor:
+    """The ``BagOfWordsEncoder(TextPreprocessor(sentences))`` embeddings, float32 [B, N],
+    computed on the ragged ids: one fused gather + per-sentence sum of the embedding rows
+    (``tf.sparse.segment_sum``) over the word ids, plus the ``<S>`` and ``</S>`` rows added
+    to every sentence, instead of padding to [B, T], gathering [B, T, N] and masking.
+    Equal to the Keras tower up to float32 summation order (tests/test_export_speed.py)."""
+    table = getattr(encoder.embedding.embeddings, "value", encoder.embedding.embeddings)
+    ids, row_splits = preprocessor.flat_ids(sentences)
+    batch = tf.shape(row_splits, out_type=tf.int64)[0] - 1
+    rows = tf.ragged.row_splits_to_segment_ids(row_splits)
+    summed = tf.sparse.segment_sum(table, ids, rows, num_segments=batch)
+    count = tf.cast(row_splits[1:] - row_splits[:-1], tf.float32)[:, None]
+    if preprocessor.boundary_tokens:
+        bos, eos = preprocessor.boundary_ids
+        summed = summed + (table[bos] + table[eos])
+        count = count + 2.0
+    if encoder.pooling == "mean":
+        summed = summed / tf.maximum(count, 1.0)
+    if encoder.normalize:
+        summed = tf.math.l2_normalize(summed, axis=-1, epsilon=1e-24)
+    return summed
+
+
+class BagOfWordsTowerModule(TextTowerModule):
+    """``TextTowerModule`` for a bag-of-words tower (``bag_of_words_chain``): the same API, with
+    a single concrete ``__call__``. ``training`` is accepted (a bool tensor or Python bool,
+    default False) and ignored: the tower computes the same in training and inference, so
+    serving carries no training branch and no retrace per ``training`` value."""
+
+    def __init__(self, text_tower: keras.Model, assets: dict | None = None, **kwargs):
+        super().__init__(text_tower, assets, **kwargs)
+        self._preprocessor, self._encoder = bag_of_words_chain(text_tower)
+
+    @tf.function(input_signature=[STRING_BATCH, tf.TensorSpec([], tf.bool, name="training")])
+    def __call__(self, sentences, training=False):
+        del training  # same graph either way (class docstring)
+        sentences = cap_sentences(sentences, self._max_bytes, self._max_words)
+        return pool_bag_of_words(self._preprocessor, self._encoder, sentences)
+
+    @tf.function(input_signature=[STRING_BATCH])
+    def serve(self, sentences):
+        return {"embeddings": self.__call__(sentences)}
+
+    def trace(self) -> None:
+        """Traces the one concrete ``__call__``."""
+        self.__call__.get_concrete_function()
 
 
 def clone_with_vocabulary_file(text_tower: keras.Model, vocabulary_file: str | Path) -> keras.Model:
@@ -291,7 +366,8 @@ def export_text_tower(
             tower = clone_with_vocabulary_file(text_tower, assets["vocab"])
         (staging / CONFIG_ASSET).write_text(json.dumps(config, indent=2, default=str))
         assets["config"] = staging / CONFIG_ASSET
-        module = TextTowerModule(tower, assets, max_bytes=max_bytes, max_words=max_words)
+        module_class = BagOfWordsTowerModule if bag_of_words_chain(tower) else TextTowerModule
+        module = module_class(tower, assets, max_bytes=max_bytes, max_words=max_words)
         module.trace()
         tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve})
     write_model_card(staged, config, evaluation, embedding_dim=int(tower.output.shape[-1]),

@@ -1,4 +1,4 @@
-"""Memory and throughput of the streaming feature store vs the in-memory ``.npz`` path (issue 7).
+"""Memory and throughput of the streaming feature store vs the in-memory ``.npz`` path.
 
 For each row count n: writes a synthetic store (n rows of ``--dim`` features, seeded
 Gaussian, ``--dtype`` on disk) with ``TFRecordFeatureSink`` and, for n up to
@@ -7,7 +7,9 @@ trains VETE-BOW (Kurach et al. 2017: mean of word embeddings, affine image
 branch, Pearson loss; the ``vete_bow`` preset via ``build_model``, N=128) for one
 epoch on one synthetic caption per image (8 words from a 1000-word vocabulary),
 through ``grounded_text.data.pairs.make_dataset`` — the trainer's input path
-(streamed: ``make_streaming_dataset``, shuffle buffer 10000 pairs). The child
+(streamed: the captions in the store's records, ``make_caption_store_dataset``, or with
+``--captions-joined`` a plain store joined to host-side captions, ``make_streaming_dataset``;
+shuffle buffer 10000 pairs). The child
 reports its peak RSS (``VmHWM`` of ``/proc/self/status``; see ``throughput.rss_mib``) and
 pairs/s over the epoch after its first step (the first step compiles the graph). Stores are deleted
 afterwards unless ``--keep``.
@@ -16,9 +18,10 @@ afterwards unless ``--keep``.
         [--dim 2048] [--dtype float16] [--json FILE] [--workdir /tmp]
     python -m grounded_text.benchmarks.streaming_store --compare-formats [--dim 2048]
 
-Peak RSS of the streaming path grows only with what is held per row outside the
-features (the captions, ids and the join's 16 B/row of int arrays), not with the
-features; the ``.npz`` path holds all features as float32 (and one copy in the
+Peak RSS of the streaming path with captions in the records holds nothing per row
+(only the manifest's shard list grows); with ``--captions-joined`` it grows with what is
+held per row outside the features (the captions, ids and the join's 16 B/row of int
+arrays); neither grows with the features; the ``.npz`` path holds all features as float32 (and one copy in the
 graph). Timings on a shared machine are upper bounds.
 """
 
@@ -64,15 +67,21 @@ def _captions(n: int, seed: int) -> np.ndarray:
     return out
 
 
-def write_synthetic(workdir: Path, n: int, dim: int, dtype: str, npz: bool, seed: int = 0) -> dict:
-    """Writes STORE (and the .npz when ``npz``); returns paths, sizes and write seconds."""
+def write_synthetic(workdir: Path, n: int, dim: int, dtype: str, npz: bool, seed: int = 0,
+                    captions_in_records: bool = True) -> dict:
+    """Writes STORE (and the .npz when ``npz``); returns paths, sizes and write seconds. With
+    ``captions_in_records`` the store is a caption store (each record carries its image's
+    caption, the same ``_captions`` the other paths join)."""
     from grounded_text.data.streaming import TFRecordFeatureSink
 
     store = workdir / f"store_{n}"
     t = time.perf_counter()
-    sink = TFRecordFeatureSink(store, dim, dtype=dtype)
+    sink = TFRecordFeatureSink(store, dim, dtype=dtype, captions=captions_in_records)
+    captions = _captions(n, seed) if captions_in_records else None
     for start, x in _synthetic_features(n, dim, seed):
-        sink.append(_ids(start, len(x)), x)
+        sink.append(_ids(start, len(x)), x,
+                    None if captions is None else [[c] for c in captions[start:start + len(x)].tolist()])
+    del captions
     sink.close()
     out = {"store": str(store), "store_write_s": time.perf_counter() - t,
            "store_bytes": sum(f.stat().st_size for f in store.iterdir())}
@@ -91,23 +100,35 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     """One epoch of VETE-BOW from ``path`` (a store dir or .npz); runs in a fresh process."""
     import keras
 
-    from grounded_text.config import ModelConfig, TextConfig
+    from grounded_text.config import ModelConfig, TextConfig, TrainConfig
     from grounded_text.data.features import open_feature_store
     from grounded_text.data.pairs import CaptionPairs, make_dataset
     from grounded_text.layers import build_vocabulary
     from grounded_text.models import build_model
+    from grounded_text.train import compile_for_training
 
     keras.utils.set_random_seed(seed)
     rss0 = rss_mib()
     t = time.perf_counter()
     store = open_feature_store(path)
-    n = len(store.ids)
-    pairs = CaptionPairs(_captions(n, seed), store.ids, np.arange(n, dtype=np.int64), store.features)
-    ds = make_dataset(pairs, batch_size, shuffle=True, seed=seed)
+    if getattr(store, "has_captions", False):
+        # Captions read from the records: no ids, captions or join arrays on the host.
+        from grounded_text.data.streaming import make_caption_store_dataset
+
+        n, kind = store.num_rows, "stream, captions in records"
+        ds = make_caption_store_dataset(store, batch_size, shuffle=True, seed=seed)
+    else:
+        n = len(store.ids)
+        kind = "stream, captions joined" if Path(path).is_dir() else "npz"
+        pairs = CaptionPairs(_captions(n, seed), store.ids, np.arange(n, dtype=np.int64), store.features)
+        ds = make_dataset(pairs, batch_size, shuffle=True, seed=seed)
     load_s = time.perf_counter() - t
     vocab = build_vocabulary([" ".join(f"w{i}" for i in range(VOCAB))], max_size=None)
     gm = build_model(ModelConfig(name="vete_bow", embedding_dim=128), TextConfig(), vocab, store.dim, seed=seed)
-    gm.train_model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    # The trainer's compile (Adam 1e-3, constant); one step per execution so that the clock
+    # below marks the end of the first (graph-building) step.
+    compile_for_training(gm.train_model, TrainConfig(learning_rate=1e-3, schedule="constant", steps_per_execution=1),
+                         max(1, n // batch_size))
     marks = {}
 
     class _Clock(keras.callbacks.Callback):  # steady-state rate: after the first (compiling) step
@@ -119,7 +140,7 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     fit_s = time.perf_counter() - t
     steady_s = time.perf_counter() - marks["first"]
     steps = n // batch_size
-    return {"rows": n, "dim": store.dim, "kind": "stream" if Path(path).is_dir() else "npz",
+    return {"rows": n, "dim": store.dim, "kind": kind,
             "peak_rss_mib": rss_mib(), "peak_rss_after_imports_mib": rss0, "load_s": load_s, "fit_s": fit_s,
             "pairs_per_s": (steps - 1) * batch_size / steady_s, "loss": float(hist.history["loss"][-1])}
 
@@ -136,7 +157,8 @@ def _run_child(path: str, batch_size: int, seed: int) -> dict:
 
 
 def run(rows: list[int], dim: int = 2048, dtype: str = "float16", *, batch_size: int = 256,
-        npz_max_rows: int = 100_000, workdir: str | None = None, keep: bool = False, seed: int = 0) -> list[dict]:
+        npz_max_rows: int = 100_000, workdir: str | None = None, keep: bool = False, seed: int = 0,
+        captions_in_records: bool = True) -> list[dict]:
     """Runs the benchmark; returns one dict per (rows, kind) with peak RSS (MiB) and pairs/s.
 
     Args:
@@ -148,6 +170,9 @@ def run(rows: list[int], dim: int = 2048, dtype: str = "float16", *, batch_size:
       workdir: where stores are written (default: a temp dir under ``$TMPDIR``).
       keep: keep the stores.
       seed: data and training seed.
+      captions_in_records: stream the captions from the records (a caption store,
+        ``make_caption_store_dataset``); False: a plain store joined to host-side
+        captions (``make_streaming_dataset``), the earlier layout.
 
     Raises:
       RuntimeError: a child failed (its stderr tail in the message).
@@ -156,7 +181,8 @@ def run(rows: list[int], dim: int = 2048, dtype: str = "float16", *, batch_size:
     results = []
     try:
         for n in rows:
-            info = write_synthetic(base, n, dim, dtype, npz=n <= npz_max_rows, seed=seed)
+            info = write_synthetic(base, n, dim, dtype, npz=n <= npz_max_rows, seed=seed,
+                                   captions_in_records=captions_in_records)
             r = _run_child(info["store"], batch_size, seed)
             r.update(dtype=dtype, disk_mib=info["store_bytes"] / 2**20, write_s=info["store_write_s"])
             results.append(r)
@@ -241,6 +267,8 @@ def main(argv=None) -> int:
     p.add_argument("--keep", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--captions-joined", action="store_true",
+                   help="plain store + host-side caption join (the earlier layout) instead of captions in the records")
     p.add_argument("--compare-formats", action="store_true",
                    help="only compare record formats (raw float16 bytes vs float_list) on --dim")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -259,7 +287,7 @@ def main(argv=None) -> int:
     if need > free:
         raise SystemExit(f"Need ~{need / 2**30:.1f} GiB free for {max(a.rows)} rows, have {free / 2**30:.1f} GiB.")
     results = run(a.rows, a.dim, a.dtype, batch_size=a.batch_size, npz_max_rows=a.npz_max_rows,
-                  workdir=a.workdir, keep=a.keep, seed=a.seed)
+                  workdir=a.workdir, keep=a.keep, seed=a.seed, captions_in_records=not a.captions_joined)
     print(format_table(results))
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=2))

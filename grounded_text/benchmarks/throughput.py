@@ -1,4 +1,4 @@
-"""Benchmark phases of ``python -m grounded_text.benchmark`` (issue 7).
+"""Benchmark phases of ``python -m grounded_text.benchmark``, each run in a fresh process.
 
 Each phase runs in a fresh Python process (``python -m grounded_text.benchmarks.throughput
 PHASE JSON_ARGS``) so its peak resident memory (``ru_maxrss``) is its own; it prints one
@@ -37,7 +37,6 @@ import subprocess
 import sys
 import threading
 import time
-
 from pathlib import Path
 
 import numpy as np
@@ -297,6 +296,42 @@ def _encode_loop(encode, sentences, batch_sizes, repeats, min_seconds) -> dict:
     return out
 
 
+def _side_by_side_loop(encoders: dict, sentences, batch_sizes, repeats, min_seconds) -> dict:
+    """``_encode_loop`` for several encoders in one process, interleaved call by call: each
+    batch goes through every encoder in turn (the order rotating from batch to batch), and
+    each encoder's calls are timed on their own, so all see the same machine load even
+    when it swings within a second. A repeat runs until every encoder has spent at least
+    ``min_seconds``. Returns ``{name: {batch size: summary of sentences/s}}`` and
+    ``{batch size: summary of the per-repeat ratio of the first encoder to each other}``."""
+    names = list(encoders)
+    out = {name: {} for name in names}
+    ratios = {name: {} for name in names[1:]}
+    n = len(sentences)
+    for bs in batch_sizes:
+        batches = [[sentences[(i * bs + j) % n] for j in range(bs)] for i in range(max(1, min(64, -(-n // bs))))]
+        for encode in encoders.values():
+            encode(batches[0])  # warm-up
+        rates = {name: [] for name in names}
+        for _ in range(repeats):
+            spent, done, cursor = dict.fromkeys(names, 0.0), 0, 0
+            while min(spent.values()) < min_seconds:
+                batch = batches[cursor % len(batches)]
+                for k in range(len(names)):
+                    name = names[(cursor + k) % len(names)]
+                    t0 = time.perf_counter()
+                    encoders[name](batch)
+                    spent[name] += time.perf_counter() - t0
+                cursor += 1
+                done += bs
+            for name in names:
+                rates[name].append(done / spent[name])
+        for name in names:
+            out[name][str(bs)] = summary(rates[name])
+        for name in names[1:]:
+            ratios[name][str(bs)] = summary([a / b for a, b in zip(rates[names[0]], rates[name])])
+    return out, ratios
+
+
 def _encode_phase(a: dict) -> dict:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the ops of the exported module)
@@ -310,10 +345,37 @@ def _encode_phase(a: dict) -> dict:
 
     dim = int(encode(sentences[:2]).shape[-1])
     gpu = GpuSampler()
-    rates = _encode_loop(encode, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
-    return {"export_dir": a["export_dir"], "embedding_dim": dim, "sentences": len(sentences),
-            "sentences_per_second": rates, "rss_mib": {"after_imports": rss0, "peak": rss_mib()},
-            "gpu_utilization": gpu.stop()}
+    result = {"export_dir": a["export_dir"], "embedding_dim": dim, "sentences": len(sentences),
+              "concrete_functions": len(getattr(module.__call__, "concrete_functions", []))}
+    if a.get("tokenizer_floor"):
+        from grounded_text.layers.text_preprocessor import tokenize, tokenize_reference
+
+        config_file = Path(a["export_dir"]) / "assets" / "config.json"
+        config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+        lowercase = bool((config.get("text") or {}).get("lowercase", True))
+        spec = tf.TensorSpec([None], tf.string)
+
+        def ragged_parts(fn):
+            f = tf.function(lambda x: (lambda t: (t.flat_values, t.row_splits))(fn(x, lowercase)),
+                            input_signature=[spec])
+            return lambda batch: f(tf.constant(batch))[1].numpy()  # the int64 row splits to NumPy
+
+        encoders = {"export": encode, "tokenizer": ragged_parts(tokenize_reference),
+                    "tokenizer_ascii_shortcut": ragged_parts(tokenize)}
+        rates, ratios = _side_by_side_loop(encoders, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
+        result.update(sentences_per_second=rates["export"], tokenizer_sentences_per_second=rates["tokenizer"],
+                      tokenizer_ascii_shortcut_sentences_per_second=rates["tokenizer_ascii_shortcut"],
+                      tokenizer_lowercase=lowercase,
+                      export_over_tokenizer={bs: rates["export"][bs]["median"] / rates["tokenizer"][bs]["median"]
+                                             for bs in rates["export"]},
+                      export_over_tokenizer_per_repeat=ratios["tokenizer"],
+                      timing="interleaved call by call (export, tokeniser, ASCII-shortcut tokeniser in rotating "
+                             "order on each batch); each repeat until every encoder has spent min_seconds")
+    else:
+        result["sentences_per_second"] = _encode_loop(encode, sentences, a["batch_sizes"], a["repeats"],
+                                                      a["min_seconds"])
+    result.update(rss_mib={"after_imports": rss0, "peak": rss_mib()}, gpu_utilization=gpu.stop())
+    return result
 
 
 def _textvectorization_phase(a: dict) -> dict:

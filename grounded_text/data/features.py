@@ -9,10 +9,47 @@ arrays (pickles) are refused, never unpickled.
 from __future__ import annotations
 
 import dataclasses
+import typing
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+
+@typing.runtime_checkable
+class ImageFeatureStore(typing.Protocol):
+    """What every image-feature store offers: the in-memory ``FeatureStore`` (an ``.npz``)
+    and the streamed ``grounded_text.data.streaming.StreamingFeatureStore`` (a store
+    directory). ``open_feature_store`` returns one or the other; the code that joins
+    captions to rows (``data.pairs.join_captions``) and evaluates on a split
+    (``take_rows``) needs only this.
+
+    Attributes:
+      path: where it was read from (for messages), or ``None``.
+      streamed: True when rows stay on disk and are read by ``tf.data`` (then
+        ``features`` is the store itself, not a matrix).
+    """
+
+    path: str | None
+    streamed: bool
+
+    @property
+    def ids(self) -> np.ndarray:
+        """[n] image ids in row order."""
+
+    @property
+    def dim(self) -> int:
+        """d, the feature width."""
+
+    @property
+    def num_rows(self) -> int:
+        """n."""
+
+    def index(self) -> dict[str, int]:
+        """image id → row (``ValueError`` on a duplicate id where the store checks it)."""
+
+    def take_rows(self, rows) -> np.ndarray:
+        """float32 [len(rows), d]: the rows ``rows`` (int array-like, repeats allowed)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,9 +66,23 @@ class FeatureStore:
     features: np.ndarray
     path: str | None = None
 
+    #: Rows are in memory (``ImageFeatureStore.streamed``).
+    streamed: typing.ClassVar[bool] = False
+
     @property
     def dim(self) -> int:
         return int(self.features.shape[1])
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.features.shape[0])
+
+    def take_rows(self, rows) -> np.ndarray:
+        """float32 [len(rows), d]: ``features[rows]``.
+
+        Raises:
+          IndexError: a row outside ``[0, num_rows)``."""
+        return self.features[np.asarray(rows, dtype=np.int64)]
 
     def index(self) -> dict[str, int]:
         """Maps image id → row.
@@ -133,8 +184,8 @@ def open_feature_store(path: str | Path):
         ``manifest.json`` (``grounded_text.data.streaming``; streamed from disk).
 
     Returns:
-      ``FeatureStore`` for an ``.npz``; ``StreamingFeatureStore`` (``num_rows``,
-      ``dim``, ``ids``, ``index()``, ``dataset(...)``) for a store directory.
+      An ``ImageFeatureStore``: ``FeatureStore`` for an ``.npz``;
+      ``StreamingFeatureStore`` (also ``dataset(...)``) for a store directory.
 
     Raises:
       FileNotFoundError: ``path`` does not exist, or a directory without a

@@ -29,7 +29,8 @@ class CaptionPairs:
       captions: [m] ``str`` array of raw captions.
       image_ids: [m] ``str`` array, the image of each caption.
       feature_rows: [m] ``int64`` array, row of ``features`` for each caption.
-      features: [n, d] ``float32`` feature matrix (shared, not copied per caption).
+      features: [n, d] ``float32`` feature matrix (shared, not copied per caption), or a
+        streaming store (``streamed``), whose rows stay on disk.
     """
 
     captions: np.ndarray
@@ -39,6 +40,11 @@ class CaptionPairs:
 
     def __len__(self) -> int:
         return int(self.captions.shape[0])
+
+    @property
+    def streamed(self) -> bool:
+        """True when ``features`` is a streaming store (rows read from disk by ``tf.data``)."""
+        return bool(getattr(self.features, "streamed", False))
 
     @property
     def num_images(self) -> int:
@@ -188,7 +194,7 @@ def make_dataset(
     Pairs joined to a streaming store (``grounded_text.data.streaming``) are
     served by ``make_streaming_dataset`` (same batches, rows streamed from disk).
     """
-    if not isinstance(pairs.features, np.ndarray):  # a streaming store directory
+    if pairs.streamed:  # rows stay on disk
         from grounded_text.data.streaming import make_streaming_dataset
 
         if bucket_by_length:

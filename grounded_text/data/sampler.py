@@ -80,7 +80,7 @@ def make_grouped_dataset(
     Raises:
       ValueError: P or C < 1, or no image has at least C captions.
     """
-    if not isinstance(pairs.features, np.ndarray):  # a streaming store: its rows stay on disk
+    if pairs.streamed:  # its rows stay on disk: no random access per image
         raise ValueError("make_grouped_dataset: the grouped sampler needs an in-memory (.npz) feature store; "
                          f"got {type(pairs.features).__name__} (a streaming store): use the random sampler.")
     if images_per_batch < 1:

@@ -17,17 +17,23 @@ Layout of a store directory::
 Each record is a ``tf.train.Example`` with ``id`` (UTF-8 bytes) and ``features``
 (the row's ``dim`` values as raw little-endian ``float16``/``float32`` bytes, read
 with ``tf.io.decode_raw``; cheaper to parse than a ``float_list``, and float16
-halves the disk and I/O). The manifest is authoritative: a shard holds *at least*
+halves the disk and I/O). A **caption store** (``TFRecordFeatureSink(...,
+captions=True)``, ``write_caption_store``; manifest ``"captions": true`` and
+``"num_captions"``) also holds the image's captions in each record (``captions``: a
+``bytes_list`` of UTF-8 captions), and ``make_caption_store_dataset`` streams its
+caption/image pairs with nothing held per row on the host or in the graph. The manifest is authoritative: a shard holds *at least*
 its ``rows`` records (``bytes`` = its committed size); anything after that (a
 crash between a write and the manifest update) is ignored.
 
-The caption join does not live in the records (no "pair store"): captions are
+For a plain store the caption join does not live in the records: captions are
 small next to the features (3.3M CC3M captions ≈ 0.2 GB vs 12 GB of features), one
 store then serves any caption source, split, ``--one-caption-per-image`` or slice,
 and the join is done once by id (``join_captions`` maps id → row through
 ``ids.txt``); the stream then joins captions to rows by the row number, with two
 dense int arrays (start, count) of ``num_rows`` entries (12 B/row) in the graph —
-cheaper than a ``tf.lookup.StaticHashTable`` of string ids. See ``docs/streaming.md``.
+cheaper than a ``tf.lookup.StaticHashTable`` of string ids. That join holds the split's
+captions and two arrays per row in memory; a caption store holds nothing per row (for
+one fixed caption split). See ``docs/streaming.md``.
 """
 
 from __future__ import annotations
@@ -112,13 +118,16 @@ class TFRecordFeatureSink:
         float16) or ``"float32"`` (bit-exact); must equal the existing store's.
       rows_per_shard: rows per shard file (default 32768 ≈ 128 MiB at d=2048
         float16).
+      captions: a caption store: every ``append`` gives each row's captions, stored in
+        its record (``make_caption_store_dataset``); must equal the existing store's.
 
     Raises:
       ValueError: bad ``dim``/``dtype``/``rows_per_shard``, or an existing store
-        with another dim or dtype.
+        with another dim, dtype or ``captions``.
     """
 
-    def __init__(self, directory: str | Path, dim: int, dtype: str = "float16", rows_per_shard: int = 32768):
+    def __init__(self, directory: str | Path, dim: int, dtype: str = "float16", rows_per_shard: int = 32768,
+                 captions: bool = False):
         if dtype not in DTYPES:
             raise ValueError(f"TFRecordFeatureSink: dtype must be one of {sorted(DTYPES)}, got {dtype!r}.")
         if int(dim) < 1:
@@ -127,6 +136,8 @@ class TFRecordFeatureSink:
             raise ValueError(f"TFRecordFeatureSink: rows_per_shard must be >= 1, got {rows_per_shard}.")
         self.directory = Path(directory)
         self.dim, self.dtype, self.rows_per_shard = int(dim), dtype, int(rows_per_shard)
+        self.captions = bool(captions)
+        self._num_captions = 0
         self._np_dtype = DTYPES[dtype][0]
         self.directory.mkdir(parents=True, exist_ok=True)
         if (self.directory / MANIFEST).is_file():
@@ -136,6 +147,10 @@ class TFRecordFeatureSink:
                     f"{self.directory}: existing store has dim={m['dim']} dtype={m['dtype']}; "
                     f"cannot append dim={self.dim} dtype={self.dtype}."
                 )
+            if bool(m.get("captions")) != self.captions:
+                raise ValueError(f"{self.directory}: existing store has captions={bool(m.get('captions'))}; "
+                                 f"cannot append with captions={self.captions}.")
+            self._num_captions = int(m.get("num_captions", 0))
             self._shards = m["shards"]
             ids = _read_ids(self.directory, m["num_rows"])
             # Drop ids written after the last committed manifest (a crash mid-append).
@@ -161,22 +176,34 @@ class TFRecordFeatureSink:
     def num_rows(self) -> int:
         return self._num_rows
 
-    def append(self, ids, features) -> None:
+    def append(self, ids, features, captions=None) -> None:
         """Appends rows; durable on return.
 
         Args:
           ids: [n] str, new image ids (no newline, not already stored, unique).
           features: [n, dim] float array (any float dtype; stored as the store's dtype).
+          captions: a caption store's n lists of str (each row's captions, stored in
+            its record; an empty list is allowed: the row then serves no pair);
+            ``None`` for a plain store.
 
         Raises:
           ValueError: shape mismatch (naming the dims), an empty/duplicate/already
             stored id, or a row with NaN/Inf (or a value beyond float16 range in a
-            float16 store), naming the first offending id. Nothing is written then.
+            float16 store), naming the first offending id; captions given to a plain
+            store, missing for a caption store, or not one list per row. Nothing is
+            written then.
           RuntimeError: the sink is closed.
         """
         if self._closed:
             raise RuntimeError(f"{self.directory}: append after close().")
         ids = [str(i) for i in np.asarray(ids).reshape(-1).tolist()]
+        if (captions is not None) != self.captions:
+            raise ValueError(f"{self.directory}: captions must be given to a caption store and only to one "
+                             f"(this store: captions={self.captions}).")
+        if captions is not None:
+            captions = [[c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in row] for row in captions]
+            if len(captions) != len(ids):
+                raise ValueError(f"{self.directory}: {len(captions)} caption lists for {len(ids)} rows.")
         feats = np.asarray(features)
         if feats.ndim != 2 or feats.shape[0] != len(ids) or feats.shape[1] != self.dim:
             raise ValueError(
@@ -212,10 +239,13 @@ class TFRecordFeatureSink:
                 self._open_shard()
             take = min(len(ids) - start, self.rows_per_shard - self._current["rows"])
             for j in range(start, start + take):
-                ex = tf.train.Example(features=tf.train.Features(feature={
+                feature = {
                     "id": tf.train.Feature(bytes_list=tf.train.BytesList(value=[ids[j].encode("utf-8")])),
                     "features": tf.train.Feature(bytes_list=tf.train.BytesList(value=[stored[j].tobytes()])),
-                }))
+                }
+                if captions is not None:
+                    feature["captions"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=captions[j]))
+                ex = tf.train.Example(features=tf.train.Features(feature=feature))
                 self._writer.write(ex.SerializeToString())
             self._writer.flush()
             shard_path = self.directory / self._current["file"]
@@ -229,6 +259,8 @@ class TFRecordFeatureSink:
             if not self._shards or self._shards[-1] is not self._current:
                 self._shards.append(self._current)
             self._num_rows += take
+            if captions is not None:
+                self._num_captions += sum(len(c) for c in captions[start:start + take])
             self._ids.update(ids[start:start + take])
             self._commit(closed=False)
             start += take
@@ -241,11 +273,14 @@ class TFRecordFeatureSink:
         self._current = {"file": name, "rows": 0, "bytes": 0}
 
     def _commit(self, closed: bool) -> None:
-        _write_json_atomic(self.directory / MANIFEST, {
+        manifest = {
             "format": FORMAT, "version": VERSION, "dim": self.dim, "dtype": self.dtype,
             "num_rows": self._num_rows, "rows_per_shard": self.rows_per_shard,
             "shards": self._shards, "closed": closed,
-        })
+        }
+        if self.captions:
+            manifest.update(captions=True, num_captions=self._num_captions)
+        _write_json_atomic(self.directory / MANIFEST, manifest)
 
     def close(self) -> Path:
         """Closes the open shard, writes the final manifest atomically; returns the store directory."""
@@ -273,7 +308,12 @@ class StreamingFeatureStore:
       dtype: ``"float16"`` or ``"float32"`` (on disk; the stream yields float32).
       num_rows: n.
       shards: list of (file path, rows, first row).
+      has_captions: a caption store (records carry the captions).
+      num_captions: captions in a caption store (0 otherwise).
     """
+
+    #: Rows stay on disk (``grounded_text.data.features.ImageFeatureStore.streamed``).
+    streamed = True
 
     def __init__(self, directory: str | Path):
         directory = Path(directory)
@@ -281,6 +321,8 @@ class StreamingFeatureStore:
         self.path = str(directory)
         self.dim, self.dtype, self.num_rows = m["dim"], m["dtype"], m["num_rows"]
         self.closed = bool(m.get("closed"))
+        self.has_captions = bool(m.get("captions"))
+        self.num_captions = int(m.get("num_captions", 0))
         self.shards = []
         offset = 0
         for s in m["shards"]:
@@ -296,7 +338,7 @@ class StreamingFeatureStore:
             offset += int(s["rows"])
         self._ids = None
 
-    # --- the FeatureStore-like surface used by join_captions ---------------------
+    # --- the ImageFeatureStore protocol (grounded_text.data.features) -------------
     @property
     def ids(self) -> np.ndarray:
         """[n] str array of ids in row order (read from ``ids.txt`` on first use)."""
@@ -418,10 +460,6 @@ class StreamingFeatureStore:
         return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def is_feature_store_dir(path: str | Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
-
-
 def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed: int = 0,
                            drop_remainder: bool = True, shuffle_buffer: int = 10000,
                            cycle_length: int = 4, epoch: tf.Variable | None = None) -> tf.data.Dataset:
@@ -453,8 +491,6 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
     Raises:
       ValueError: empty split, ``batch_size < 1``, rows outside the store.
     """
-    from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
-
     store = pairs.features
     if not isinstance(store, StreamingFeatureStore):
         raise ValueError("make_streaming_dataset: pairs.features must be a StreamingFeatureStore.")
@@ -481,9 +517,27 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
         caption_idx = tf.ragged.range(first, first + k).flat_values
         return caption_idx, tf.repeat(r, k), tf.repeat(feats, k, axis=0)
 
+    def caption_of(c):
+        return tf.gather(captions, c)
+
+    return _pair_batches(store, n, expand, lambda r: tf.gather(counts, r) > 0, caption_of, batch_size,
+                         shuffle=shuffle, seed=seed, drop_remainder=drop_remainder, shuffle_buffer=shuffle_buffer,
+                         cycle_length=cycle_length, epoch=epoch)
+
+
+def _pair_batches(store: "StreamingFeatureStore", n: int, expand, keep_row, caption_of, batch_size: int, *,
+                  shuffle: bool, seed: int, drop_remainder: bool, shuffle_buffer: int, cycle_length: int,
+                  epoch: tf.Variable | None) -> tf.data.Dataset:
+    """The pipeline shared by both pair streams: records (row, serialized) → ``keep_row``
+    filter → batches of ``_PARSE_BATCH`` → ``expand`` (→ per pair: caption or its index, row,
+    stored features) → seeded shuffle buffer → batches → ``{"caption": caption_of(...),
+    "image_features", "image_id"}``, ``n`` pairs per epoch."""
+    from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+
     def pairs_stream(seed_value, reshuffle: bool):
         ds = store._records(shuffle, seed_value, cycle_length, reshuffle)
-        ds = ds.filter(lambda r, s: tf.gather(counts, r) > 0)
+        if keep_row is not None:
+            ds = ds.filter(lambda r, s: keep_row(r))
         ds = ds.batch(_PARSE_BATCH)
         ds = ds.map(expand, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
         if shuffle:
@@ -505,12 +559,102 @@ def make_streaming_dataset(pairs, batch_size: int, *, shuffle: bool = True, seed
         ds = pairs_stream(seed, True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.map(
-        lambda c, r, f: {CAPTION_KEY: tf.gather(captions, c), FEATURES_KEY: tf.cast(f, tf.float32), IMAGE_ID_KEY: r},
+        lambda c, r, f: {CAPTION_KEY: caption_of(c), FEATURES_KEY: tf.cast(f, tf.float32), IMAGE_ID_KEY: r},
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
     )
     steps = n // batch_size if drop_remainder else -(-n // batch_size)
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def make_caption_store_dataset(store, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+                               drop_remainder: bool = True, shuffle_buffer: int = 10000,
+                               cycle_length: int = 4, epoch: tf.Variable | None = None) -> tf.data.Dataset:
+    """The caption/image pairs of a caption store, streamed: the captions come from the
+    records themselves, so nothing is held per row (no captions, ids or join arrays; the
+    manifest's shard list is all that grows with the store).
+
+    Same pipeline and batches as ``make_streaming_dataset`` (shard-order shuffle, interleave,
+    parse, each row expanded to its captions, seeded shuffle buffer of pairs, batches,
+    known cardinality, ``epoch`` for replayable orders); rows with no caption serve nothing.
+
+    Args:
+      store: a ``StreamingFeatureStore`` (or its directory) written with captions
+        (``write_caption_store`` or ``TFRecordFeatureSink(..., captions=True)``).
+      batch_size, shuffle, seed, drop_remainder, shuffle_buffer, cycle_length, epoch:
+        as for ``make_streaming_dataset``.
+
+    Returns:
+      Dataset of ``{"caption": string[B], "image_features": float32[B, d],
+      "image_id": int64[B]}`` (``image_id`` = the image's row in the store); an epoch
+      serves each of the store's ``num_captions`` pairs once (minus the dropped remainder).
+
+    Raises:
+      ValueError: a store without captions, no captions, or ``batch_size < 1``.
+    """
+    if not isinstance(store, StreamingFeatureStore):
+        store = StreamingFeatureStore(store)
+    if not store.has_captions:
+        raise ValueError(f"make_caption_store_dataset: {store.path} holds no captions (a plain feature store: "
+                         f"join captions with make_streaming_dataset).")
+    if store.num_captions == 0:
+        raise ValueError(f"make_caption_store_dataset: {store.path} has no caption/image pairs.")
+    if batch_size < 1:
+        raise ValueError(f"make_caption_store_dataset: batch_size must be >= 1, got {batch_size}.")
+    spec = {"features": tf.io.FixedLenFeature([], tf.string), "captions": tf.io.RaggedFeature(tf.string)}
+
+    def expand(r, s):
+        parsed = tf.io.parse_example(s, spec)
+        feats = tf.ensure_shape(tf.io.decode_raw(parsed["features"], DTYPES[store.dtype][1], little_endian=True),
+                                [None, store.dim])
+        caps = parsed["captions"]  # ragged [b, (k)]
+        k = caps.row_lengths()
+        return caps.flat_values, tf.repeat(r, k), tf.repeat(feats, k, axis=0)
+
+    return _pair_batches(store, store.num_captions, expand, None, lambda c: c, batch_size, shuffle=shuffle,
+                         seed=seed, drop_remainder=drop_remainder, shuffle_buffer=shuffle_buffer,
+                         cycle_length=cycle_length, epoch=epoch)
+
+
+def write_caption_store(directory: str | Path, pairs, dtype: str = "float16", rows_per_shard: int = 32768,
+                        batch: int = 4096) -> Path:
+    """Writes the images of ``pairs`` (a ``CaptionPairs`` split, e.g. Flickr8k train joined to
+    an ``.npz``) as a caption store: one record per image, in order of first appearance in
+    ``pairs``, with its id, features and its captions in ``pairs`` order.
+
+    Args:
+      directory: the store directory (new, or a caption store to extend: images already
+        stored are skipped).
+      pairs: ``CaptionPairs`` with in-memory ``features`` [n, d].
+      dtype: ``"float16"`` or ``"float32"`` (bit-exact).
+      rows_per_shard, batch: shard size, images per ``append``.
+
+    Returns:
+      ``directory`` as a ``Path``.
+
+    Raises:
+      ValueError: as ``TFRecordFeatureSink.append``; one image id on several feature rows.
+    """
+    rows = np.asarray(pairs.feature_rows, dtype=np.int64)
+    image_ids = np.asarray(pairs.image_ids).astype(str)
+    uniq_rows, first = np.unique(rows, return_index=True)
+    order = np.argsort(first, kind="stable")
+    uniq_rows, first = uniq_rows[order], first[order]
+    by_row: dict[int, list[str]] = {int(r): [] for r in uniq_rows}
+    for r, c in zip(rows.tolist(), np.asarray(pairs.captions).tolist()):
+        by_row[r].append(c.decode("utf-8") if isinstance(c, bytes) else str(c))
+    ids = image_ids[first]
+    if len(set(ids.tolist())) != len(ids):
+        raise ValueError("write_caption_store: an image id is joined to several feature rows.")
+    sink = TFRecordFeatureSink(directory, np.asarray(pairs.features).shape[1], dtype=dtype,
+                               rows_per_shard=rows_per_shard, captions=True)
+    have = sink.existing_ids()
+    todo = [j for j, i in enumerate(ids.tolist()) if i not in have]
+    for s in range(0, len(todo), batch):
+        part = todo[s:s + batch]
+        sink.append(ids[part], np.asarray(pairs.features)[uniq_rows[part]],
+                    [by_row[int(uniq_rows[j])] for j in part])
+    return sink.close()
 
 
 def write_feature_store(directory: str | Path, ids, features, dtype: str = "float16",

@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -27,6 +26,44 @@ EOS = "</S>"
 PADDING_ID = 0
 
 _TOKENIZER = tf_text.UnicodeScriptTokenizer()
+
+
+# One whole-string match per sentence: the rows for which the Unicode normalisation is
+# the identity (NFKC) or plain ASCII lowercasing (NFKC case folding), see ``normalize``.
+_ASCII_PATTERN = "[\\x00-\\x7f]*"
+
+
+def _normalize_unicode(strings, lowercase: bool):
+    strings = tf.strings.unicode_transcode(
+        strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
+    return tf_text.case_fold_utf8(strings) if lowercase else tf_text.normalize_utf8(strings, "NFKC")
+
+
+def normalize(strings, lowercase: bool = True) -> tf.Tensor:
+    """The normalisation step of ``tokenize``: invalid UTF-8 → U+FFFD, then Unicode case
+    folding (``tf_text.case_fold_utf8``, NFKC_Casefold) or, with ``lowercase=False``, NFKC.
+
+    ASCII sentences skip the Unicode work, with the same result: ASCII is valid UTF-8 and
+    NFKC-stable, and NFKC_Casefold maps an ASCII string exactly as ASCII lowercasing does
+    (``tf.strings.lower``; tested over all 128 code points). Only the non-ASCII rows of a
+    batch (0.3 % of STS-B + SICK sentences) go through transcoding and case folding.
+
+    Args:
+      strings: ``tf.string`` [B].
+      lowercase: case folding (True) or NFKC only (False).
+
+    Returns:
+      ``tf.string`` [B], valid UTF-8.
+    """
+    strings = tf.convert_to_tensor(strings, dtype=tf.string)
+    part = tf.cast(tf.strings.regex_full_match(strings, _ASCII_PATTERN), tf.int32)  # 0: Unicode work, 1: ASCII
+    rows = tf.dynamic_partition(tf.range(tf.size(strings)), part, 2)
+    texts = tf.dynamic_partition(strings, part, 2)
+    ascii_rows = tf.strings.lower(texts[1]) if lowercase else texts[1]
+    # No tf.cond: a functional If in the restored serving function cost milliseconds per
+    # call; an all-ASCII batch just sends an empty tensor through the Unicode ops.
+    return tf.dynamic_stitch(rows, [_normalize_unicode(texts[0], lowercase), ascii_rows])
 
 
 def tokenize(strings, lowercase: bool = True) -> tf.RaggedTensor:
@@ -38,17 +75,18 @@ def tokenize(strings, lowercase: bool = True) -> tf.RaggedTensor:
 
     Returns:
       ``tf.RaggedTensor`` [B, (tokens)] of ``tf.string``. Empty or whitespace-only
-      strings give zero tokens.
+      strings give zero tokens. Equal to ``tokenize_reference`` (``normalize`` skips the
+      Unicode work on ASCII rows only).
     """
+    return _TOKENIZER.tokenize(normalize(strings, lowercase))
+
+
+def tokenize_reference(strings, lowercase: bool = True) -> tf.RaggedTensor:
+    """``tokenize`` without the ASCII shortcut: transcoding, case folding (or NFKC) and
+    ``UnicodeScriptTokenizer`` on every row. The tokeniser-only floor that the export's
+    speed is compared with (``grounded_text.benchmark``), and the tests' reference."""
     strings = tf.convert_to_tensor(strings, dtype=tf.string)
-    strings = tf.strings.unicode_transcode(
-        strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-    )
-    if lowercase:
-        strings = tf_text.case_fold_utf8(strings)
-    else:
-        strings = tf_text.normalize_utf8(strings, "NFKC")
-    return _TOKENIZER.tokenize(strings)
+    return _TOKENIZER.tokenize(_normalize_unicode(strings, lowercase))
 
 
 def build_vocabulary(
@@ -207,15 +245,43 @@ class TextPreprocessor(keras.layers.Layer):
         """Number of ids including padding and OOV buckets."""
         return 1 + self.num_oov_buckets + len(self.vocabulary)
 
-    def call(self, inputs):
+    @property
+    def boundary_ids(self) -> tuple[int, int] | None:
+        """``(id of <S>, id of </S>)`` when ``boundary_tokens`` is set, else ``None``."""
+        if not self.boundary_tokens:
+            return None
+        offset = 1 + self.num_oov_buckets
+        return offset + self.vocabulary.index(BOS), offset + self.vocabulary.index(EOS)
+
+    def flat_ids(self, inputs) -> tuple[tf.Tensor, tf.Tensor]:
+        """The word ids without padding or boundary tokens, as a ragged batch's parts.
+
+        Args:
+          inputs: ``tf.string`` [B].
+
+        Returns:
+          ``(ids, row_splits)``: ``int64`` [total tokens] in the module's id layout (never
+          0) and ``int64`` [B + 1]; sentence b's ids are ``ids[row_splits[b]:row_splits[b+1]]``
+          (after ``max_tokens`` truncation). ``call`` wraps them in ``<S>`` … ``</S>`` and
+          pads; the exported bag-of-words tower pools them directly (``grounded_text.export``).
+        """
         tokens = tokenize(inputs, self.lowercase)
         if self.max_tokens is not None:
             tokens = tokens[:, : self.max_tokens]
+        raw = self.table.lookup(tokens.flat_values)
+        v = tf.constant(self._vocab_len, tf.int64)
+        ids = tf.where(raw < v, raw + (1 + self.num_oov_buckets), raw - v + 1)
+        return ids, tokens.row_splits
+
+    def call(self, inputs):
+        ids, row_splits = self.flat_ids(inputs)
+        ids = tf.RaggedTensor.from_row_splits(ids, row_splits, validate=False)
         if self.boundary_tokens:
-            tokens = tf_text.pad_along_dimension(
-                tokens, axis=1, left_pad=tf.constant([BOS]), right_pad=tf.constant([EOS])
+            bos, eos = self.boundary_ids
+            ids = tf_text.pad_along_dimension(
+                ids, axis=1, left_pad=tf.constant([bos], tf.int64), right_pad=tf.constant([eos], tf.int64)
             )
-        return lookup_ids(self.table, tokens, self.num_oov_buckets, self._vocab_len)
+        return ids.to_tensor(default_value=PADDING_ID)
 
     def compute_output_spec(self, inputs):
         return keras.KerasTensor((inputs.shape[0], None), dtype="int64")
