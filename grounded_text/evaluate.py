@@ -51,8 +51,9 @@ import shlex
 import sys
 from pathlib import Path
 
+# The evaluation modules (TensorFlow, SciPy) are imported once the flags are parsed, so
+# that --help and bad flags answer at once.
 from grounded_text.data.paths import DATA_ENV_VAR
-from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
 
 
 def main(argv=None) -> int:
@@ -129,6 +130,8 @@ def _main(argv=None) -> int:
         if not root:
             p.error(f"--sts-dir not given and ${DATA_ENV_VAR} not set")
         sts_dir = str(Path(root) / "sts")
+    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
+
     report = evaluate_sts(load_encoder(a.model, a.batch_size), sts_dir, years=a.years)
     print(format_markdown(report, f"STS (cosine, unsupervised): {a.model}"))
     print()

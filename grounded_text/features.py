@@ -23,7 +23,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grounded_text.vision.networks import NETWORK_NAMES
+# The CNN names without the TensorFlow side: --help answers at once.
+from grounded_text.choices import NETWORK_NAMES
 
 
 def _parse_args(argv):

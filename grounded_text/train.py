@@ -55,24 +55,18 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import keras
-import numpy as np
-import tensorflow as tf
-
+# TensorFlow, Keras and the modules built on them are imported where the work starts (in
+# the functions below), so that --help and bad flags answer in well under a second.
 from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig, config_toml
 from grounded_text.config_cli import add_config_flags, config_from_flags
-from grounded_text.data.pairs import make_dataset
-from grounded_text.data.prepared import load_pairs
 from grounded_text.data.paths import resolve_data_dir
-from grounded_text.data.sts import sts_year_dirs
 from grounded_text.durable import atomic_write
-from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
-from grounded_text.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower, write_model_card
-from grounded_text.layers.text_preprocessor import build_vocabulary, write_vocabulary
-from grounded_text.models.registry import build_model, resolve_config
-from grounded_text.training.callbacks import STSValidation
-from grounded_text.training.distribute import apply_mixed_precision, is_chief, make_strategy, shard_by_data
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
 
 log = logging.getLogger("grounded_text.train")
 SELECTION_YEAR = "STS16"
@@ -110,6 +104,10 @@ def train(
         run and neither ``resume`` nor ``overwrite`` is given, or it cannot be resumed.
       grounded_text.training.run_dir.TrainingDiverged: the loss became NaN/Inf.
     """
+    import keras
+
+    from grounded_text.training.distribute import make_strategy
+
     t_start = time.perf_counter()
     # Distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
@@ -171,6 +169,14 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     Raises:
       ValueError: see ``train``.
     """
+    import keras
+    import tensorflow as tf
+
+    from grounded_text.data.prepared import load_pairs
+    from grounded_text.layers.text_preprocessor import build_vocabulary
+    from grounded_text.models.registry import build_model, resolve_config
+    from grounded_text.training.distribute import apply_mixed_precision, make_strategy, shard_by_data
+
     config = resolve_config(config)  # the preset's loss/sampler/schedule for None fields
     if config.data.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
@@ -222,7 +228,17 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
 
 def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start, resume=False,
            overwrite=False) -> dict:
+    import keras
+    import numpy as np
+
+    from grounded_text.data.sts import sts_year_dirs
+    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
+    from grounded_text.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower, write_model_card
+    from grounded_text.layers.text_preprocessor import write_vocabulary
+    from grounded_text.models.registry import resolve_config
     from grounded_text.training import run_dir
+    from grounded_text.training.callbacks import STSValidation
+    from grounded_text.training.distribute import is_chief
 
     chief = is_chief(strategy)
     with run_dir.usage_errors():  # bad flags, data or run directory: the CLI's "error: ..." (exit 2)
@@ -428,6 +444,8 @@ def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps
       steps_per_execution: overrides ``train_cfg.steps_per_execution`` (the trainer caps it
         at ``steps_per_epoch``).
     """
+    import keras
+
     train_model.compile(
         optimizer=keras.optimizers.Adam(_learning_rate(train_cfg, steps_per_epoch)),
         steps_per_execution=steps_per_execution or train_cfg.steps_per_execution,
@@ -437,6 +455,8 @@ def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps
 def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
     """(train_ds, dev_ds, steps_per_epoch) for the configured sampler (``epoch``: the
     variable the training order is seeded with, see ``make_dataset``)."""
+    from grounded_text.data.pairs import make_dataset
+
     if data.sampler == "grouped":
         from grounded_text.data.sampler import make_grouped_dataset
 
@@ -496,11 +516,13 @@ def main(argv=None) -> int:
     one line with the last checkpoint and the command that resumes)."""
     import sys
 
-    from grounded_text.training import run_dir
-
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    # The flags are good: now the TensorFlow side.
+    from grounded_text.models.registry import resolve_config
+    from grounded_text.training import run_dir
+
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
     try:
         config = config_from_args(args)

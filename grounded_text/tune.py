@@ -37,9 +37,9 @@ import os
 import sys
 from pathlib import Path
 
-from grounded_text.tuning.report import write_ablation_table, write_summary
+# Reading a space file needs no TensorFlow; the tuner and its reports (KerasTuner, Keras)
+# are imported when a search starts, so that --help and bad flags answer at once.
 from grounded_text.tuning.space import SearchSpace, SpaceError, load_space, parse_override, tuner_dir
-from grounded_text.tuning.tuner import GroundedHyperModel, GroundedTuner
 
 log = logging.getLogger("grounded_text.tune")
 STATE_FILE = "grounded_tune.json"
@@ -76,6 +76,9 @@ def _check_same_search(project_dir: Path, state: dict) -> None:
 def run_search(space: SearchSpace, *, data_dir, directory, project_name, trials: int, seed: int,
                evaluate: bool = True, verbose: int | str = 0, summarise: bool = True) -> dict | None:
     """Runs (or resumes, or joins as a worker) one random search → the summary (chief/single)."""
+    from grounded_text.tuning.report import write_summary
+    from grounded_text.tuning.tuner import GroundedHyperModel, GroundedTuner
+
     project_dir = Path(directory) / project_name
     state = {"model": space.model, "space_files": space.files, "fixed": space.fixed,
              "hyperparameters": [h.__dict__ for h in space.hparams], "seed": seed, "trials": trials}
@@ -121,7 +124,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model", default="vete_bow", help="model family (a [models.NAME] table of the space)")
     p.add_argument("--space", default="vete", help="protocol name in tuner/ or a path to a .toml file")
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
-    p.add_argument("--directory", required=True, help="KerasTuner directory (projects live under it)")
+    p.add_argument("--directory", default=None,
+                   help="KerasTuner directory (projects live under it); required unless --show-space")
     p.add_argument("--project-name", default=None, help="default: <model>-<space>")
     p.add_argument("--trials", type=_positive_int, default=None, help="random sets (default: the protocol's)")
     p.add_argument("--seed", type=int, default=None, help="random-search seed (default: the protocol's)")
@@ -135,7 +139,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="skip the full STS report of each trial (avg2016 is still computed)")
     p.add_argument("--verbose", default="0", help="Keras fit verbosity inside trials: auto, 0, 1, 2")
     p.add_argument("--show-space", action="store_true", help="print the resolved space and exit")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.directory is None and not a.show_space:
+        p.error("the following arguments are required: --directory (unless --show-space)")
+    return a
 
 
 def main(argv=None) -> int:
@@ -166,6 +173,8 @@ def main(argv=None) -> int:
                           "hyperparameters": [h.__dict__ for h in space.hparams],
                           "trials": trials, "seed": seed, "project": project}, indent=2, default=str))
         return 0
+    from grounded_text.tuning.report import write_ablation_table
+
     common = dict(data_dir=a.data_dir, trials=trials, seed=seed, evaluate=a.evaluate, verbose=verbose)
 
     if a.ablation is None:

@@ -20,12 +20,12 @@ import pytest
 
 from grounded_text.config import ExperimentConfig
 from grounded_text.tuning.space import (
-    REPO_TUNER_DIR,
     SpaceError,
     check_field,
     load_space,
     parse_override,
     resolve_space_file,
+    tuner_dir,
     validate_all,
 )
 
@@ -38,7 +38,8 @@ SMALL = ["--set", "train.epochs=1", "--set", "data.max_train_images=100", "--set
 
 
 def test_every_protocol_file_loads_against_config():
-    found = validate_all(REPO_TUNER_DIR)
+    # tuner_dir(): the checkout's tuner/, or the copy an installed wheel carries.
+    found = validate_all(tuner_dir())
     assert "vete.toml" in found and "vete_bow" in found["vete.toml"]
 
 
@@ -60,7 +61,7 @@ def test_vete_defaults_are_the_trainers_defaults():
 
 def test_space_found_from_another_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert resolve_space_file("vete") == REPO_TUNER_DIR / "vete.toml"
+    assert resolve_space_file("vete") == tuner_dir() / "vete.toml"
     with pytest.raises(FileNotFoundError, match="vete_cpu"):
         resolve_space_file("no_such_protocol")
 

@@ -7,23 +7,27 @@ same-image tests, COCO captions reader), ``contamination``, ``suite`` (the full
 report), ``report`` (JSON / Markdown), ``plots`` (PNG figures). See ``docs/evaluation.md``.
 """
 
-from grounded_text.evaluation.contamination import ContaminationIndex, normalize_sentence
-from grounded_text.evaluation.retrieval import evaluate_retrieval, retrieval_metrics
-from grounded_text.evaluation.same_image import evaluate_same_image, read_coco_captioned_images, sample_same_image_pairs
-from grounded_text.evaluation.structure import cluster_cohesion, mnno, rho_vis, structural_measures
-from grounded_text.evaluation.sts import (
-    correlations,
-    cosine_rows,
-    evaluate_sts,
-    format_markdown,
-    load_encoder,
-    score_pairs,
-)
-from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
+import importlib
 
-__all__ = [
-    "ContaminationIndex", "cluster_cohesion", "correlations", "cosine_rows", "evaluate_retrieval",
-    "evaluate_same_image", "evaluate_sts", "evaluate_supervised_sts", "format_markdown", "load_encoder",
-    "mnno", "normalize_sentence", "read_coco_captioned_images", "retrieval_metrics", "rho_vis",
-    "sample_same_image_pairs", "score_pairs", "structural_measures",
-]
+# Lazy: importing a submodule (the CLIs' argument parsing) must not import TensorFlow.
+_EXPORTS = {
+    "ContaminationIndex": "contamination", "normalize_sentence": "contamination",
+    "evaluate_retrieval": "retrieval", "retrieval_metrics": "retrieval", "evaluate_same_image": "same_image",
+    "read_coco_captioned_images": "same_image", "sample_same_image_pairs": "same_image",
+    "cluster_cohesion": "structure", "mnno": "structure", "rho_vis": "structure",
+    "structural_measures": "structure", "correlations": "sts", "cosine_rows": "sts", "evaluate_sts": "sts",
+    "format_markdown": "sts", "load_encoder": "sts", "score_pairs": "sts",
+    "evaluate_supervised_sts": "supervised_sts",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"grounded_text.evaluation.{_EXPORTS[name]}"), name)
+    try:  # a submodule the eager imports used to load as a side effect
+        return importlib.import_module(f"grounded_text.evaluation.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"grounded_text.evaluation.{name}":
+            raise
+    raise AttributeError(f"module 'grounded_text.evaluation' has no attribute {name!r}")

@@ -1,6 +1,22 @@
 """Training utilities: callbacks and learning-rate schedules shared by every model family."""
 
-from grounded_text.training.callbacks import SnapshotSaver, STSValidation, load_snapshot_towers
-from grounded_text.training.schedules import CYCLIC_SCHEDULES, CyclicCosineSchedule, WarmRestartCosineSchedule, cycle_steps
+import importlib
 
-__all__ = ["CYCLIC_SCHEDULES", "CyclicCosineSchedule", "WarmRestartCosineSchedule", "STSValidation", "SnapshotSaver", "cycle_steps", "load_snapshot_towers"]
+# Lazy: `training.run_dir` serves the train CLI before TensorFlow is imported.
+_EXPORTS = {
+    "SnapshotSaver": "callbacks", "STSValidation": "callbacks", "load_snapshot_towers": "callbacks",
+    "CYCLIC_SCHEDULES": "schedules", "CyclicCosineSchedule": "schedules",
+    "WarmRestartCosineSchedule": "schedules", "cycle_steps": "schedules",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"grounded_text.training.{_EXPORTS[name]}"), name)
+    try:  # a submodule the eager imports used to load as a side effect
+        return importlib.import_module(f"grounded_text.training.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"grounded_text.training.{name}":
+            raise
+    raise AttributeError(f"module 'grounded_text.training' has no attribute {name!r}")

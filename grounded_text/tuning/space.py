@@ -40,16 +40,19 @@ model family whose config fields do not exist yet fails at load time, not mid-se
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import os
 import tomllib
+import typing
 from pathlib import Path
-
-import keras_tuner as kt
 
 from grounded_text.config import ExperimentConfig, config_fields  # noqa: F401 (config_fields re-exported)
 from grounded_text.config import check_field as _check_field
 from grounded_text.config import parse_override as _parse_override
 from grounded_text.presets import deep_merge
+
+if typing.TYPE_CHECKING:  # annotations only: reading a space file needs no TensorFlow
+    import keras_tuner as kt
 
 HP_TYPES = ("float", "int", "choice", "boolean", "fixed")
 SAMPLINGS = ("linear", "log", "reverse_log")
@@ -57,6 +60,8 @@ SAMPLINGS = ("linear", "log", "reverse_log")
 #: The search-space folder of a source checkout (also used after ``pip install -e .``,
 #: whose package directory is the checkout's). ``$GROUNDED_TEXT_TUNER_DIR`` overrides it.
 REPO_TUNER_DIR = Path(__file__).resolve().parents[2] / "tuner"
+#: Where a wheel carries the same files (setup.py maps ``tuner/`` to ``grounded_text/tuner``).
+PACKAGE_TUNER_DIR = "tuner"
 
 
 class SpaceError(ValueError):
@@ -64,9 +69,23 @@ class SpaceError(ValueError):
 
 
 def tuner_dir() -> Path:
-    """The folder holding the protocol files: ``$GROUNDED_TEXT_TUNER_DIR`` or the checkout's ``tuner/``."""
+    """The folder holding the protocol files.
+
+    Returns:
+      ``$GROUNDED_TEXT_TUNER_DIR`` when set; else the checkout's ``tuner/`` when this
+      package runs from a checkout (source tree or editable install), so edits there take
+      effect at once; else the copy installed with the package (a wheel), found through
+      ``importlib.resources``. The path may not exist (the callers report it).
+    """
     env = os.environ.get("GROUNDED_TEXT_TUNER_DIR")
-    return Path(env) if env else REPO_TUNER_DIR
+    if env:
+        return Path(env)
+    # setup.cfg beside it tells a checkout from a site-packages folder that holds a "tuner".
+    if REPO_TUNER_DIR.is_dir() and (REPO_TUNER_DIR.parent / "setup.cfg").is_file():
+        return REPO_TUNER_DIR
+    packaged = importlib.resources.files("grounded_text") / PACKAGE_TUNER_DIR
+    # A wheel unpacks to plain files, so the resource is a real folder on disk.
+    return Path(str(packaged))
 
 
 def resolve_space_file(space: str | Path) -> Path:
