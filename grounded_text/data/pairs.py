@@ -212,7 +212,7 @@ def make_dataset(
     remap = np.full(pairs.features.shape[0], -1, dtype=np.int64)
     remap[used] = np.arange(used.size)
     table = tf.constant(pairs.features[used])
-    # Issue 7: the batches are gathered by index from in-graph copies, with one
+    # Speed: the batches are gathered by index from in-graph copies, with one
     # permutation per epoch (vectorised: about half the cost of an element-wise
     # shuffle buffer over the 30k Flickr8k pairs; docs/performance.md).
     captions = tf.constant(pairs.captions.tolist(), tf.string)

@@ -34,7 +34,7 @@ class TrainModel(keras.Model):
         return bool(strategy is not None and getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
 
     def train_step(self, data):
-        """Issue 7: under ``MultiWorkerMirroredStrategy`` Keras 3 reduces the step's
+        """Under ``MultiWorkerMirroredStrategy`` Keras 3 reduces the step's
         logs with ``strategy.reduce("MEAN", v, axis=0)``, which fails on scalars
         (tensorflow/tensorflow#72388); the logs are given shape [1] there, so the
         reduction yields the scalar mean over the replicas."""
@@ -46,7 +46,7 @@ class TrainModel(keras.Model):
         return _rank1(logs) if self._multi_worker() else logs
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        """Issue 7: Keras 3 (TF backend) builds a model created under a
+        """Keras 3 (TF backend) builds a model created under a
         ``tf.distribute`` strategy from the replicas' first batch averaged with
         ``strategy.reduce("MEAN")``, which fails on the ``tf.string`` captions.
         Only the batch's specs matter for that build, so the first replica's
