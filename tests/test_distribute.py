@@ -1,4 +1,4 @@
-"""Issue 7: tf.distribute strategies and mixed precision in the one trainer.
+"""tf.distribute strategies and mixed precision in the one trainer.
 
 The multi-device tests run in fresh subprocesses (logical devices and collective
 ops are fixed when TensorFlow starts) with hard timeouts, so a hang fails the test.

@@ -1,4 +1,4 @@
-"""Issue 6: caption sources (COCO JSON, Karpathy, Flickr30k, TFDS coco_captions), prepared
+"""Caption sources (COCO JSON, Karpathy, Flickr30k, TFDS coco_captions), prepared
 folders, the TFDS export round trip and training on a COCO-format dataset."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 7: sharded TFRecord feature stores (write, resume, stream, caption join, training)."""
+"""Sharded TFRecord feature stores (write, resume, stream, caption join, training)."""
 
 import json
 
