@@ -116,6 +116,8 @@ def test_model_card_metadata(export_dir):
     assert "| STS-B test pearson | 0.5000 |" in card
 
 
+# The fresh TensorFlow process of the three uses (fixture `used`), 100,000 sentences, two fits.
+@pytest.mark.slow
 def test_hub_load_reusable_api_and_odd_inputs(used):
     info = result(used, "hub_load")
     n = 16
@@ -130,11 +132,15 @@ def test_hub_load_reusable_api_and_odd_inputs(used):
     assert info["variables"] == [1, 1, 0]
 
 
+# Shares the fresh process of `used` (slow with it).
+@pytest.mark.slow
 def test_hub_keras_layer_in_tf_keras_fine_tunes(used):
     info = result(used, "tf_keras_layer")
     assert info["n_trainable"] == 1 and info["delta"] > 0
 
 
+# Shares the fresh process of `used` (slow with it).
+@pytest.mark.slow
 def test_keras3_hub_layer_fine_tunes_and_matches_hub_load(used):
     info = result(used, "keras3_layer")
     assert info["same"] and info["changed"] > 0

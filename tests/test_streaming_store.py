@@ -206,6 +206,8 @@ def test_streaming_pairs_equal_in_memory_pairs(tmp_path):
         make_grouped_dataset(streamed, 4, 2)
 
 
+# Writes the real feature store, trains and exports.
+@pytest.mark.slow
 def test_real_features_stream_and_train(data_dir, tmp_path):
     """The real EfficientNet-Lite0 features as a store: same pairs as the .npz path; trains and exports."""
     from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig
