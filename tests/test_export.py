@@ -28,6 +28,8 @@ def test_export_layout(exported):
     assert json.loads((path / "assets" / "config.json").read_text())["model"]["name"] == "vete_bow"
 
 
+# A fresh TensorFlow process (its start-up and hub.load: about 20 s on a quiet 2-core machine).
+@pytest.mark.slow
 def test_reload_in_fresh_process_equals_in_memory_tower(exported, tmp_path):
     path, expected = exported
     script = textwrap.dedent(
