@@ -106,6 +106,8 @@ def run_layer_test(
     clone = layer_cls.from_config(config)
     assert clone.get_config() == config, f"{layer_cls.__name__}: config changed in the round trip"
     run(clone, *inputs)  # builds it
+    assert len(clone.trainable_weights) == len(layer.trainable_weights), (
+        f"{layer_cls.__name__}: from_config changed which weights are trainable")
     clone.set_weights(layer.get_weights())
     _assert_same(run(clone, *inputs), out, atol, f"{layer_cls.__name__}: from_config")
 
