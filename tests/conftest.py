@@ -8,7 +8,9 @@ where a missing data path fails, so a green CI never means "everything skipped".
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -41,3 +43,47 @@ def _reset_keras_policy():
 
     yield
     keras.mixed_precision.set_global_policy("float32")
+
+
+# ----------------------------------------------------------------------------- one export per session
+
+TINY_CAPTIONS = ["A dog runs on the beach .", "A man rides a red bike .", "Two kids play in the snow", "a cat sleeps"]
+
+
+@dataclass(frozen=True)
+class TinyExport:
+    """A trained VETE-BOW text tower and its TF Hub export (read-only: share, never modify)."""
+
+    path: Path  # the SavedModel folder
+    tower: Any  # the in-memory keras.Model that was exported
+    dim: int  # N
+    config: dict  # the run config written to assets/config.json
+    metrics: dict  # the headline figures written to the model card
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tmp_path_factory) -> TinyExport:
+    """One exported tower for every test that needs "an export", whatever its weights: an export
+    costs about 26 s on a 2-core machine, so one per session instead of one per test module.
+    Tests that must export a particular configuration (ensembles, pretrained encoders, killed
+    exports) still export their own."""
+    import keras
+    import tensorflow as tf
+
+    from grounded_text.config import ModelConfig, TextConfig
+    from grounded_text.export import export_text_tower
+    from grounded_text.layers import build_vocabulary
+    from grounded_text.models import build_model
+
+    keras.mixed_precision.set_global_policy("float32")
+    dim = 16
+    gm = build_model(ModelConfig(embedding_dim=dim), TextConfig(), build_vocabulary(TINY_CAPTIONS), feature_dim=6,
+                     seed=0)
+    gm.train_model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=False)
+    x = {"caption": tf.constant(TINY_CAPTIONS), "image_features": tf.random.stateless_normal([4, 6], seed=[0, 1])}
+    for _ in range(3):  # trained, so that the export is not its initial weights
+        gm.train_model.train_on_batch(x)
+    config = {"model": {"name": "vete_bow"}, "data": {"features": "efficientnet_lite0"}}
+    metrics = {"STS-B test pearson": 0.5}
+    path = export_text_tower(gm.text_tower, tmp_path_factory.mktemp("tiny_export") / "export", config, metrics)
+    return TinyExport(Path(path), gm.text_tower, dim, config, metrics)

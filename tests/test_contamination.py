@@ -1,6 +1,5 @@
 """Contamination counter on a fixture, and the README's 334 on the real SICK test set."""
 
-import pytest
 
 from grounded_text.evaluation.contamination import ContaminationIndex, normalize_sentence
 

@@ -1,4 +1,4 @@
-"""Issue 7: tf.distribute strategies and mixed precision in the one trainer.
+"""tf.distribute strategies and mixed precision in the one trainer.
 
 The multi-device tests run in fresh subprocesses (logical devices and collective
 ops are fixed when TensorFlow starts) with hard timeouts, so a hang fails the test.
@@ -95,6 +95,8 @@ MIRRORED = textwrap.dedent(
 )
 
 
+# A fresh TensorFlow process that trains each loss under two strategies.
+@pytest.mark.slow
 def test_mirrored_two_cpus_matches_default_strategy(data_dir):
     proc = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True, timeout=TIMEOUT,
                           env=_env(data_dir), cwd=REPO)
@@ -138,6 +140,8 @@ def _free_ports(n):
     return ports
 
 
+# Two fresh TensorFlow processes that train together.
+@pytest.mark.slow
 def test_multi_worker_two_processes_end_with_equal_weights(data_dir, tmp_path):
     cluster = {"worker": [f"127.0.0.1:{p}" for p in _free_ports(2)]}
     procs = []
@@ -166,6 +170,8 @@ def test_multi_worker_two_processes_end_with_equal_weights(data_dir, tmp_path):
         np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
 
 
+# Trains and exports (an export alone is about 26 s).
+@pytest.mark.slow
 def test_train_under_mixed_float16_exports_float32_and_restores_policy(data_dir, tmp_path):
     import keras
     import tensorflow as tf

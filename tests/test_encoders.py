@@ -1,6 +1,7 @@
-"""Text encoders, pooling, image branches, grounded projection and word vectors (issue 9)."""
+"""Text encoders, pooling, image branches, grounded projection and word vectors, each against an
+independent NumPy reference; every layer also through the shared layer harness (TextPreprocessor and
+BagOfWordsEncoder: tests/test_layers.py)."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -24,6 +25,8 @@ from grounded_text.layers import (
     masked_mean,
 )
 from grounded_text.layers.word_vectors import embedding_matrix, load_word_vectors, pretrained_matrix_for
+
+from layer_harness import run_layer_test
 
 CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play in the snow", "a cat"]
 LONG = "a very long sentence about a dog that runs and jumps on the beach near two kids who play in the snow"
@@ -257,47 +260,35 @@ def test_bow_with_glove_embeddings():
         enc.set_embeddings(matrix[:, :10])
 
 
-def _layer_models():
-    vocab = build_vocabulary(CAPS)
-    chars = build_character_vocabulary(CAPS)
-    s = keras.Input(shape=(), dtype="string")
-    wp = TextPreprocessor(vocab)
-    cp = CharacterPreprocessor(chars, max_chars=40)
-    v = wp.vocabulary_size
-    models = {
-        "rnn": keras.Model(s, RNNEncoder(v, 6, 4, num_layers=2, cell="lstm", pooling="mean", bidirectional=True,
-                                         output_dim=3, dropout=0.1)(wp(s))),
-        "cnn": keras.Model(s, KimCNNEncoder(v, 6, (2, 3), 3, 4)(wp(s))),
-        "char": keras.Model(s, CharacterEncoder(cp.vocabulary_size, 4, 3, attention_units=5)(cp(s))),
-    }
-    x = keras.Input(shape=(6,))
-    models["linear"] = keras.Model(x, LinearImageEncoder(3, normalize=True)(x))
-    models["mlp"] = keras.Model(x, MLPBranch((5, 4), 3, dropout=0.2)(x))
-    models["grounded"] = keras.Model(x, GroundedProjection("mlp", 5, 2)(x))
-    h = keras.Input(shape=(None, 3))
-    m = keras.Input(shape=(None,), dtype="bool")
-    models["attention"] = keras.Model([h, m], VectorAttentionPooling(4)(h, m))
-    models["scalar_attention"] = keras.Model([h, m], ScalarAttentionPooling(4)(h, m))
-    return models
+IDS = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 10], [3, 0, 0, 0, 0]])  # right padding, a row of padding only
+_H, _MASK = _seq(2, 3, 5, 3)[:2]
+_IMAGE = np.random.default_rng(3).normal(size=(3, 6)).astype(np.float32)
+
+# Constructor arguments away from the defaults, so that one missing from get_config
+# changes the clone's outputs.
+LAYER_CASES = {
+    "char_preprocessor": (CharacterPreprocessor, lambda: {"vocabulary": build_character_vocabulary(CAPS),
+                                                          "max_chars": 40}, lambda: tf.constant(CAPS + ["", LONG])),
+    "rnn": (RNNEncoder, lambda: {"vocabulary_size": 30, "word_dim": 6, "units": 4, "num_layers": 2, "cell": "lstm",
+                                 "pooling": "mean", "bidirectional": True, "output_dim": 3, "dropout": 0.1},
+            lambda: IDS),
+    "cnn": (KimCNNEncoder, lambda: {"vocabulary_size": 30, "word_dim": 6, "filter_widths": (2, 3), "filters": 3,
+                                    "output_dim": 4}, lambda: IDS),
+    "char": (CharacterEncoder, lambda: {"vocabulary_size": 30, "char_dim": 4, "units": 3, "attention_units": 5},
+             lambda: IDS),
+    "linear": (LinearImageEncoder, lambda: {"output_dim": 3, "normalize": True}, lambda: _IMAGE),
+    "mlp": (MLPBranch, lambda: {"hidden_units": (5, 4), "output_dim": 3, "dropout": 0.2}, lambda: _IMAGE),
+    "grounded": (GroundedProjection, lambda: {"kind": "mlp", "hidden_units": 5, "output_dim": 2}, lambda: _IMAGE),
+    "attention": (VectorAttentionPooling, lambda: {"units": 4}, lambda: (_H, _MASK)),
+    "scalar_attention": (ScalarAttentionPooling, lambda: {"units": 4}, lambda: (_H, _MASK)),
+}
 
 
-def test_every_layer_round_trips_config_and_keras_file(tmp_path):
-    inputs = {
-        "text": tf.constant(CAPS + ["", LONG]),
-        "image": tf.random.stateless_normal([3, 6], seed=[0, 1]),
-    }
-    x, mask, _ = _seq(2, 2, 5, 3)
-    for name, model in _layer_models().items():
-        for layer in model.layers[1:]:
-            if isinstance(layer, keras.layers.InputLayer):
-                continue
-            clone = layer.__class__.from_config(layer.get_config())
-            assert clone.get_config() == layer.get_config(), name
-        if name in ("attention", "scalar_attention"):
-            feed = [tf.constant(x), tf.constant(mask)]
-        else:
-            feed = inputs["image"] if name in ("linear", "mlp", "grounded") else inputs["text"]
-        path = tmp_path / f"{name}.keras"
-        model.save(path)
-        loaded = keras.saving.load_model(path)
-        np.testing.assert_allclose(loaded(feed).numpy(), model(feed).numpy(), atol=1e-6, err_msg=name)
+@pytest.mark.parametrize("name", sorted(LAYER_CASES))
+def test_every_layer_passes_the_layer_harness(name, tmp_path):
+    """Config round trip, .keras file, eager = tf.function, a train step, mixed precision."""
+    layer_cls, kwargs, data = LAYER_CASES[name]
+    preprocessor = name.endswith("_preprocessor")
+    run_layer_test(layer_cls, kwargs(), data(), tmp_path=tmp_path,
+                   expected_output_dtype="int64" if preprocessor else "float32",
+                   expect_trainable_weights=not preprocessor)

@@ -5,17 +5,10 @@ import subprocess
 import sys
 import textwrap
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from grounded_text.config import ModelConfig, TextConfig
-from grounded_text.export import export_text_tower
-from grounded_text.layers import build_vocabulary
-from grounded_text.models import build_model
-
-CAPS = ["A dog runs on the beach .", "A man rides a red bike .", "Two kids play in the snow", "a cat sleeps"]
 PROBE = ["a dog runs on the beach", "", "   ", "zebra unicorn", "café 🐶 naïve", " ".join(["dog"] * 10000)]
 # The export keeps the first 512 words of a longer sentence (its input limits): the Keras
 # tower's output on that prefix is what the 10,000-word probe must give.
@@ -23,17 +16,9 @@ PROBE_AS_EXPORTED = PROBE[:-1] + [" ".join(["dog"] * 512)]
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    out = tmp_path_factory.mktemp("export")
-    gm = build_model(ModelConfig(embedding_dim=16), TextConfig(), build_vocabulary(CAPS), feature_dim=6, seed=0)
-    gm.train_model.compile(optimizer=keras.optimizers.Adam(1e-2))
-    x = {"caption": tf.constant(CAPS), "image_features": tf.random.stateless_normal([4, 6], seed=[0, 1])}
-    for _ in range(3):
-        gm.train_model.train_on_batch(x)
-    path = export_text_tower(gm.text_tower, out / "export", {"model": {"name": "vete_bow"}})
-    expected = gm.text_tower(tf.constant(PROBE_AS_EXPORTED)).numpy()
-    np.save(out / "expected.npy", expected)
-    return path, expected
+def exported(tiny_export):
+    """The session's exported tower and what the in-memory tower gives on the probe."""
+    return tiny_export.path, tiny_export.tower(tf.constant(PROBE_AS_EXPORTED)).numpy()
 
 
 def test_export_layout(exported):
@@ -43,6 +28,8 @@ def test_export_layout(exported):
     assert json.loads((path / "assets" / "config.json").read_text())["model"]["name"] == "vete_bow"
 
 
+# A fresh TensorFlow process (its start-up and hub.load: about 20 s on a quiet 2-core machine).
+@pytest.mark.slow
 def test_reload_in_fresh_process_equals_in_memory_tower(exported, tmp_path):
     path, expected = exported
     script = textwrap.dedent(

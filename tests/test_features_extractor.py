@@ -150,7 +150,14 @@ def test_ten_crops_resize_keeps_aspect_ratio():
 # ---------------------------------------------------------------- networks × crops
 
 
-@pytest.mark.parametrize("cnn", list(EXPECTED))
+# The inner loop keeps the two networks the other tests build anyway (EfficientNet-B0, ResNet-50):
+# ResNet-152 alone takes over 20 s on a quiet 2-core machine (built with random weights, then 13
+# forward passes), InceptionV3 and VGG19 together about as much.
+SLOW_NETWORKS = {"resnet152", "inception_v3", "vgg19"}
+
+
+@pytest.mark.parametrize("cnn", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_NETWORKS else n
+                                 for n in EXPECTED])
 def test_every_network_both_crop_modes(cnn, nets, photos):
     net = nets(cnn)
     size, dim = EXPECTED[cnn]
@@ -381,6 +388,8 @@ def test_imagenet_offline_fails_fast(tmp_path, monkeypatch):
     assert networks_lib.imagenet_weights_path(spec) == expected
 
 
+# Saves VGG19's weights (80 MB) and builds EfficientNet-B0 twice: over 20 s on a quiet 2-core machine.
+@pytest.mark.slow
 def test_weights_file_round_trip(nets, photos, tmp_path):
     net = nets("efficientnet_b0")
     path = tmp_path / "effb0.weights.h5"

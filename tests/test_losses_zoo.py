@@ -1,4 +1,4 @@
-"""Every loss of grounded_text.losses against independent NumPy references (issue 9)."""
+"""Every loss of grounded_text.losses against independent NumPy references."""
 
 import keras
 import numpy as np

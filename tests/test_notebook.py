@@ -1,4 +1,5 @@
-"""The Colab notebook runs top to bottom on CPU against the real data.
+"""The Colab notebook runs top to bottom on CPU against the real data (CI executes it, so that it
+cannot silently rot).
 
 Executed with papermill, the parameter cell's small CPU budget injected: extraction of a
 few real photos with random CNN weights (no internet here), one epoch of VETE-BOW on a

@@ -389,7 +389,8 @@ def test_mixed_float16_train_step_keeps_float32_outputs(name):
     assert out.dtype == tf.float32 and out.shape == (len(PROBE), 8)
     assert np.isfinite(out.numpy()).all()
     assert gm.image_tower(x["image_features"]).dtype == tf.float32
-    # issue 7: the loss is float32 too (the training model's output and the added loss).
+    # The loss is float32 too (the training model's output and the added loss): a float16 loss
+    # would lose the small differences that dynamic loss scaling relies on.
     loss = gm.train_model(x, training=False)
     assert loss.dtype == tf.float32 and loss.shape == () and np.isfinite(loss.numpy())
     assert all(l.dtype == tf.float32 for l in gm.train_model.losses)

@@ -56,6 +56,8 @@ def test_missing_preset_is_refused():
         PretrainedTextEncoder("sentence-transformers/all-MiniLM-L6-v2")
 
 
+# Exports, then reloads in a fresh TensorFlow process.
+@pytest.mark.slow
 def test_export_reload_equal(tiny_preset, tmp_path):
     path, _, _ = tiny_preset
     tower = build_pretrained_text_tower(path, 16, trainable_backbone=True)
@@ -76,6 +78,8 @@ def test_export_reload_equal(tiny_preset, tmp_path):
     assert info["diff"] <= 1e-6 and info["trainable"] > 0
 
 
+# Trains and exports (an export alone is about 26 s).
+@pytest.mark.slow
 def test_grounded_pretrained_preset_trains_and_exports(tiny_preset, data_dir, tmp_path):
     from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.models.pretrained import build_grounded_pretrained

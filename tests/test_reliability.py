@@ -7,7 +7,6 @@ images, 32 dev images, N = 16, 3 epochs).
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from grounded_text.config import ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.config import ExperimentConfig, TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--max-train-images", "64", "--max-dev-images", "32", "--embedding-dim", "16", "--all-captions",
@@ -39,12 +38,6 @@ def _env(**extra):
 def _train_cli(args, data_dir, timeout=600, **env):
     return subprocess.run([sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), *args],
                           cwd=REPO, env=_env(**env), capture_output=True, text=True, timeout=timeout)
-
-
-def _tiny_tower(dim=8):
-    from grounded_text.models.vete import build_bow_text_tower
-
-    return build_bow_text_tower(ModelConfig(embedding_dim=dim), TextConfig(), ["<S>", "</S>", "a", "dog", "runs"])
 
 
 # ============================================================================ item 1: resume
@@ -464,14 +457,11 @@ def test_tune_exits_non_zero_when_every_trial_failed(data_dir, tmp_path, capsys)
     assert "error: all 2 trial(s) failed" in capsys.readouterr().err
 
 
-def test_serving_default_rejects_a_2d_batch_as_clearly_as_call(tmp_path):
+def test_serving_default_rejects_a_2d_batch_as_clearly_as_call(tiny_export):
     import tensorflow_hub as hub
     import tensorflow_text  # noqa: F401
 
-    from grounded_text.export import export_text_tower
-
-    export_text_tower(_tiny_tower(), tmp_path / "export")
-    module = hub.load(str(tmp_path / "export"))
+    module = hub.load(str(tiny_export.path))
     batch = tf.constant([["a dog", "runs"], ["a", "dog"]])
     with pytest.raises(ValueError, match=r"TensorSpec\(shape=\(None,\), dtype=tf\.string"):
         module(batch)
@@ -480,20 +470,18 @@ def test_serving_default_rejects_a_2d_batch_as_clearly_as_call(tmp_path):
     message = e.value.message
     assert "Shape of tensor sentences [2,2] is not compatible with expected shape [?]" in message
     assert "Ragged" not in message and "Tokenize" not in message
-    assert module.signatures["serving_default"](sentences=tf.constant(["a dog"]))["embeddings"].shape == (1, 8)
+    assert module.signatures["serving_default"](sentences=tf.constant(["a dog"]))["embeddings"].shape == (
+        1, tiny_export.dim)
 
 
-def test_export_caps_huge_sentences_and_keeps_normal_ones(tmp_path):
+def test_export_caps_huge_sentences_and_keeps_normal_ones(tiny_export):
     import resource
 
     import tensorflow_hub as hub
     import tensorflow_text  # noqa: F401
 
-    from grounded_text.export import export_text_tower
-
-    tower = _tiny_tower()
-    export_text_tower(tower, tmp_path / "export")
-    module = hub.load(str(tmp_path / "export"))
+    tower = tiny_export.tower  # "a", "dog" and "runs" are in its vocabulary
+    module = hub.load(str(tiny_export.path))
     normal = ["a dog runs", "", "  a   dog\truns\n", "dog " * 400, "é" * 3000]  # within both limits
     np.testing.assert_allclose(module(tf.constant(normal)).numpy(), tower(tf.constant(normal)).numpy(), atol=1e-6)
     huge = "dog " * 600 + "a " * 5_000_000  # 10 MB, 5 million words
@@ -505,7 +493,7 @@ def test_export_caps_huge_sentences_and_keeps_normal_ones(tmp_path):
     first_words = " ".join(["dog"] * 512)
     np.testing.assert_allclose(out, module(tf.constant([first_words])).numpy(), atol=1e-6)
     assert seconds < 5 and grown_mb < 200, (seconds, grown_mb)  # unbounded: ~5 s and ~540 MB
-    limits = json.loads((tmp_path / "export" / "assets" / "config.json").read_text())["input_limits"]
+    limits = json.loads((tiny_export.path / "assets" / "config.json").read_text())["input_limits"]
     assert limits == {"max_bytes": 16384, "max_words": 512}
 
 

@@ -150,6 +150,8 @@ def test_ensemble_keras_round_trip(ensemble_and_reference, tmp_path):
     np.testing.assert_allclose(loaded(tf.constant(PROBE)).numpy(), reference, atol=1e-6)
 
 
+# Exports the ensemble, then reloads it in a fresh TensorFlow process.
+@pytest.mark.slow
 def test_ensemble_exports_as_one_hub_module(ensemble_and_reference, tmp_path):
     ensemble, reference, _ = ensemble_and_reference
     expected = ensemble(tf.constant(PROBE)).numpy()

@@ -1,4 +1,4 @@
-"""SentEval readers, transfer protocols, pair features, GloVe-mean baseline, CLI (issue 8)."""
+"""SentEval readers, transfer protocols, pair features, GloVe-mean baseline, CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 6: caption sources (COCO JSON, Karpathy, Flickr30k, TFDS coco_captions), prepared
+"""Caption sources (COCO JSON, Karpathy, Flickr30k, TFDS coco_captions), prepared
 folders, the TFDS export round trip and training on a COCO-format dataset."""
 
 from __future__ import annotations
@@ -376,6 +376,8 @@ def test_prepare_cli_folder_and_load_pairs(tmp_path):
         prepared.load_pairs(DataConfig(dataset=str(tmp_path / "nothing")), None)
 
 
+# Trains and exports (an export alone is about 26 s).
+@pytest.mark.slow
 def test_train_on_coco_format_fixture(tmp_path):
     """COCO-format fixture → prepare (features from a small .npz) → 1 epoch vete_bow → export loads."""
     from grounded_text import prepare

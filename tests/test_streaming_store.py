@@ -1,4 +1,4 @@
-"""Issue 7: sharded TFRecord feature stores (write, resume, stream, caption join, training)."""
+"""Sharded TFRecord feature stores (write, resume, stream, caption join, training)."""
 
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from grounded_text.data.features import FeatureStore, open_feature_store
-from grounded_text.data.pairs import CaptionPairs, join_captions, load_flickr8k_pairs, make_dataset
+from grounded_text.data.pairs import CaptionPairs, load_flickr8k_pairs, make_dataset
 from grounded_text.data.streaming import (
     IDS_FILE, MANIFEST, StreamingFeatureStore, TFRecordFeatureSink, make_streaming_dataset, write_feature_store,
 )
@@ -206,6 +206,8 @@ def test_streaming_pairs_equal_in_memory_pairs(tmp_path):
         make_grouped_dataset(streamed, 4, 2)
 
 
+# Writes the real feature store, trains and exports.
+@pytest.mark.slow
 def test_real_features_stream_and_train(data_dir, tmp_path):
     """The real EfficientNet-Lite0 features as a store: same pairs as the .npz path; trains and exports."""
     from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig

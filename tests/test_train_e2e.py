@@ -4,9 +4,7 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
 from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig
 from grounded_text.train import train
@@ -44,7 +42,8 @@ def test_train_export_evaluate_on_real_slice(data_dir, tmp_path):
     assert "| STS16 | **mean** |" in proc.stdout
 
 
-    # Issue 3: the suite from the run directory (both towers), on the Flickr8k 1k test protocol.
+    # The evaluation suite also runs from the run directory (both towers, for retrieval), on the
+    # Flickr8k 1k test protocol.
     out = tmp_path / "report"
     proc = subprocess.run(
         [sys.executable, "-m", "grounded_text.evaluate", "--run-dir", str(tmp_path / "run"), "--data-dir",

@@ -18,7 +18,6 @@ from pathlib import Path
 import keras_tuner as kt
 import pytest
 
-from grounded_text.config import ExperimentConfig
 from grounded_text.tuning.space import (
     SpaceError,
     check_field,
