@@ -29,24 +29,11 @@ from grounded_text.losses.grounding import (
 )
 from grounded_text.losses.ranking import NEGATIVES, TripletRankingLoss, triplet_ranking_loss
 
-LOSS_LAYERS = {
-    "pearson": PearsonCorrelationLoss,
-    "covariance": CovarianceLoss,
-    "skt": SurrogateKendallTauLoss,
-    "pairwise_rank": PairwiseRankLoss,
-    "triplet": TripletRankingLoss,
-    "cluster": ClusterLoss,
-    "perceptual": PerceptualLoss,
-    "grounding": GroundingLoss,
-    "cross_modal": CrossModalProjectionLoss,
-}
-
 __all__ = [
     "ClusterLoss",
     "CovarianceLoss",
     "CrossModalProjectionLoss",
     "GroundingLoss",
-    "LOSS_LAYERS",
     "NEGATIVES",
     "PairwiseRankLoss",
     "PearsonCorrelationLoss",
