@@ -1,6 +1,6 @@
 """Data readers: Flickr8k release, ``.npz`` image features, caption/image pairs, STS, downloads."""
 
-import importlib
+from grounded_text._lazy import lazy_getattr
 
 # Lazy: `data.paths` and `data.download` serve the CLIs' --help without importing TensorFlow.
 _EXPORTS = {
@@ -12,12 +12,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"grounded_text.data.{_EXPORTS[name]}"), name)
-    try:  # a submodule the eager imports used to load as a side effect
-        return importlib.import_module(f"grounded_text.data.{name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"grounded_text.data.{name}":
-            raise
-    raise AttributeError(f"module 'grounded_text.data' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

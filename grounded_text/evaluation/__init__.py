@@ -7,7 +7,7 @@ same-image tests, COCO captions reader), ``contamination``, ``suite`` (the full
 report), ``report`` (JSON / Markdown), ``plots`` (PNG figures). See ``docs/evaluation.md``.
 """
 
-import importlib
+from grounded_text._lazy import lazy_getattr
 
 # Lazy: importing a submodule (the CLIs' argument parsing) must not import TensorFlow.
 _EXPORTS = {
@@ -22,12 +22,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"grounded_text.evaluation.{_EXPORTS[name]}"), name)
-    try:  # a submodule the eager imports used to load as a side effect
-        return importlib.import_module(f"grounded_text.evaluation.{name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"grounded_text.evaluation.{name}":
-            raise
-    raise AttributeError(f"module 'grounded_text.evaluation' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
