@@ -7,6 +7,7 @@ both spaces to ``export_textual/`` and ``export_grounded/``.
 
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -24,6 +25,7 @@ N, HIDDEN, N_G = 8, 6, 5  # distinct sizes, so that a wrong space shows in the s
 
 
 def _build(**encoder):
+    keras.utils.set_random_seed(0)  # build_model's seed is the loss's; the weights draw from the global seed
     cfg = resolve_config(ExperimentConfig(model=ModelConfig(
         name="bordes_cg_pg", embedding_dim=N,
         encoder={"word_dim": 8, "grounded_hidden": HIDDEN, "grounded_dim": N_G, **encoder})))
@@ -40,7 +42,9 @@ def _g_numpy(gm, u):
 
 
 def _l2(x):
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    """Rows / max(||row||, 1e-6), as tf.math.l2_normalize (epsilon 1e-12 on the squared norm): an
+    all-zero row, which g's ReLU can give, stays zero instead of becoming NaN."""
+    return x / np.sqrt(np.maximum(np.sum(x * x, axis=1, keepdims=True), 1e-12))
 
 
 def test_default_tower_is_the_grounded_space_g_of_u():
