@@ -25,6 +25,16 @@ def _data_root() -> Path | None:
     return cand if (cand / "flickr8k").is_dir() and (cand / "sts").is_dir() else None
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (setup.cfg): one worker per core, at most 4. Each worker imports its own
+    TensorFlow (about 1.5 GB resident) and many tests start TensorFlow subprocesses, so more
+    workers than cores only queue; ``$GROUNDED_TEXT_TEST_WORKERS`` overrides."""
+    if os.environ.get("GROUNDED_TEXT_TEST_WORKERS"):
+        return int(os.environ["GROUNDED_TEXT_TEST_WORKERS"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, 4))
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     root = _data_root()

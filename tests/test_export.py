@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_export")
+
 PROBE = ["a dog runs on the beach", "", "   ", "zebra unicorn", "café 🐶 naïve", " ".join(["dog"] * 10000)]
 # The export keeps the first 512 words of a longer sentence (its input limits): the Keras
 # tower's output on that prefix is what the 10,000-word probe must give.

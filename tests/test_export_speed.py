@@ -13,6 +13,9 @@ from grounded_text.layers import build_vocabulary
 from grounded_text.layers.text_preprocessor import BOS, EOS, normalize, tokenize, tokenize_reference
 from grounded_text.models import build_model
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_export_speed")
+
 # Non-ASCII, invalid UTF-8, case and compatibility forms, empty and whitespace-only rows,
 # mixed into batches with ASCII rows (the partitioned path).
 ODD = ["Café NAÏVE ﬁne Ⅻ", "a dog\xa0runs", b"bad \xff\xfe bytes", "", "   \t", "日本語 テキスト", "İstanbul ß ẞ",

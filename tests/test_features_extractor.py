@@ -28,6 +28,9 @@ from grounded_text.vision.extractor import (
 from grounded_text.vision.networks import FeatureNetwork, WeightsUnavailableError
 from grounded_text.vision.sinks import NpzFeatureSink
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_features_extractor")
+
 REPO = Path(__file__).resolve().parents[1]
 EXPECTED = {  # name: (input px, pooled dim) — keras.applications, include_top=False, avg pool
     "inception_v3": (299, 2048),

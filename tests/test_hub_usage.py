@@ -16,6 +16,9 @@ import pytest
 
 from grounded_text.export import MODEL_CARD
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_hub_usage")
+
 
 @pytest.fixture(scope="module")
 def export_dir(tiny_export):

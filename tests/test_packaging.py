@@ -13,6 +13,9 @@ import pytest
 
 from grounded_text import choices, cli
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_packaging")
+
 REPO = Path(__file__).resolve().parents[1]
 MODULES = ["train", "evaluate", "tune", "features", "prepare", "export", "benchmark", "reproduce",
            "ablation", "data.download"]

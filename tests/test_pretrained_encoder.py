@@ -14,6 +14,9 @@ keras_hub = pytest.importorskip("keras_hub")
 from grounded_text.export import export_text_tower
 from grounded_text.layers.pretrained_encoder import PretrainedTextEncoder, build_pretrained_text_tower
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_pretrained_encoder")
+
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "dog", "runs", "on", "the", "beach", "cat", "."]
 
 

@@ -162,6 +162,7 @@ def smoke_all(data_dir, tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("reproduce_smoke_all")  # one worker trains smoke_all once
 @pytest.mark.parametrize("paper", rp.PAPER_NAMES)
 def test_smoke_budget_writes_results(smoke_all, paper):
     out, docs = smoke_all
@@ -193,6 +194,7 @@ def test_smoke_budget_writes_results(smoke_all, paper):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("reproduce_smoke_all")
 def test_only_trains_an_ablation_run_and_from_runs_finds_it(smoke_all, data_dir, tmp_path):
     out, _ = smoke_all
     assert rp.main(["kolluru", "--budget", "smoke", "--only", "two_branch_khard_k5", "--output-dir",

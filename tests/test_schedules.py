@@ -19,6 +19,9 @@ from grounded_text.models.ensemble import build_snapshot_ensemble
 from grounded_text.training import (CyclicCosineSchedule, SnapshotSaver, WarmRestartCosineSchedule, cycle_steps,
                                     load_snapshot_towers)
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_schedules")
+
 CAPS = ["A dog runs on the beach .", "A man rides a red bike .", "Two kids play in the snow", "a cat sleeps"]
 PROBE = CAPS + ["", "zebra unicorn", "a dog and a cat"]
 

@@ -11,6 +11,9 @@ import pytest
 from grounded_text.data import senteval as se
 from grounded_text.evaluation import transfer as tr
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_senteval")
+
 # ---------------------------------------------------------------- readers (real files)
 
 

@@ -14,6 +14,9 @@ from grounded_text.data import prepared, sources
 from grounded_text.data.features import FeatureStore
 from grounded_text.data.flickr8k import Caption
 
+# Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
+pytestmark = pytest.mark.xdist_group("test_sources")
+
 FIXTURES = Path(__file__).parent / "fixtures" / "coco"
 COCO = FIXTURES / "captions_mini2014.json"
 KARPATHY = FIXTURES / "dataset_mini.json"
