@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "grounded_text"
 
@@ -83,3 +85,15 @@ def test_comments_give_reasons_not_issue_numbers():
     hits = [f"{p.relative_to(REPO)}:{n}" for p in files if p.is_file()
             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert hits == []
+
+
+@pytest.mark.xdist_group("hygiene")
+def test_xdist_loadgroup_keeps_marked_tests_together(request):
+    # Tests that share a module-scoped fixture (a trained run, an export, a wheel) carry an
+    # xdist_group mark so that one worker builds it once. pytest 9.2 with pytest-xdist 3.8 drops
+    # the group silently (pytest-dev/pytest-xdist#1386) and each fixture is built once per worker.
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not running under pytest-xdist --dist loadgroup")
+    assert request.node.nodeid.endswith("@hygiene"), (
+        f"{request.node.nodeid}: --dist loadgroup is not grouping with pytest {pytest.__version__}; install the "
+        "versions of constraints.txt")
