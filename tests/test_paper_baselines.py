@@ -254,33 +254,51 @@ SLICE_SIZES = {"pure_text_rnn": {"embedding_dim": 8, "encoder": {"word_dim": 8}}
                **{n: {"encoder": {"units": 8, "decoder_word_dim": 8}} for n in ("gs_img", "gs_cap", "gs_both")}}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", BASELINES)
-def test_every_baseline_trains_and_exports_on_a_real_slice(name, data_dir, tmp_path):
-    """One epoch on 64 real training images with the record's sampler; the export loads in a
-    fresh process and gives the in-process vectors."""
+@pytest.fixture(scope="module")
+def trained_baselines(data_dir, tmp_path_factory):
+    """Every baseline trained for one epoch on 64 real training images with its record's
+    sampler and exported; the exports embedded in-process and by ``hub.load`` in one fresh
+    process (one TensorFlow start-up for all, not one per baseline)."""
     from grounded_text.train import train
 
-    cfg = ExperimentConfig(
-        data=DataConfig(max_train_images=64, max_dev_images=16, batch_size=32),
-        model=ModelConfig(name=name, **SLICE_SIZES[name]),
-        train=TrainConfig(epochs=1, select_on="val_loss"),
-    )
-    metrics = train(cfg, data_dir, tmp_path / name, evaluate=False, verbose=0)
-    assert metrics["data"]["train_images"] == 64
-    assert all(np.isfinite(metrics["history"]["loss"]))
-    export = str(tmp_path / name / "export")
-    in_process = tf.saved_model.load(export)(tf.constant(PROBE)).numpy()
+    root = tmp_path_factory.mktemp("baselines")
+    runs = {}
+    for name in BASELINES:
+        cfg = ExperimentConfig(
+            data=DataConfig(max_train_images=64, max_dev_images=16, batch_size=32),
+            model=ModelConfig(name=name, **SLICE_SIZES[name]),
+            train=TrainConfig(epochs=1, select_on="val_loss"),
+        )
+        metrics = train(cfg, data_dir, root / name, evaluate=False, verbose=0)
+        export = str(root / name / "export")
+        runs[name] = {"metrics": metrics, "export": export,
+                      "in_process": tf.saved_model.load(export)(tf.constant(PROBE)).numpy()}
     script = textwrap.dedent(
         f"""
         import json, tensorflow as tf, tensorflow_text, tensorflow_hub as hub
-        print(json.dumps(hub.load({export!r})(tf.constant({PROBE!r})).numpy().tolist()))
+        exports = {({n: r["export"] for n, r in runs.items()})!r}
+        print(json.dumps({{n: hub.load(p)(tf.constant({PROBE!r})).numpy().tolist() for n, p in exports.items()}}))
         """
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    values = np.array(json.loads(proc.stdout.strip().splitlines()[-1]), dtype=np.float32)
-    np.testing.assert_allclose(values, in_process, atol=1e-5)
+    fresh = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, run in runs.items():
+        run["fresh_process"] = np.array(fresh[name], dtype=np.float32)
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("trained_baselines")  # one worker trains them all once
+@pytest.mark.parametrize("name", BASELINES)
+def test_every_baseline_trains_and_exports_on_a_real_slice(name, trained_baselines):
+    """One epoch on 64 real training images with the record's sampler; the export loads in a
+    fresh process and gives the in-process vectors."""
+    run = trained_baselines[name]
+    assert run["metrics"]["data"]["train_images"] == 64
+    assert all(np.isfinite(run["metrics"]["history"]["loss"]))
+    values = run["fresh_process"]
+    np.testing.assert_allclose(values, run["in_process"], atol=1e-5)
     assert np.isfinite(values).all() and values.shape[0] == len(PROBE)
     np.testing.assert_allclose(np.linalg.norm(values[[0, 2]], axis=1), 1.0, atol=1e-4)
 
