@@ -74,7 +74,7 @@ class TinyExport:
 @pytest.fixture(scope="session")
 def tiny_export(tmp_path_factory) -> TinyExport:
     """One exported tower for every test that needs "an export", whatever its weights: an export
-    costs about 26 s on a 2-core machine, so one per session instead of one per test module.
+    costs seconds of tracing and saving, so one per session instead of one per test module.
     Tests that must export a particular configuration (ensembles, pretrained encoders, killed
     exports) still export their own."""
     import keras
