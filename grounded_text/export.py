@@ -204,10 +204,8 @@ def _save_context(options: tf.saved_model.SaveOptions):
 
 def _tracked_resources(model: keras.Model) -> list:
     """Every ``TrackableResource`` reachable from ``model``'s checkpoint graph (lookup tables)."""
-    from tensorflow.python.trackable.resource import CapturableResource
-
-    view = tf.train.TrackableView(model)
-    return [obj for obj in view.descendants() if isinstance(obj, CapturableResource)]
+    resource = tf.saved_model.experimental.TrackableResource
+    return [obj for obj in tf.train.TrackableView(model).descendants() if isinstance(obj, resource)]
 
 
 def _regularization_losses(model: keras.Model) -> list:
@@ -252,10 +250,9 @@ class TextTowerModule(tf.Module):
 
     @tf.__internal__.tracking.no_automatic_dependency_tracking
     def _hold_untracked(self, text_tower: keras.Model) -> None:
-        # The Keras model stays out of the SavedModel's object graph: saved, it would bring
-        # Keras's own default signature for the model and each nested one, which retrace the
-        # whole text pipeline (about 1.2 s per trace on 2 cores for the tensorflow-text
-        # tokenizer) and which no consumer calls. Its variables and resources are saved above.
+        # Out of the SavedModel's object graph: saved, the Keras model would bring Keras's own
+        # default signatures, which trace the text pipeline again and which no consumer calls.
+        # Its variables, random states and resources are saved through the module's lists.
         self.text_tower = text_tower
 
     @tf.function
