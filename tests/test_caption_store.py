@@ -11,7 +11,11 @@ import tensorflow as tf
 from grounded_text.data.features import open_feature_store
 from grounded_text.data.pairs import CaptionPairs, load_flickr8k_pairs, make_dataset
 from grounded_text.data.streaming import (
-    MANIFEST, StreamingFeatureStore, TFRecordFeatureSink, make_caption_store_dataset, write_caption_store,
+    MANIFEST,
+    StreamingFeatureStore,
+    TFRecordFeatureSink,
+    make_caption_store_dataset,
+    write_caption_store,
     write_feature_store,
 )
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from grounded_text.benchmarks.cudnn import mask_statistics, padding_report, recurrent_layers, rnn_cudnn_report
+from grounded_text.layers.char_encoder import CharacterPreprocessor
 from grounded_text.models import build_model
 from grounded_text.models.registry import preset_config
-from grounded_text.layers.char_encoder import CharacterPreprocessor
 
 CAPTIONS = ["A dog runs .", "Two children play on the beach .", "A man", "Kids jump into a pool ."]
 

@@ -46,12 +46,14 @@ def test_bucketed_batches_serve_every_pair_once_with_less_padding():
                 row = pairs.feature_rows[index[c.decode()]]
                 assert i == row
                 np.testing.assert_array_equal(f, pairs.features[row])
-    order = lambda epoch: [c for batch in epoch for c in batch["caption"].numpy()]
+    def order(epoch):
+        return [c for batch in epoch for c in batch["caption"].numpy()]
+
     assert order(e1) != order(e2)  # a new arrangement each epoch
 
     def padding(epoch):
         lengths = [[len(c) for c in batch["caption"].numpy()] for batch in epoch]
-        return np.mean([max(l) - np.mean(l) for l in lengths])
+        return np.mean([max(n) - np.mean(n) for n in lengths])
 
     assert padding(e1) < 0.5 * padding(epochs_of(plain, 1)[0])
     # Same seed, same batches.

@@ -57,7 +57,8 @@ def test_resolve_mixed_precision(monkeypatch, caplog):
     assert "training in float32" in caplog.text
     monkeypatch.setattr(distribute, "cpu_supports_bfloat16", lambda: True)
     assert distribute.resolve_mixed_precision("auto") == "mixed_bfloat16"
-    monkeypatch.setattr(distribute.tf.config, "list_physical_devices", lambda kind=None: ["gpu"] if kind == "GPU" else [])
+    monkeypatch.setattr(distribute.tf.config, "list_physical_devices",
+                        lambda kind=None: ["gpu"] if kind == "GPU" else [])
     assert distribute.resolve_mixed_precision("auto") == "mixed_float16"
 
 
@@ -72,7 +73,8 @@ MIRRORED = textwrap.dedent(
     from grounded_text.training.distribute import shard_by_data
 
     def run(strategy, loss):
-        cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32, one_caption_per_image=False),
+        cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32,
+                                           one_caption_per_image=False),
                                model=ModelConfig(embedding_dim=16, loss=loss),
                                train=TrainConfig(strategy=strategy, select_on="val_loss", learning_rate=1e-2))
         s = prepare_training(cfg, None)
@@ -116,7 +118,8 @@ WORKER = textwrap.dedent(
     strategy = make_strategy("multi_worker")  # first, before other TF work
     from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.train import prepare_training
-    cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32, one_caption_per_image=False),
+    cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32,
+                                           one_caption_per_image=False),
                            model=ModelConfig(embedding_dim=16),
                            train=TrainConfig(strategy="multi_worker", select_on="val_loss", learning_rate=1e-2))
     s = prepare_training(cfg, None, strategy=strategy)
@@ -125,7 +128,8 @@ WORKER = textwrap.dedent(
     np.savez(sys.argv[1], *[w.numpy() for w in s.model.train_model.weights])
     print(json.dumps({"replicas": strategy.num_replicas_in_sync, "chief": is_chief(strategy),
                       "loss": h.history["loss"],
-                      "update": max(float(np.abs(a - w.numpy()).max()) for a, w in zip(before, s.model.train_model.weights))}))
+                      "update": max(float(np.abs(a - w.numpy()).max())
+                                    for a, w in zip(before, s.model.train_model.weights))}))
     """
 )
 
@@ -183,7 +187,8 @@ def test_train_under_mixed_float16_exports_float32_and_restores_policy(data_dir,
     a = parse_args(["--output-dir", "x", "--mixed-precision", "--strategy", "mirrored", "--steps-per-execution", "4"])
     c = config_from_args(a).train
     assert (c.mixed_precision, c.strategy, c.steps_per_execution) == ("auto", "mirrored", 4)
-    cfg = ExperimentConfig(data=DataConfig(max_train_images=16, max_dev_images=4, batch_size=16, one_caption_per_image=False),
+    cfg = ExperimentConfig(data=DataConfig(max_train_images=16, max_dev_images=4, batch_size=16,
+                                           one_caption_per_image=False),
                            model=ModelConfig(embedding_dim=8),
                            train=TrainConfig(epochs=1, select_on="val_loss", mixed_precision="mixed_float16"))
     metrics = train(cfg, data_dir, tmp_path / "run", evaluate=False, verbose=0)
@@ -234,5 +239,6 @@ def test_make_dataset_vectorised_shuffle_reshuffles_and_keeps_pairs():
     assert int(make_dataset(pairs, 8, seed=5).cardinality()) == 4
     again = [c.decode() for b in make_dataset(pairs, 8, seed=5, drop_remainder=False) for c in b["caption"].numpy()]
     assert again == orders[0]  # seeded
-    plain = [c.decode() for b in make_dataset(pairs, 8, shuffle=False, drop_remainder=False) for c in b["caption"].numpy()]
+    plain = [c.decode() for b in make_dataset(pairs, 8, shuffle=False, drop_remainder=False)
+             for c in b["caption"].numpy()]
     assert plain == captions.tolist()

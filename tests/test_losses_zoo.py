@@ -203,7 +203,8 @@ def test_triplet_selection_matches_brute_force(negatives, k, seed):
 def test_semi_hard_plus_hard_is_all_and_vse_max_violation():
     text, image, ids = random_batch(7, images=8, captions=1)
     image = (0.5 * text + image).astype(np.float32)
-    parts = [float(triplet_ranking_loss(text, image, ids, margin=0.3, negatives=n)) for n in ("semi_hard", "hard", "all")]
+    parts = [float(triplet_ranking_loss(text, image, ids, margin=0.3, negatives=n))
+             for n in ("semi_hard", "hard", "all")]
     assert parts[0] + parts[1] == pytest.approx(parts[2], abs=1e-5)
     # VSE++ (Faghri et al. eq. 5), written directly: max over negatives of each hinge.
     s = np_cosmat(text, image)
@@ -237,7 +238,8 @@ def test_cluster_loss_hand_built_batch():
 def test_grounding_family_matches_numpy(seed):
     text, image, ids = random_batch(seed + 30, images=5, captions=3)
     wide_image = np.random.default_rng(seed).normal(size=(len(ids), 13)).astype(np.float32)
-    assert float(ClusterLoss(margin=0.3)(text, image, image_ids=ids)) == pytest.approx(np_cluster(text, ids, 0.3), abs=1e-5)
+    expected = np_cluster(text, ids, 0.3)
+    assert float(ClusterLoss(margin=0.3)(text, image, image_ids=ids)) == pytest.approx(expected, abs=1e-5)
     assert float(perceptual_loss(text, wide_image)) == pytest.approx(np_perceptual(text, wide_image), abs=1e-5)
     assert float(PerceptualLoss()(text, image)) == pytest.approx(np_perceptual(text, image), abs=1e-5)
     got = GroundingLoss(alpha_cluster=0.7, alpha_perceptual=2.0, margin=0.3)(text, wide_image, image_ids=ids)

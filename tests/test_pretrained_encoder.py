@@ -11,8 +11,8 @@ import tensorflow as tf
 
 keras_hub = pytest.importorskip("keras_hub")
 
-from grounded_text.export import export_text_tower
-from grounded_text.layers.pretrained_encoder import PretrainedTextEncoder, build_pretrained_text_tower
+from grounded_text.export import export_text_tower  # noqa: E402  (after the keras_hub skip)
+from grounded_text.layers.pretrained_encoder import PretrainedTextEncoder, build_pretrained_text_tower  # noqa: E402
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
 pytestmark = pytest.mark.xdist_group("test_pretrained_encoder")

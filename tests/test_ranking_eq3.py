@@ -55,7 +55,8 @@ def sentence_anchored(x, y, ids, m, negatives, k):
 def eq3(text, image, ids, m, lam, negatives, k):
     if ids is None:
         ids = np.arange(len(text))
-    return image_anchored(image, text, ids, m, negatives, k) + lam * sentence_anchored(image, text, ids, m, negatives, k)
+    return (image_anchored(image, text, ids, m, negatives, k)
+            + lam * sentence_anchored(image, text, ids, m, negatives, k))
 
 
 def batch(seed, with_ids):

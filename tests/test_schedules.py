@@ -16,8 +16,13 @@ from grounded_text.export import export_text_tower
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
 from grounded_text.models.ensemble import build_snapshot_ensemble
-from grounded_text.training import (CyclicCosineSchedule, SnapshotSaver, WarmRestartCosineSchedule, cycle_steps,
-                                    load_snapshot_towers)
+from grounded_text.training import (
+    CyclicCosineSchedule,
+    SnapshotSaver,
+    WarmRestartCosineSchedule,
+    cycle_steps,
+    load_snapshot_towers,
+)
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
 pytestmark = pytest.mark.xdist_group("test_schedules")

@@ -214,7 +214,8 @@ def compare_record_formats(rows: int = 8192, dim: int = 2048, seed: int = 0) -> 
     spec_raw = {"id": tf.io.FixedLenFeature([], tf.string), "features": tf.io.FixedLenFeature([], tf.string)}
     spec_fl = {"id": tf.io.FixedLenFeature([], tf.string), "features": tf.io.FixedLenFeature([dim], tf.float32)}
     formats = {
-        "raw_float16": (lambda r: tf.train.Feature(bytes_list=tf.train.BytesList(value=[r.astype(np.float16).tobytes()])),
+        "raw_float16": (lambda r: tf.train.Feature(
+                            bytes_list=tf.train.BytesList(value=[r.astype(np.float16).tobytes()])),
                         lambda s: tf.cast(tf.io.decode_raw(tf.io.parse_example(s, spec_raw)["features"], tf.float16),
                                           tf.float32)),
         "raw_float32": (lambda r: tf.train.Feature(bytes_list=tf.train.BytesList(value=[r.tobytes()])),
@@ -247,7 +248,8 @@ def compare_record_formats(rows: int = 8192, dim: int = 2048, seed: int = 0) -> 
 
 
 def format_table(results: list[dict]) -> str:
-    lines = ["| rows | path | dim | dtype on disk | disk MiB | peak RSS MiB | pairs/s (1 epoch, after step 1) | epoch s |",
+    lines = ["| rows | path | dim | dtype on disk | disk MiB | peak RSS MiB | pairs/s (1 epoch, after step 1) "
+             "| epoch s |",
              "|---:|---|---:|---|---:|---:|---:|---:|"]
     for r in results:
         lines.append(f"| {r['rows']:,} | {r['kind']} | {r['dim']} | {r['dtype']} | {r['disk_mib']:.0f} | "

@@ -21,7 +21,8 @@ halves the disk and I/O). A **caption store** (``TFRecordFeatureSink(...,
 captions=True)``, ``write_caption_store``; manifest ``"captions": true`` and
 ``"num_captions"``) also holds the image's captions in each record (``captions``: a
 ``bytes_list`` of UTF-8 captions), and ``make_caption_store_dataset`` streams its
-caption/image pairs with nothing held per row on the host or in the graph. The manifest is authoritative: a shard holds *at least*
+caption/image pairs with nothing held per row on the host or in the graph. The manifest is authoritative: a shard
+holds *at least*
 its ``rows`` records (``bytes`` = its committed size); anything after that (a
 crash between a write and the manifest update) is ignored.
 
@@ -75,7 +76,8 @@ def read_manifest(directory: str | Path) -> dict:
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: unreadable manifest ({e}).") from e
     if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a {FORMAT} manifest (format={m.get('format') if isinstance(m, dict) else None!r}).")
+        found = m.get("format") if isinstance(m, dict) else None
+        raise ValueError(f"{path}: not a {FORMAT} manifest (format={found!r}).")
     if m.get("version") != VERSION:
         raise ValueError(f"{path}: unsupported version {m.get('version')!r} (this reader: {VERSION}).")
     if m.get("dtype") not in DTYPES:

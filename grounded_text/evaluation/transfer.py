@@ -46,7 +46,6 @@ import numpy as np
 from grounded_text.data import senteval as se
 from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached
 
-
 CV_C_GRID = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold/Split, sklearn branch
 KFOLD_C_GRID = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier, sklearn branch
 SENTEVAL_SEED = 1111  # SentEval's default seed

@@ -9,7 +9,13 @@ from grounded_text.layers.char_encoder import (
     split_characters,
 )
 from grounded_text.layers.cnn_encoder import KimCNNEncoder
-from grounded_text.layers.pooling import ScalarAttentionPooling, VectorAttentionPooling, last_valid, masked_max, masked_mean
+from grounded_text.layers.pooling import (
+    ScalarAttentionPooling,
+    VectorAttentionPooling,
+    last_valid,
+    masked_max,
+    masked_mean,
+)
 from grounded_text.layers.rnn_encoder import RNNEncoder
 from grounded_text.layers.text_preprocessor import TextPreprocessor, build_vocabulary, tokenize
 

@@ -68,7 +68,8 @@ def load_word_vectors(source: str | Path, vocab_file: str | Path | None = None, 
         matrix = np.load(path, mmap_mode="r", allow_pickle=False)
         index = _read_index(Path(vocab_file))
         if matrix.ndim != 2 or matrix.shape[0] != len(index):
-            raise ValueError(f"load_word_vectors: {path} has shape {matrix.shape} but {vocab_file} lists {len(index)} words.")
+            raise ValueError(f"load_word_vectors: {path} has shape {matrix.shape} but {vocab_file} lists "
+                             f"{len(index)} words.")
         for i, w in enumerate(index):
             if (wanted is None or w in wanted) and w not in out:
                 out[w] = np.asarray(matrix[i], dtype=np.float32)
