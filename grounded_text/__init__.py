@@ -2,6 +2,40 @@
 
 Text encoders learn from image–caption pairs to agree with pretrained-CNN image
 features, then serve as general sentence encoders. See README.md.
+
+The Python API (``grounded_text.api``), loaded on first use so that ``import
+grounded_text`` imports no TensorFlow::
+
+    import grounded_text as gt
+    enc = gt.load("runs/vete_bow/export")
+    enc.encode(["a dog runs", "a cat sleeps"])   # float32 [2, N]
 """
 
+import sys
+import types
+
+from grounded_text._lazy import lazy_getattr
+
 __version__ = "0.1.0"
+
+_API = ("TextEncoder", "load", "Run", "train", "evaluate", "presets")
+__all__ = [*_API, "__version__"]
+__getattr__ = lazy_getattr(__name__, {name: "api" for name in _API})
+
+
+def __dir__():
+    return sorted({*globals(), *_API})
+
+
+class _Package(types.ModuleType):
+    """Keeps the API's ``presets()`` function as ``grounded_text.presets``: importing the
+    records' module ``grounded_text.presets`` (``from grounded_text.presets import ...``)
+    would otherwise bind the module over it. The module stays in ``sys.modules``."""
+
+    def __setattr__(self, name, value):
+        if name in _API and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

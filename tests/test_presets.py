@@ -2,6 +2,7 @@
 record value, mixed precision, and training end to end."""
 
 import dataclasses
+import importlib
 import json
 import subprocess
 import sys
@@ -12,7 +13,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from grounded_text import presets as presets_mod
 from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
@@ -20,6 +20,9 @@ from grounded_text.models.registry import MODELS, preset_config, resolve_config
 from grounded_text.presets import PRESETS as RECORDS
 from grounded_text.presets import Preset, get_preset, leaves
 from grounded_text.train import config_from_args, parse_args, train
+
+# The records' module (``grounded_text.presets`` as an attribute is the API's presets()).
+presets_mod = importlib.import_module("grounded_text.presets")
 
 # grounded_pretrained needs a model folder: covered with a tiny keras-hub preset in
 # tests/test_pretrained_encoder.py. Variants build with their paper preset's builder.
