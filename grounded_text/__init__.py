@@ -39,3 +39,15 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
+
+
+def _register_keras_objects(_keras=None) -> None:
+    """Registers the package's Keras layers, so that ``keras.saving.load_model`` finds them in a
+    fresh process after ``import grounded_text`` (Keras looks custom classes up by name)."""
+    import grounded_text.layers.hub_text_embedding  # noqa: F401  (its decorator registers it)
+
+
+# Run once Keras is imported (at once if it already is): the package itself stays TF-free.
+import wrapt  # noqa: E402  (TensorFlow's own dependency; imports nothing heavy)
+
+wrapt.register_post_import_hook(_register_keras_objects, "keras")

@@ -10,6 +10,8 @@ trainable weights (the same variables, not copies), so fine-tuning updates the m
 from __future__ import annotations
 
 import inspect
+import os
+from pathlib import Path
 
 import keras
 import tensorflow as tf
@@ -20,19 +22,21 @@ class HubTextEmbedding(keras.layers.Layer):
     """String[B] → float32[B, N] from a SavedModel loaded with ``hub.load``.
 
     Args:
-      handle: path (or TF Hub handle resolvable offline) of the SavedModel.
+      handle: path (or TF Hub handle resolvable offline) of the SavedModel. A local path is
+        stored absolute, so a saved model reloads from any working directory.
       trainable: fine-tune the module's ``trainable_variables``.
       output_dim: N, if known (used for shape inference; read from a probe call otherwise).
 
     Call args:
-      inputs: ``tf.string`` [B].
+      inputs: ``tf.string`` [B] (in ``fit``, a NumPy array of ``str`` works too).
       training: forwarded to the module when its ``__call__`` accepts it.
 
     Returns:
       ``float32`` [B, N].
 
     Raises:
-      ValueError: the SavedModel is not callable on a string batch.
+      ValueError: the SavedModel is not callable on a string batch; or (``from_config``)
+        deserialisation under safe mode.
     """
 
     def __init__(self, handle: str, trainable: bool = False, output_dim: int | None = None, **kwargs):
@@ -40,7 +44,8 @@ class HubTextEmbedding(keras.layers.Layer):
         import tensorflow_hub as hub
         import tensorflow_text  # noqa: F401  (registers the ops of modules that use them)
 
-        self.handle = str(handle)
+        local = Path(os.fspath(handle)).expanduser()
+        self.handle = str(local.resolve()) if local.exists() else str(handle)
         self._module = hub.load(self.handle)
         if not callable(self._module):
             raise ValueError(f"HubTextEmbedding: {self.handle!r} has no __call__.")
@@ -76,6 +81,7 @@ class HubTextEmbedding(keras.layers.Layer):
         self._track_variable(kv)
 
     def call(self, inputs, training=False):
+        inputs = tf.convert_to_tensor(inputs, dtype_hint=tf.string)
         if self._accepts_training:
             out = self._module(inputs, training=bool(training) and self.trainable)
         else:
@@ -84,6 +90,25 @@ class HubTextEmbedding(keras.layers.Layer):
 
     def compute_output_spec(self, inputs, training=False):
         return keras.KerasTensor((inputs.shape[0], self.output_dim), dtype="float32")
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None, safe_mode=None):
+        """Rebuilds the layer from ``get_config()``; refused under safe mode (Keras' default
+        when loading a ``.keras`` file), as ``keras.layers.TFSMLayer`` does, because the
+        SavedModel it loads is code.
+
+        Raises:
+          ValueError: safe mode is on (pass ``safe_mode=False`` to ``keras.saving.load_model``
+            for an artifact you trust, or call ``keras.config.enable_unsafe_deserialization()``).
+        """
+        from keras.src.saving import serialization_lib
+
+        if (safe_mode if safe_mode is not None else serialization_lib.in_safe_mode()) is not False:
+            raise ValueError(
+                f"Refusing to deserialize HubTextEmbedding({config.get('handle')!r}): it loads an external "
+                "SavedModel, whose graph can run arbitrary code. If you trust the file, pass safe_mode=False "
+                "to keras.saving.load_model, or call keras.config.enable_unsafe_deserialization().")
+        return cls(**config)
 
     def get_config(self):
         config = super().get_config()
