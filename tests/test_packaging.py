@@ -123,6 +123,11 @@ def test_the_wheel_carries_the_search_spaces_and_the_command(wheel):
     assert "Requires-Dist: tensorflow<2.22,>=2.20" in metadata
     # tensorflow-hub imports pkg_resources: a fresh Python 3.12 venv must get a setuptools with it.
     assert "Requires-Dist: setuptools<81,>=64" in metadata
+    # Evaluation, tuning and image-data packages are extras, not the core.
+    assert 'Requires-Dist: keras-tuner<1.5,>=1.4.8; extra == "tune"' in metadata
+    assert 'Requires-Dist: gensim>=4.3; extra == "eval"' in metadata
+    assert not [line for line in metadata.splitlines() if line.startswith("Requires-Dist: scikit-learn")
+                and "extra ==" not in line]
     assert not any(n.startswith(("tests/", "tuner/")) for n in names)
 
 

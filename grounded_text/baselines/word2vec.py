@@ -54,7 +54,9 @@ class Word2VecMeanEncoder:
 
     def __init__(self, training_sentences: Sequence[str], *, vector_size: int = 128, window: int = 5,
                  min_count: int = 1, epochs: int = 20, sg: int = 1, seed: int = 0):
-        from gensim.models import Word2Vec
+        from grounded_text._extras import require
+
+        Word2Vec = require("gensim.models", "The word2vec baseline").Word2Vec
 
         corpus = [t for t in _tokens(training_sentences) if t]
         if not corpus:

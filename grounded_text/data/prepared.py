@@ -178,7 +178,10 @@ def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Pa
       ValueError: no caption with a split has features; RuntimeError: already exported there.
     """
     import tensorflow as tf
-    import tensorflow_datasets as tfds
+
+    from grounded_text._extras import require
+
+    tfds = require("tensorflow_datasets", "Reading a TFDS dataset")
 
     row = store.index()
     dropped = {c.image_id for c in captions if c.image_id not in row}
@@ -228,7 +231,9 @@ def read_tfds_export(builder_dir: str | Path) -> tuple[list[Caption], FeatureSto
     Raises:
       FileNotFoundError: no TFDS dataset there; ValueError: features are not this format.
     """
-    import tensorflow_datasets as tfds
+    from grounded_text._extras import require
+
+    tfds = require("tensorflow_datasets", "Reading a TFDS dataset")
 
     found = find_tfds_dir(builder_dir)
     if found is None:

@@ -20,8 +20,9 @@ import numpy as np
 
 
 def _pyplot():
-    import matplotlib
+    from grounded_text._extras import require
 
+    matplotlib = require("matplotlib", "The evaluation plots")
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
@@ -123,7 +124,9 @@ def plot_tsne(embeddings: np.ndarray, labels: Sequence, out_png: str | Path, *, 
     Returns:
       ``out_png`` as a ``Path``.
     """
-    from sklearn.manifold import TSNE
+    from grounded_text._extras import require
+
+    TSNE = require("sklearn.manifold", "The t-SNE plot").TSNE
 
     x = np.asarray(embeddings, dtype=np.float64)
     labels = list(labels)

