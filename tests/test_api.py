@@ -121,3 +121,41 @@ def test_train_overrides_by_field_name_or_dotted_path():
 def test_evaluate_refuses_unknown_sections(reference):
     with pytest.raises(ValueError, match="unknown sections"):
         gt.evaluate(reference[0], data_dir=os.fspath(reference[0]), sections=("sts", "vibes"))
+
+
+def _readme_api_snippet() -> str:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Python API", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.slow  # trains one epoch on 300 images and scores STS in fresh processes (about 1-2 min)
+def test_the_readme_snippet_runs_and_evaluate_equals_the_cli(tmp_path, data_dir):
+    import json
+
+    code = _readme_api_snippet() + (
+        "\nimport json\njson.dump(report, open('api_report.json', 'w'))"
+        "\njson.dump({'export': str(run.export_dir), 'history': run.history}, open('run.json', 'w'))\n")
+    env = {**os.environ, "GROUNDED_TEXT_DATA": str(data_dir), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # verbose=0: the snippet's three prints and nothing else on stdout.
+    assert len(proc.stdout.strip().splitlines()) == 3, proc.stdout[-3000:]
+    csv_lines = (tmp_path / "runs" / "api_vete_bow.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("epoch") and len(csv_lines) == 2  # the user's callback saw the epoch
+    run = json.loads((tmp_path / "run.json").read_text())
+    api = json.loads((tmp_path / "api_report.json").read_text())
+    cli = subprocess.run([sys.executable, "-m", "grounded_text.evaluate", "--model", run["export"], "--sts-dir",
+                          str(data_dir / "sts"), "--json", str(tmp_path / "cli.json")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    cli_report = json.loads((tmp_path / "cli.json").read_text())
+    assert api["sts"].keys() == cli_report["sts"].keys() and api["sts"]
+    for year, got in api["sts"].items():
+        for subset, figures in got["subsets"].items():
+            want = cli_report["sts"][year]["subsets"][subset]
+            assert figures["pearson"] == pytest.approx(want["pearson"], abs=1e-6), (year, subset)
+            assert figures["spearman"] == pytest.approx(want["spearman"], abs=1e-6), (year, subset)
