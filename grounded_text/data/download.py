@@ -40,8 +40,8 @@ How a download behaves:
   upstream file changes, ``--force`` downloads it again and replaces the recorded digest
   if the new file passes the structure check.
 * **Bounded unpacking**: an archive may hold at most ``MAX_MEMBERS`` entries and unpack
-  to at most ``max_unpacked`` bytes (default ``MAX_UNPACKED_BYTES``, 128 MiB, over ten
-  times the largest dataset here); both are checked on the archive's headers before
+  to at most ``max_unpacked`` bytes (default ``MAX_UNPACKED_BYTES``, 128 MiB; the files
+  the readers use from any one archive take under 10 MB); both are checked on the archive's headers before
   anything is extracted and on the bytes actually read while extracting. Members with an
   absolute path or ``..``, links and device files are refused.
 * **Atomic**: a dataset is unpacked into a temporary folder beside its destination and
@@ -624,7 +624,7 @@ _ARCHIVE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, E
 
 
 def _unpack_error(remote: Remote, path: Path, e: Exception) -> DownloadError:
-    return DownloadError(f"cannot unpack {remote.filename} ({path}): {e}; is it the right file?")
+    return DownloadError(f"cannot unpack {remote.filename} ({path}): {e}; a damaged or wrong file")
 
 
 def _members(remote: Remote, path: Path):
@@ -883,9 +883,12 @@ def install(dataset: Dataset, data_dir: Path, *, mirror: str | None = None, forc
         digest, to_record = verify(final, remote, cache, force=force, log=log)
         try:
             verify_structure(remote, final)
-        except DownloadError:
+        except DownloadError as e:
             final.unlink(missing_ok=True)
-            raise
+            message = str(e)
+            if "nothing was recorded" not in message:
+                message = message.rstrip(".") + "; it was deleted and nothing was recorded."
+            raise DownloadError(message) from None
         if to_record:
             _record(cache, remote, digest, final.stat().st_size, url)
             log(f"  {remote.filename}: no published checksum; passed the structure check, recorded sha256 "
