@@ -336,6 +336,11 @@ def test_a_digest_recorded_without_a_check_is_replaced_by_a_good_file(server, ar
     assert "recorded without a structure check" in capsys.readouterr().out
     assert _recorded(data)[url] == {"sha256": _sha(archives["sick_train.zip"]), "size": len(archives["sick_train.zip"]),
                                     "verified": True, "source": f"{server.url}/sick_train.zip"}
+    # An unchecked record of the right file is marked verified once the file passes the check.
+    unchecked = {url: {"sha256": _sha(archives["sick_train.zip"])}}
+    (data / ".downloads" / dl.CHECKSUMS_FILE).write_text(json.dumps(unchecked))
+    assert dl.main(["sick", "--force", "--data-dir", str(data), "--mirror", server.url]) == 0
+    assert _recorded(data)[url]["verified"] is True
 
 
 def test_a_size_other_than_the_registry_s_is_refused_before_the_transfer(server, archives, small, tmp_path,

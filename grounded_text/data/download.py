@@ -405,7 +405,7 @@ def _fetch_once(url: str, part: Path, expected_size: int | None, max_bytes: int,
         got = have
         bar = None
         if progress:
-            from tqdm.auto import tqdm
+            from tqdm import tqdm
 
             bar = tqdm(total=total, initial=have, desc=name, unit="B", unit_scale=True, unit_divisor=1024,
                        file=sys.stderr, leave=False, dynamic_ncols=True)
@@ -462,6 +462,8 @@ def fetch(url: str, part: Path, *, expected_size: int | None = None, max_bytes: 
         size other than ``expected_size`` or over ``max_bytes``, or a transient failure
         on the last attempt (``part`` then keeps what arrived: run again to resume).
     """
+    if expected_size is not None and part.is_file() and part.stat().st_size == expected_size:
+        return part
     _check_reachable(url)
     retries = RETRIES if retries is None else retries
     for attempt in range(retries + 1):
@@ -560,7 +562,8 @@ def verify(path: Path, remote: Remote, cache: Path, *, force: bool = False, log=
         return digest, False
     known = _recorded(cache).get(remote.url) if problem is None else None
     if problem is None and (not isinstance(known, dict) or known.get("sha256") == digest):
-        return digest, not isinstance(known, dict)
+        # An unchecked record of this same file is recorded again, as verified, after the check.
+        return digest, not isinstance(known, dict) or known.get("verified") is not True
     if problem is None and (force or known.get("verified") is not True):
         why = "--force" if known.get("verified") is True else "it was recorded without a structure check"
         log(f"  {remote.filename}: sha256 {digest} differs from the digest recorded in {cache / CHECKSUMS_FILE} "
