@@ -69,8 +69,9 @@ def _data(argv: list[str]) -> int:
 
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: grounded-text data {download,list} ...\n\n"
-              "  download NAME... --data-dir DIR   fetch, check and unpack datasets (download --help)\n"
-              "  list                              the datasets and their sources")
+              "  download NAME... --data-dir DIR   fetch, check and unpack datasets; --mirror URL, --force,\n"
+              "                                    --quiet, --keep-archives (download --help)\n"
+              "  list                              the datasets, their sources and how each is checked")
         return 0
     action, rest = argv[0], argv[1:]
     if action == "list":

@@ -1,8 +1,12 @@
 """``grounded-text data download`` against a local HTTP server (nothing leaves 127.0.0.1).
 
 The server serves small archives built here in the published formats (a SICK zip, the
-STS-B tarball, SentEval's MR/CR/SUBJ/MPQA zip, plain TREC files) and can corrupt a file or
-drop the connection half-way through one, to check the checksum, resume and offline paths.
+STS-B tarball, SentEval's MR/CR/SUBJ/MPQA zip, plain TREC files) and can corrupt a file,
+serve a web page, answer 503 once or drop the connection half-way through one, to check
+the checksum, structure, resume, retry and offline paths. The registry's line counts
+are patched down to the fixtures' sizes (written out below, not computed from the
+fixtures); one test serves archives rebuilt from the real data instead, with the
+registry as shipped.
 """
 
 from __future__ import annotations
@@ -12,25 +16,43 @@ import hashlib
 import http.server
 import io
 import json
+import os
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
 import threading
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from grounded_text.data import download as dl
-from grounded_text.data.sts import read_sick, read_sts_benchmark
+from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year
 
 SICK_HEADER = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+
+#: Non-blank lines of each fixture file (header included), as the small registry expects.
+SMALL_ROWS = {
+    "sick_train.zip": (("SICK_train.txt", 7),),
+    "sick_trial.zip": (("SICK_trial.txt", 4),),
+    "sick_test_annotated.zip": (("SICK_test_annotated.txt", 5),),
+    "Stsbenchmark.tar.gz": (("stsbenchmark/sts-train.csv", 6), ("stsbenchmark/sts-dev.csv", 4),
+                            ("stsbenchmark/sts-test.csv", 5)),
+    "datasmall_NB_ACL12.zip": tuple((f"{d}/{f}", 1) for d, f in (
+        ("rt10662", "rt-polarity.pos"), ("rt10662", "rt-polarity.neg"), ("customerr", "custrev.pos"),
+        ("customerr", "custrev.neg"), ("subj", "subj.objective"), ("subj", "subj.subjective"),
+        ("mpqa", "mpqa.pos"), ("mpqa", "mpqa.neg"))),
+    "train_5500.label": (("train_5500.label", 1),),
+    "TREC_10.label": (("TREC_10.label", 1),),
+}
 
 
 def _zip(files: dict[str, str]) -> bytes:
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name, text in files.items():
             z.writestr(name, text)
     return buf.getvalue()
@@ -47,8 +69,8 @@ def _tar_gz(files: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def _sick(split: str, n: int) -> bytes:
-    rows = "".join(f"{i}\tA man plays {split} {i}\tA man is playing {i}\t{1 + i % 5}.0\tNEUTRAL\n" for i in range(n))
+def _sick(split: str, n: int, word: str = "plays") -> bytes:
+    rows = "".join(f"{i}\tA man {word} {split} {i}\tA man is playing {i}\t{1 + i % 5}.0\tNEUTRAL\n" for i in range(n))
     # The published zips hold the table and a readme, at the archive's top level.
     return _zip({f"SICK_{split}.txt": SICK_HEADER + rows, "readme.txt": "SICK\n"})
 
@@ -73,12 +95,16 @@ class _Server:
     """Serves ``files`` (name → bytes) at http://127.0.0.1:PORT/NAME, honouring ``Range``.
 
     ``drop_after[name] = n`` sends the full ``Content-Length`` but closes the connection
-    after ``n`` bytes, once (a transfer that breaks off). ``requests`` logs (path, Range).
+    after ``n`` bytes, once (a transfer that breaks off). ``fail_once[name] = code``
+    answers that HTTP status once. ``content_type[name]`` sets the Content-Type.
+    ``requests`` logs (path, Range).
     """
 
     def __init__(self, files: dict[str, bytes]):
         self.files = dict(files)
         self.drop_after: dict[str, int] = {}
+        self.fail_once: dict[str, int] = {}
+        self.content_type: dict[str, str] = {}
         self.ignore_range = False
         self.requests: list[tuple[str, str | None]] = []
         server = self
@@ -96,6 +122,13 @@ class _Server:
                 if name not in server.files:
                     self.send_error(404)
                     return
+                code = server.fail_once.pop(name, None)
+                if code is not None:
+                    self.send_response(code)
+                    self.send_header("Retry-After", "0")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 data = server.files[name]
                 start = int(rng.split("=")[1].split("-")[0]) if rng else 0
                 if start >= len(data) and rng:
@@ -107,6 +140,7 @@ class _Server:
                 self.send_response(206 if rng else 200)
                 if rng:
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Type", server.content_type.get(name, "application/octet-stream"))
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 cut = server.drop_after.pop(name, None)
@@ -128,6 +162,11 @@ class _Server:
         self.httpd.server_close()
 
 
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch):
+    monkeypatch.setattr(dl, "RETRY_BACKOFF_S", 0.01)
+
+
 @pytest.fixture
 def archives():
     return {"sick_train.zip": _sick("train", 6), "sick_trial.zip": _sick("trial", 3),
@@ -143,19 +182,40 @@ def server(archives):
     s.close()
 
 
-def _with_checksums(monkeypatch, archives: dict[str, bytes], names=None):
-    """Registry entries carrying the fixtures' real SHA-256 (the published ones are the
-    real archives'), so the checks run as they do for a registry with known digests."""
-    patched = {}
-    for name, d in dl.DATASETS.items():
-        remotes = tuple(dataclasses.replace(r, sha256=hashlib.sha256(archives[r.filename]).hexdigest())
-                        if r.filename in archives and (names is None or r.filename in names) else r
-                        for r in d.remotes)
-        patched[name] = dataclasses.replace(d, remotes=remotes)
+@pytest.fixture
+def small(monkeypatch):
+    """The registry with the fixtures' line counts."""
+    _patch(monkeypatch, lambda r: dataclasses.replace(r, rows=SMALL_ROWS[r.filename]) if r.filename in SMALL_ROWS
+           else r)
+
+
+def _patch(monkeypatch, change):
+    patched = {name: dataclasses.replace(d, remotes=tuple(change(r) for r in d.remotes))
+               for name, d in dl.DATASETS.items()}
     monkeypatch.setattr(dl, "DATASETS", patched)
 
 
-def test_good_archives_unpack_into_the_layout_the_readers_take(server, archives, tmp_path, monkeypatch, capsys):
+def _with_checksums(monkeypatch, archives: dict[str, bytes]):
+    """Registry entries carrying the fixtures' real SHA-256 (pinned), as for a published digest."""
+    _patch(monkeypatch, lambda r: dataclasses.replace(r, sha256=hashlib.sha256(archives[r.filename]).hexdigest())
+           if r.filename in archives else r)
+
+
+def _recorded(data: Path) -> dict:
+    path = data / ".downloads" / dl.CHECKSUMS_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _url(dataset: str, filename: str) -> str:
+    return next(r.url for r in dl.DATASETS[dataset].remotes if r.filename == filename)
+
+
+def test_good_archives_unpack_into_the_layout_the_readers_take(server, archives, small, tmp_path, monkeypatch,
+                                                               capsys):
     _with_checksums(monkeypatch, archives)
     data = tmp_path / "data"
     rc = dl.main(["sick", "stsb", "mr", "mpqa", "trec", "--data-dir", str(data), "--mirror", server.url])
@@ -176,14 +236,15 @@ def test_good_archives_unpack_into_the_layout_the_readers_take(server, archives,
     assert [p for p, _ in server.requests].count("datasmall_NB_ACL12.zip") == 1
     assert not any((data / ".downloads").glob("*.zip"))
     marker = json.loads((sick / ".download.json").read_text())
-    assert marker["sources"][0]["sha256"] == hashlib.sha256(archives["sick_train.zip"]).hexdigest()
+    assert marker["sources"][0]["sha256"] == _sha(archives["sick_train.zip"])
+    assert _recorded(data) == {}  # pinned digests are not recorded
     # A second run keeps what is there and fetches nothing.
     n = len(server.requests)
     assert dl.main(["sick", "--data-dir", str(data), "--mirror", server.url]) == 0
     assert len(server.requests) == n and "kept" in capsys.readouterr().out
 
 
-def test_a_corrupt_archive_fails_naming_the_file_and_installs_nothing(server, archives, tmp_path, monkeypatch,
+def test_a_corrupt_archive_fails_naming_the_file_and_installs_nothing(server, archives, small, tmp_path, monkeypatch,
                                                                       capsys):
     _with_checksums(monkeypatch, archives)
     bad = bytearray(archives["Stsbenchmark.tar.gz"])
@@ -194,44 +255,151 @@ def test_a_corrupt_archive_fails_naming_the_file_and_installs_nothing(server, ar
     err = capsys.readouterr().err
     assert rc == 2
     assert err.startswith("error: checksum mismatch for Stsbenchmark.tar.gz"), err
-    assert hashlib.sha256(archives["Stsbenchmark.tar.gz"]).hexdigest() in err
+    assert _sha(archives["Stsbenchmark.tar.gz"]) in err
     assert not (data / "sts" / "STSBenchmark").exists()
     assert not (data / ".downloads" / "Stsbenchmark.tar.gz").exists()  # deleted: the next run starts afresh
     server.files["Stsbenchmark.tar.gz"] = archives["Stsbenchmark.tar.gz"]
     assert dl.main(["stsb", "--data-dir", str(data), "--mirror", server.url]) == 0
 
 
-def test_an_unknown_checksum_is_recorded_then_enforced(server, archives, tmp_path, capsys):
-    # The shipped registry has no digest for the SICK zips yet: the first download records it.
+def test_an_unpinned_archive_is_recorded_after_its_structure_check_then_enforced(server, archives, small, tmp_path,
+                                                                                 capsys):
     assert all(r.sha256 is None for r in dl.DATASETS["sick"].remotes)
     data = tmp_path / "data"
     assert dl.main(["sick", "--data-dir", str(data), "--mirror", server.url]) == 0
-    recorded = json.loads((data / ".downloads" / dl.CHECKSUMS_FILE).read_text())
-    url = f"{dl.DATASETS['sick'].remotes[0].url}"
-    assert recorded[url]["sha256"] == hashlib.sha256(archives["sick_train.zip"]).hexdigest()
-    assert "recorded sha256" in capsys.readouterr().out
-    server.files["sick_train.zip"] = _sick("train", 7)  # the mirror now serves another file
-    rc = dl.main(["sick", "--force", "--data-dir", str(data), "--mirror", server.url])
-    assert rc == 2 and "checksum mismatch for sick_train.zip" in capsys.readouterr().err
-    assert len(read_sick(data / "sts", "train").scores) == 6  # the old copy is intact
+    record = _recorded(data)[_url("sick", "sick_train.zip")]
+    assert record["sha256"] == _sha(archives["sick_train.zip"]) and record["verified"] is True
+    assert record["size"] == len(archives["sick_train.zip"])
+    assert "passed the structure check, recorded sha256" in capsys.readouterr().out
+    # The mirror now serves another file that is well-formed: the recorded digest wins...
+    changed = _sick("train", 6, word="walks")
+    server.files["sick_train.zip"] = changed
+    rc = dl.main(["sick", "--data-dir", str(data), "--mirror", server.url, "--force"])
+    assert rc == 0  # --force: the new file verifies, so it replaces the recorded digest
+    assert _recorded(data)[_url("sick", "sick_train.zip")]["sha256"] == _sha(changed)
+    assert "walks" in (data / "sts" / "SICK" / "SICK_train.txt").read_text()
+    server.files["sick_train.zip"] = archives["sick_train.zip"]
+    (data / "sts" / "SICK").rename(data / "sick-old")
+    rc = dl.main(["sick", "--data-dir", str(data), "--mirror", server.url])
+    err = capsys.readouterr().err
+    assert rc == 2 and "checksum mismatch for sick_train.zip" in err and "--force" in err, err
+    assert _recorded(data)[_url("sick", "sick_train.zip")]["sha256"] == _sha(changed)
+    assert not (data / "sts" / "SICK").exists()
 
 
-def test_an_interrupted_download_resumes_with_range(server, archives, tmp_path, monkeypatch, capsys):
-    _with_checksums(monkeypatch, archives)
+@pytest.mark.parametrize("how", ["content-type", "sniffed", "truncated", "wrong-rows", "missing-member"])
+def test_a_bad_download_never_becomes_the_trusted_digest(server, archives, small, tmp_path, capsys, how):
+    """A mirror serving an error page, a truncated or a wrong archive fails with rc 2 and
+    records nothing; the good file then installs, without and with --force."""
+    good = archives["sick_train.zip"]
+    page = b"<!DOCTYPE html>\n<html><head><title>Moved</title></head><body>Not here</body></html>\n"
+    if how == "content-type":
+        server.files["sick_train.zip"] = page
+        server.content_type["sick_train.zip"] = "text/html; charset=utf-8"
+        expected = "answered with a web page (Content-Type text/html"
+    elif how == "sniffed":
+        server.files["sick_train.zip"] = page  # served as application/octet-stream
+        expected = "it is a web page"
+    elif how == "truncated":
+        server.files["sick_train.zip"] = good[: len(good) // 2]  # a complete transfer of half a file
+        expected = "cannot unpack sick_train.zip"
+    elif how == "wrong-rows":
+        server.files["sick_train.zip"] = _sick("train", 40)
+        expected = "SICK_train.txt has 41 non-blank lines, expected 7"
+    else:
+        server.files["sick_train.zip"] = _zip({"readme.txt": "SICK\n"})
+        expected = "no member 'SICK_train.txt'"
+    data = tmp_path / "data"
+    rc = dl.main(["sick", "--data-dir", str(data), "--mirror", server.url])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and expected in err, err
+    assert err.count("\n") == 1
+    assert _url("sick", "sick_train.zip") not in _recorded(data)
+    assert not (data / "sts" / "SICK").exists()
+    assert not (data / ".downloads" / "sick_train.zip").exists()
+    assert not (data / ".downloads" / "sick_train.zip.part").exists()
+    server.files["sick_train.zip"] = good
+    server.content_type.clear()
+    assert dl.main(["sick", "--data-dir", str(data), "--mirror", server.url]) == 0
+    assert _recorded(data)[_url("sick", "sick_train.zip")]["sha256"] == _sha(good)
+    assert dl.main(["sick", "--force", "--data-dir", str(data), "--mirror", server.url]) == 0
+    assert len(read_sick(data / "sts", "train").scores) == 6
+
+
+def test_a_digest_recorded_without_a_check_is_replaced_by_a_good_file(server, archives, small, tmp_path, capsys):
+    """Data directories filled by earlier versions may hold the digest of an error page."""
+    data = tmp_path / "data"
+    (data / ".downloads").mkdir(parents=True)
+    url = _url("sick", "sick_train.zip")
+    (data / ".downloads" / dl.CHECKSUMS_FILE).write_text(json.dumps({url: {"sha256": "0" * 64, "size": 120}}))
+    assert dl.main(["sick", "--data-dir", str(data), "--mirror", server.url]) == 0
+    assert "recorded without a structure check" in capsys.readouterr().out
+    assert _recorded(data)[url] == {"sha256": _sha(archives["sick_train.zip"]), "size": len(archives["sick_train.zip"]),
+                                    "verified": True, "source": f"{server.url}/sick_train.zip"}
+    # An unchecked record of the right file is marked verified once the file passes the check.
+    unchecked = {url: {"sha256": _sha(archives["sick_train.zip"])}}
+    (data / ".downloads" / dl.CHECKSUMS_FILE).write_text(json.dumps(unchecked))
+    assert dl.main(["sick", "--force", "--data-dir", str(data), "--mirror", server.url]) == 0
+    assert _recorded(data)[url]["verified"] is True
+
+
+def test_a_size_other_than_the_registry_s_is_refused_before_the_transfer(server, archives, small, tmp_path,
+                                                                          monkeypatch, capsys):
+    _patch(monkeypatch, lambda r: dataclasses.replace(r, size=len(archives[r.filename]) + 10)
+           if r.filename == "TREC_10.label" else r)
+    data = tmp_path / "data"
+    assert dl.main(["trec", "--data-dir", str(data), "--mirror", server.url]) == 2
+    err = capsys.readouterr().err
+    assert f"offers {len(archives['TREC_10.label'])} bytes of TREC_10.label; the registry expects" in err, err
+
+
+def test_a_transient_503_is_retried_and_a_404_is_not(server, archives, small, tmp_path, capsys):
+    server.fail_once["sick_trial.zip"] = 503
+    data = tmp_path / "data"
+    assert dl.main(["sick", "--data-dir", str(data), "--mirror", server.url]) == 0
+    assert [p for p, _ in server.requests].count("sick_trial.zip") == 2
+    assert "HTTP 503 Service Unavailable; retrying in 0 s (attempt 2 of 4)" in capsys.readouterr().out
+    del server.files["TREC_10.label"]
+    assert dl.main(["trec", "--data-dir", str(data), "--mirror", server.url]) == 2
+    assert "HTTP 404" in capsys.readouterr().err
+    assert [p for p, _ in server.requests].count("TREC_10.label") == 1
+
+
+def test_retries_are_bounded(server, small, tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(dl.time, "sleep", calls.append)
+    server.files["broken"] = b"x" * 10
+
+    class Always503(dict):
+        def pop(self, name, default=None):
+            return 503
+
+    server.fail_once = Always503()
+    with pytest.raises(dl.DownloadError, match=r"HTTP 503 Service Unavailable \(after 4 attempts\)"):
+        dl.fetch(f"{server.url}/broken", tmp_path / "broken.part", log=lambda *a: None)
+    assert len(calls) == dl.RETRIES == 3
+
+
+def test_an_interrupted_download_resumes_with_range(server, archives, small, tmp_path, monkeypatch, capsys):
     name = "datasmall_NB_ACL12.zip"
     half = len(archives[name]) // 2
-    server.drop_after[name] = half
     data = tmp_path / "data"
-    rc = dl.main(["subj", "--data-dir", str(data), "--mirror", server.url])
-    err = capsys.readouterr().err
-    assert rc == 2 and "broke off" in err and "run the same command again" in err, err
-    part = data / ".downloads" / (name + ".part")
-    assert part.stat().st_size == half
-    assert not (data / "senteval" / "SUBJ").exists()
+    # Within one run: the retry resumes where the transfer broke off.
+    server.drop_after[name] = half
     assert dl.main(["subj", "--data-dir", str(data), "--mirror", server.url]) == 0
-    assert server.requests[-1] == (name, f"bytes={half}-")
+    assert server.requests[-2:] == [(name, None), (name, f"bytes={half}-")]
     assert "resuming" in capsys.readouterr().out
     assert (data / "senteval" / "SUBJ" / "subj.subjective").read_text() == "i love it\n"
+    # Without retries: the partial file stays, and the next run resumes it.
+    monkeypatch.setattr(dl, "RETRIES", 0)
+    server.drop_after[name] = half
+    rc = dl.main(["mpqa", "--data-dir", str(data), "--mirror", server.url])
+    err = capsys.readouterr().err
+    assert rc == 2 and "broke off" in err and "run the same command again to resume" in err, err
+    part = data / ".downloads" / (name + ".part")
+    assert part.stat().st_size == half
+    assert dl.main(["mpqa", "--data-dir", str(data), "--mirror", server.url]) == 0
+    assert server.requests[-1] == (name, f"bytes={half}-")
 
 
 def test_a_server_that_ignores_range_restarts_the_file(server, archives, tmp_path):
@@ -245,6 +413,96 @@ def test_a_server_that_ignores_range_restarts_the_file(server, archives, tmp_pat
     assert part.read_bytes() == archives["TREC_10.label"]
     assert server.requests[-1][1] == f"bytes={len(b'stale bytes from another version')}-"
     assert any("ignored the resume request" in m for m in messages)
+
+
+def _bomb_zip(path: Path, member_bytes: int) -> None:
+    """A zip whose one member is ``member_bytes`` zero bytes, written in 1 MiB blocks."""
+    block = bytes(1 << 20)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z, z.open("SICK_train.txt", "w", force_zip64=True) as f:
+        for _ in range(member_bytes // len(block)):
+            f.write(block)
+
+
+def test_a_zip_bomb_is_refused_on_its_headers(server, small, tmp_path, capsys):
+    bomb = tmp_path / "bomb.zip"
+    _bomb_zip(bomb, dl.MAX_UNPACKED_BYTES + (1 << 20))
+    assert bomb.stat().st_size < dl.MAX_UNPACKED_BYTES // 100  # a small download
+    server.files["sick_train.zip"] = bomb.read_bytes()
+    data = tmp_path / "data"
+    assert dl.main(["sick", "--data-dir", str(data), "--mirror", server.url]) == 2
+    err = capsys.readouterr().err
+    assert f"unpack to {dl.MAX_UNPACKED_BYTES + (1 << 20)} bytes, over the cap of {dl.MAX_UNPACKED_BYTES}" in err, err
+    assert not (data / "sts" / "SICK").exists() and _recorded(data) == {}
+    assert not (data / ".downloads" / "sick_train.zip").exists()
+
+
+def test_unpacked_bytes_are_counted_on_the_headers_and_while_reading(tmp_path):
+    path = tmp_path / "x.tar.gz"
+    path.write_bytes(_tar_gz({"stsbenchmark/sts-train.csv": "a\tb\n" * 3000}))
+    remote = dl.Remote("https://example.org/x.tar.gz", "x.tar.gz", "tar.gz", max_unpacked=10_000)
+    with pytest.raises(dl.DownloadError, match="unpack to more than the cap of 10000 bytes"):
+        dl.verify_structure(remote, path)
+    # A plain file has no header: the bytes read are counted.
+    path = tmp_path / "x.txt"
+    path.write_bytes(b"a\tb\n" * 3000)
+    remote = dl.Remote("https://example.org/x.txt", "x.txt", "file", rows=(("x.txt", 3000),), max_unpacked=10_000)
+    with pytest.raises(dl.DownloadError, match="x.txt unpacks to over 10000 bytes"):
+        dl.verify_structure(remote, path)
+    dl.verify_structure(dataclasses.replace(remote, max_unpacked=12_000), path)
+
+
+@pytest.mark.parametrize("member", ["../../evil.txt", "/etc/evil.txt", "link", "many"])
+def test_unsafe_archives_are_refused(member, tmp_path, monkeypatch):
+    remote = dl.Remote("https://example.org/x", "x", "zip", rows=(("SICK_train.txt", 1),))
+    path = tmp_path / "x"
+    if member == "link":
+        path = tmp_path / "x.tar.gz"
+        remote = dataclasses.replace(remote, kind="tar.gz")
+        with tarfile.open(path, "w:gz") as t:
+            info = tarfile.TarInfo("SICK_train.txt")
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            t.addfile(info)
+        expected = "is a link"
+    elif member == "many":
+        monkeypatch.setattr(dl, "MAX_MEMBERS", 5)
+        path.write_bytes(_zip({f"f{i}.txt": "x\n" for i in range(6)}))
+        expected = "6 entries, over the cap of 5"
+    else:
+        path.write_bytes(_zip({member: "x\n", "SICK_train.txt": "x\n"}))
+        expected = "points outside the archive's folder"
+    with pytest.raises(dl.DownloadError, match=expected):
+        dl.verify_structure(remote, path)
+
+
+def test_a_zip_symlink_is_refused(tmp_path):
+    path = tmp_path / "x.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        info = zipfile.ZipInfo("SICK_train.txt")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        z.writestr(info, "/etc/passwd")
+    with pytest.raises(dl.DownloadError, match="is a link"):
+        dl.verify_structure(dl.Remote("https://example.org/x.zip", "x.zip", "zip"), path)
+
+
+def test_installed_folders_are_readable_by_others(server, small, tmp_path):
+    old = os.umask(0o022)
+    try:
+        data = tmp_path / "data"
+        assert dl.main(["sick", "trec", "--data-dir", str(data), "--mirror", server.url]) == 0
+    finally:
+        os.umask(old)
+    for folder in (data / "sts" / "SICK", data / "senteval" / "TREC"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755, oct(folder.stat().st_mode)
+        for f in folder.iterdir():
+            assert stat.S_IMODE(f.stat().st_mode) == 0o644, (f, oct(f.stat().st_mode))
+
+
+def test_progress_bars_go_to_stderr_and_quiet_is_quiet(server, small, tmp_path, capsys):
+    assert dl.download(["trec"], tmp_path / "a", mirror=server.url, progress=True, log=lambda *a: None)
+    assert "TREC_10.label" in capsys.readouterr().err  # the tqdm bar
+    assert dl.main(["trec", "--quiet", "--data-dir", str(tmp_path / "b"), "--mirror", server.url]) == 0
+    out = capsys.readouterr()
+    assert out.err == "" and out.out.startswith("done in ") and out.out.count("\n") == 1
 
 
 def test_offline_fails_fast_with_a_clear_error(tmp_path):
@@ -281,6 +539,7 @@ def test_bad_names_and_missing_data_dir_are_usage_errors(capsys, monkeypatch):
     listing = capsys.readouterr().out
     assert all(name in listing for name in ("sts12", "sts16", "stsb", "sick", "mr", "trec", "mrpc", "sst2",
                                             "flickr8k-text"))
+    assert "(sha256 pinned)" in listing and "(structure-checked)" in listing
 
 
 def test_groups_expand_in_order_without_repeats():
@@ -288,8 +547,82 @@ def test_groups_expand_in_order_without_repeats():
     assert set(dl.expand_names(["all"])) == set(dl.DATASETS)
 
 
-def test_every_registry_url_is_official_https_or_the_sts_wiki():
+def test_every_registry_url_is_https_and_every_file_has_a_structure_check():
     for d in dl.DATASETS.values():
         for r in d.remotes:
-            assert r.url.endswith(r.filename), r
-            assert r.url.startswith(("https://", "http://ixa2.si.ehu.eus/", "http://alt.qcri.org/")), r
+            assert r.url.endswith(r.filename) and r.url.startswith("https://"), r
+            assert r.rows or r.sts, r
+
+
+def test_pinned_digests_match_the_published_checksum_lists():
+    """Each pinned digest is the one tensorflow_datasets ships for the same URL."""
+    import tensorflow_datasets
+
+    root = Path(tensorflow_datasets.__file__).parent
+    published = {}
+    for path in [*root.glob("url_checksums/*.txt"), *root.glob("**/checksums.tsv")]:
+        for line in path.read_text(errors="replace").splitlines():
+            fields = line.split()
+            if len(fields) >= 3 and fields[1].isdigit():
+                published[fields[0]] = (int(fields[1]), fields[2])
+    pinned = {r.url: (r.size, r.sha256) for d in dl.DATASETS.values() for r in d.remotes if r.sha256}
+    assert len(pinned) >= 2
+    for url, entry in pinned.items():
+        assert published.get(url) == entry, url
+
+
+# ----------------------------------------------------------------------------- the real files
+
+
+def _real_mirror(root: Path, out: Path) -> None:
+    """Archives in the published formats, rebuilt from the data README's reference copies."""
+    out.mkdir()
+
+    def zip_folder(name, folder, prefix=""):
+        with zipfile.ZipFile(out / name, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in sorted(folder.iterdir()):
+                z.write(f, prefix + f.name)
+
+    for year in (12, 13, 16):
+        zip_folder(f"STS20{year}-en-test.zip", root / "sts" / f"STS{year}-en-test", "test-gold/")
+    with tarfile.open(out / "Stsbenchmark.tar.gz", "w:gz") as t:
+        for f in sorted((root / "sts" / "STSBenchmark").iterdir()):
+            t.add(f, f"stsbenchmark/{f.name}")
+    for split in ("train", "trial", "test_annotated"):
+        with zipfile.ZipFile(out / f"sick_{split}.zip", "w", zipfile.ZIP_DEFLATED) as z:
+            z.write(root / "sts" / "SICK" / f"SICK_{split}.txt", f"SICK_{split}.txt")
+    with zipfile.ZipFile(out / "datasmall_NB_ACL12.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        for task, folder in (("MR", "rt10662"), ("CR", "customerr"), ("SUBJ", "subj"), ("MPQA", "mpqa")):
+            for f in sorted((root / "senteval" / task).iterdir()):
+                z.write(f, f"data/{folder}/{f.name}")
+    for task in ("TREC", "MRPC", "SST/binary"):
+        for f in (root / "senteval" / task).iterdir():
+            (out / f.name).write_bytes(f.read_bytes())
+    zip_folder("Flickr8k_text.zip", root / "flickr8k" / "Flickr8k_text")
+
+
+@pytest.mark.filterwarnings("ignore:STS13. skipping subset")
+def test_the_real_files_pass_the_shipped_registry(data_dir, tmp_path, capsys):
+    """The registry as shipped (line counts, STS subsets, the pinned MRPC digests) accepts
+    the real releases, and the installed folders read as the reference copies do."""
+    mirror = tmp_path / "mirror"
+    _real_mirror(data_dir, mirror)
+    server = _Server({f.name: f.read_bytes() for f in mirror.iterdir()})
+    try:
+        names = ["sts12", "sts13", "sts16", "stsb", "sick", "mr", "cr", "subj", "mpqa", "trec", "mrpc", "sst2",
+                 "flickr8k-text"]
+        rc = dl.main([*names, "--data-dir", str(tmp_path / "data"), "--mirror", server.url])
+    finally:
+        server.close()
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    data = tmp_path / "data"
+    for year in (12, 13, 16):
+        got, ref = (read_sts_year(r / "sts" / f"STS{year}-en-test") for r in (data, data_dir))
+        assert {k: len(v) for k, v in got.items()} == {k: len(v) for k, v in ref.items()}
+    assert len(read_sick(data / "sts", "test").scores) == 4927
+    assert (data / "senteval" / "MRPC" / "msr_paraphrase_train.txt").read_bytes() == (
+        data_dir / "senteval" / "MRPC" / "msr_paraphrase_train.txt").read_bytes()
+    recorded = _recorded(data)
+    assert _url("mrpc", "msr_paraphrase_train.txt") not in recorded  # pinned
+    assert len(recorded) == 14  # every other file: verified, then recorded

@@ -9,7 +9,7 @@ Usage::
 Each dataset comes from its official public location (the URLs SentEval's
 ``data/downstream/get_transfer_data.bash`` uses for STS 2012-2016, SICK, MR, CR, SUBJ,
 MPQA, TREC, MRPC and SST-2; the STS wiki for STS-B; the Flickr8k text release), and is
-unpacked into the layout of ``../shared/data/README.md``::
+unpacked into the layout of the data README::
 
     DATA/sts/STS1x-en-test/, DATA/sts/STSBenchmark/, DATA/sts/SICK/
     DATA/senteval/{MR,CR,SUBJ,MPQA,TREC,MRPC,SST/binary}/
@@ -21,21 +21,36 @@ take the raw text). The image features (``flickr8k/features/*.npz``) are not dow
 
 How a download behaves:
 
-* **Resumable**: bytes go to ``DATA/.downloads/<file>.part``; a second run asks the
-  server for the rest (HTTP ``Range``) and appends, or starts over when the server
-  ignores the range.
-* **Checked**: a file whose registry entry has a ``sha256`` (or ``size``) is verified
-  before it is unpacked; a mismatch deletes the download and fails naming the file.
-  Entries whose checksum is not yet known (``sha256=None``: the archive could not be
-  hashed when the entry was written) are hashed on their first download; the digest
-  is printed and recorded in ``DATA/.downloads/checksums.json``, and every later
-  download of that URL into the same data directory must match it.
+* **Resumable, retried**: bytes go to ``DATA/.downloads/<file>.part``; a transfer that
+  breaks off, or an HTTP 408/429/5xx answer, is retried up to ``RETRIES`` times with
+  exponential back-off (resuming with an HTTP ``Range`` request, or starting over when
+  the server ignores the range). An HTTP 404 or a failed check is never retried. A
+  progress bar goes to stderr when it is a terminal (``--quiet`` turns it off).
+* **Not an error page**: a response served as ``text/html``, a file that starts like an
+  HTML page, an archive without its format's signature, or fewer bytes than the
+  ``Content-Length`` (or the registry's size) is rejected before it is checked further.
+* **Checked**: a file whose registry entry has a ``sha256`` (pinned from a published
+  checksum list) must match it. Every archive must also have the expected *structure*
+  (``verify_structure``): the member files the readers need, each with its published
+  number of non-blank lines (within ``ROW_TOLERANCE``), STS input and gold files that
+  pair line by line with gold scores in 0..5. An archive whose digest is not pinned is
+  trusted only once it passes that check: its digest is then recorded in
+  ``DATA/.downloads/checksums.json`` and later downloads into the same data directory
+  must match it. A file that fails any check is deleted and never recorded. When the
+  upstream file changes, ``--force`` downloads it again and replaces the recorded digest
+  if the new file passes the structure check.
+* **Bounded unpacking**: an archive may hold at most ``MAX_MEMBERS`` entries and unpack
+  to at most ``max_unpacked`` bytes (default ``MAX_UNPACKED_BYTES``, 128 MiB; the files
+  the readers use from any one archive take under 10 MB); both are checked on the archive's headers before
+  anything is extracted and on the bytes actually read while extracting. Members with an
+  absolute path or ``..``, links and device files are refused.
 * **Atomic**: a dataset is unpacked into a temporary folder beside its destination and
-  renamed into place, so an interrupted run never leaves a half-written dataset.
-  A destination that exists is kept (``--force`` replaces it).
+  renamed into place, so an interrupted run never leaves a half-written dataset. Folders
+  get the usual permissions (``0o777`` less the umask), so other users of a shared data
+  directory can read them. A destination that exists is kept (``--force`` replaces it).
 * **Mirrors**: ``--mirror URL`` or ``$GROUNDED_TEXT_DOWNLOAD_BASE`` fetches every file
   as ``URL/<file name>`` instead (a folder holding the archives under their registry
-  file names), e.g. a lab cache or the tests' local server.
+  file names), e.g. a lab cache or the tests' local server. The same checks apply.
 * **Offline**: an unreachable host fails within a few seconds with
   ``error: cannot reach <host> ...`` (exit 2), with no retries.
 """
@@ -44,22 +59,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import email.utils
 import fnmatch
 import hashlib
 import http.client
 import json
+import math
 import os
+import re
+import secrets
 import shutil
 import socket
+import stat
 import sys
 import tarfile
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 MIRROR_ENV_VAR = "GROUNDED_TEXT_DOWNLOAD_BASE"
@@ -71,10 +91,32 @@ CHUNK_BYTES = 1 << 16
 DOWNLOADS_DIR = ".downloads"
 CHECKSUMS_FILE = "checksums.json"
 MARKER_FILE = ".download.json"
+#: Further attempts after a transient failure (HTTP 408/429/5xx, a transfer that broke off).
+RETRIES = 3
+#: Seconds before the first retry; doubled for each further one (a ``Retry-After`` of up to
+#: ``MAX_BACKOFF_S`` seconds is honoured instead).
+RETRY_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: Default cap on the bytes one archive unpacks to (all members, wanted or not).
+MAX_UNPACKED_BYTES = 128 << 20
+#: Cap on the number of entries of one archive.
+MAX_MEMBERS = 10_000
+#: Relative tolerance of the line counts of ``verify_structure`` (at least 2 lines): copies
+#: re-saved by redistributors differ by a blank or stray line, a wrong file by far more.
+ROW_TOLERANCE = 0.01
 
 
 class DownloadError(Exception):
     """A download, its check or its unpacking failed; the message names the file or host."""
+
+
+class _Transient(DownloadError):
+    """A failure worth another attempt (the server was busy, the transfer broke off)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,9 +127,16 @@ class Remote:
       url: its official location.
       filename: its name in the download cache and on a mirror (``MIRROR/filename``).
       kind: ``"zip"``, ``"tar.gz"`` or ``"file"`` (kept as is).
-      sha256: the expected digest, or ``None`` when not known yet (recorded on the
-        first download into a data directory, then enforced there).
+      sha256: the expected digest when a published one is known (pinned), else ``None``:
+        the file is then trusted once ``verify_structure`` passes, and its digest is
+        recorded in the data directory.
       size: the expected size in bytes, or ``None``.
+      rows: ``(member, non-blank lines)`` the file must hold; ``member`` is the member's
+        path or its trailing part (``"stsbenchmark/sts-test.csv"``, ``"SICK_train.txt"``;
+        for ``kind="file"``, the file name).
+      sts: for an STS test archive, ``(subset, scored pairs)``: each subset needs an input
+        and a gold file of equal length; ``scored pairs`` 0 means any positive number.
+      max_unpacked: cap on the bytes the archive unpacks to.
     """
 
     url: str
@@ -95,6 +144,9 @@ class Remote:
     kind: str
     sha256: str | None = None
     size: int | None = None
+    rows: tuple[tuple[str, int], ...] = ()
+    sts: tuple[tuple[str, int], ...] = ()
+    max_unpacked: int = MAX_UNPACKED_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,19 +172,42 @@ class Dataset:
     description: str = ""
 
 
-_STS_WIKI = "http://ixa2.si.ehu.eus/stswiki/images/"
-_SICK = "http://alt.qcri.org/semeval2014/task1/data/uploads/"
+# Both hosts serve the same paths over https (the Hugging Face ``sick`` loader and
+# sentence-transformers fetch them so); SentEval's script predates that.
+_STS_WIKI = "https://ixa2.si.ehu.eus/stswiki/images/"
+_SICK = "https://alt.qcri.org/semeval2014/task1/data/uploads/"
 _SENTEVAL = "https://dl.fbaipublicfiles.com/senteval/senteval_data/"
-_BINCLASSIF = Remote(_SENTEVAL + "datasmall_NB_ACL12.zip", "datasmall_NB_ACL12.zip", "zip")
 _TREC = "https://cogcomp.seas.upenn.edu/Data/QA/QC/"
 _SST2 = "https://raw.githubusercontent.com/PrincetonML/SIF/master/data/"
 _FLICKR8K = "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/"
+
+# Line counts (non-blank lines, header included) are the published sizes of each file,
+# which the data README lists: SICK 4,500 / 500 / 4,927 pairs, STS-B 5,749 / 1,500 / 1,379,
+# MR 5,331 + 5,331, CR 3,775, SUBJ 5,000 + 5,000, MPQA 10,606, TREC 5,452 / 500, MRPC 4,076 /
+# 1,725 pairs, SST-2 67,349 / 872 / 1,821, Flickr8k 40,460 captions and 6,000 / 1,000 / 1,000
+# split images. STS scored pairs per subset are those of the SemEval releases.
+_BINCLASSIF = Remote(_SENTEVAL + "datasmall_NB_ACL12.zip", "datasmall_NB_ACL12.zip", "zip",
+                     rows=(("rt10662/rt-polarity.pos", 5331), ("rt10662/rt-polarity.neg", 5331),
+                           ("customerr/custrev.pos", 2405), ("customerr/custrev.neg", 1366),
+                           ("subj/subj.objective", 5000), ("subj/subj.subjective", 5000),
+                           ("mpqa/mpqa.pos", 3311), ("mpqa/mpqa.neg", 7292)))
+
+_STS_SUBSETS = {
+    2012: (("MSRpar", 750), ("MSRvid", 750), ("SMTeuroparl", 459), ("surprise.OnWN", 750),
+           ("surprise.SMTnews", 399)),
+    # SMT has a gold file but no input file (withheld by its licence).
+    2013: (("FNWN", 189), ("OnWN", 561), ("headlines", 750)),
+    2014: (("deft-forum", 0), ("deft-news", 0), ("headlines", 0), ("images", 0), ("OnWN", 0), ("tweet-news", 0)),
+    2015: (("answers-forums", 0), ("answers-students", 0), ("belief", 0), ("headlines", 0), ("images", 0)),
+    2016: (("answer-answer", 254), ("headlines", 249), ("plagiarism", 230), ("postediting", 244),
+           ("question-question", 209)),
+}
 
 
 def _sts(year: int, path: str) -> Dataset:
     name = f"STS{year}-en-test.zip"
     return Dataset(f"sts{year % 100}", f"sts/STS{year % 100}-en-test",
-                   (Remote(_STS_WIKI + path + name, name, "zip"),),
+                   (Remote(_STS_WIKI + path + name, name, "zip", sts=_STS_SUBSETS[year]),),
                    members=("STS*.txt", "*readme*", "*README*", "LICENSE*"),
                    description=f"SemEval STS {year} English test set (gold scores)")
 
@@ -142,12 +217,16 @@ def _binclassif(name: str, folder: str, files: tuple[str, ...], what: str) -> Da
                    description=what)
 
 
-def _files(base: str, names: tuple[str, ...]) -> tuple[Remote, ...]:
-    return tuple(Remote(base + n, n, "file") for n in names)
+def _file(base: str, name: str, rows: int, sha256: str | None = None, size: int | None = None) -> Remote:
+    return Remote(base + name, name, "file", sha256=sha256, size=size, rows=((name, rows),))
 
 
-#: NAME → dataset. Checksums are ``None`` where the archive could not be hashed when
-#: the entry was written (see the module docstring: first download records them).
+def _sick(split: str, rows: int) -> Remote:
+    return Remote(f"{_SICK}sick_{split}.zip", f"sick_{split}.zip", "zip", rows=((f"SICK_{split}.txt", rows),))
+
+
+#: NAME → dataset. A ``sha256`` is pinned where a published checksum list gives one for
+#: the same URL; the others are trusted once their structure verifies (module docstring).
 DATASETS: dict[str, Dataset] = {d.name: d for d in (
     _sts(2012, "4/40/"),
     _sts(2013, "2/2f/"),
@@ -155,24 +234,35 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     _sts(2015, "d/da/"),
     _sts(2016, "9/98/"),
     Dataset("stsb", "sts/STSBenchmark",
-            (Remote(_STS_WIKI + "4/48/Stsbenchmark.tar.gz", "Stsbenchmark.tar.gz", "tar.gz"),),
+            (Remote(_STS_WIKI + "4/48/Stsbenchmark.tar.gz", "Stsbenchmark.tar.gz", "tar.gz",
+                    rows=(("stsbenchmark/sts-train.csv", 5749), ("stsbenchmark/sts-dev.csv", 1500),
+                          ("stsbenchmark/sts-test.csv", 1379))),),
             members=("sts-*.csv", "readme.txt", "LICENSE.txt"), folder="stsbenchmark",
             description="STS Benchmark train/dev/test (Cer et al. 2017)"),
-    Dataset("sick", "sts/SICK",
-            tuple(Remote(f"{_SICK}sick_{s}.zip", f"sick_{s}.zip", "zip") for s in ("train", "trial", "test_annotated")),
+    Dataset("sick", "sts/SICK", (_sick("train", 4501), _sick("trial", 501), _sick("test_annotated", 4928)),
             members=("SICK_*.txt",), description="SICK 2014 relatedness and entailment (CC BY-NC-SA 3.0)"),
     _binclassif("mr", "rt10662", ("rt-polarity.pos", "rt-polarity.neg"), "MR movie-review polarity"),
     _binclassif("cr", "customerr", ("custrev.pos", "custrev.neg"), "CR customer-review polarity"),
     _binclassif("subj", "subj", ("subj.objective", "subj.subjective"), "SUBJ subjectivity"),
     _binclassif("mpqa", "mpqa", ("mpqa.pos", "mpqa.neg"), "MPQA opinion polarity"),
-    Dataset("trec", "senteval/TREC", _files(_TREC, ("train_5500.label", "TREC_10.label")),
+    Dataset("trec", "senteval/TREC", (_file(_TREC, "train_5500.label", 5452), _file(_TREC, "TREC_10.label", 500)),
             description="TREC question types"),
-    Dataset("mrpc", "senteval/MRPC", _files(_SENTEVAL, ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt")),
+    # sha256 and size: tensorflow_datasets 4.9 url_checksums/glue.txt (its GLUE MRPC config
+    # fetches these two URLs); the data README's reference copies hash the same.
+    Dataset("mrpc", "senteval/MRPC",
+            (_file(_SENTEVAL, "msr_paraphrase_train.txt", 4077, size=1047044,
+                   sha256="60a9b09084528f0673eedee2b69cb941920f0b8cd0eeccefc464a98768457f89"),
+             _file(_SENTEVAL, "msr_paraphrase_test.txt", 1726, size=441275,
+                   sha256="a04e271090879aaba6423d65b94950c089298587d9c084bf9cd7439bd785f784")),
             description="MRPC paraphrase pairs (Microsoft research licence)"),
-    Dataset("sst2", "senteval/SST/binary", _files(_SST2, ("sentiment-train", "sentiment-dev", "sentiment-test")),
+    Dataset("sst2", "senteval/SST/binary",
+            (_file(_SST2, "sentiment-train", 67349), _file(_SST2, "sentiment-dev", 872),
+             _file(_SST2, "sentiment-test", 1821)),
             description="SST-2 binary sentiment, as SentEval uses it"),
     Dataset("flickr8k-text", "flickr8k/Flickr8k_text",
-            (Remote(_FLICKR8K + "Flickr8k_text.zip", "Flickr8k_text.zip", "zip"),),
+            (Remote(_FLICKR8K + "Flickr8k_text.zip", "Flickr8k_text.zip", "zip",
+                    rows=(("Flickr8k.token.txt", 40460), ("Flickr_8k.trainImages.txt", 6000),
+                          ("Flickr_8k.devImages.txt", 1000), ("Flickr_8k.testImages.txt", 1000))),),
             members=("*.txt",), description="Flickr8k captions and the official train/dev/test split files"),
 )}
 
@@ -238,65 +328,182 @@ def _check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
         raise DownloadError(f"cannot reach {parts.netloc}: {reason} (offline, or the host is down?).") from None
 
 
-def fetch(url: str, part: Path, *, expected_size: int | None = None, log=print) -> Path:
-    """Downloads ``url`` into ``part``, resuming a partial file with an HTTP ``Range`` request.
+def _retry_after(headers) -> float | None:
+    """Seconds from a ``Retry-After`` header (a number or an HTTP date), capped."""
+    value = headers.get("Retry-After") if headers is not None else None
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return min(max(seconds, 0.0), MAX_BACKOFF_S) if math.isfinite(seconds) else None
 
-    Args:
-      url: http(s) URL.
-      part: the partial file (created, or appended to when the server honours the range).
-      expected_size: the full size when known (a complete ``part`` is then not fetched again).
-      log: where progress lines go.
 
-    Returns:
-      ``part``, now complete.
+def _is_html_type(content_type: str) -> bool:
+    return content_type.split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml")
 
-    Raises:
-      DownloadError: the host cannot be reached, the server answers with an HTTP error,
-        or the transfer breaks off (``part`` keeps what arrived: run again to resume).
-    """
+
+def _fetch_once(url: str, part: Path, expected_size: int | None, max_bytes: int, log, progress: bool) -> Path:
+    """One attempt of ``fetch``; raises ``_Transient`` for failures worth retrying."""
     have = part.stat().st_size if part.exists() else 0
+    if expected_size is not None and have > expected_size:
+        part.unlink()  # longer than the file can be: not a prefix of it
+        have = 0
     if expected_size is not None and have == expected_size:
         return part
-    _check_reachable(url)
     request = urllib.request.Request(url, headers={"User-Agent": "grounded_text-download"})
     if have:
         request.add_header("Range", f"bytes={have}-")
     try:
         response = urllib.request.urlopen(request, timeout=READ_TIMEOUT_S)
     except urllib.error.HTTPError as e:
-        if e.code == 416 and have:  # the range starts at the end: the part file is complete
-            return part
-        raise DownloadError(f"{url}: the server answered HTTP {e.code} {e.reason}.") from None
-    except (urllib.error.URLError, OSError) as e:
+        if e.code == 416 and have:
+            # The range starts at or past the end: complete when the server's size is ours.
+            total = (e.headers.get("Content-Range") or "").rpartition("/")[2]
+            if not total.isdigit() or int(total) == have:
+                return part
+            part.unlink()
+            raise _Transient(f"{part.name[:-5]} on {_host(url)} has {total} bytes, the partial file "
+                             f"{have}: starting over") from None
+        message = f"{url}: the server answered HTTP {e.code} {e.reason}"
+        if e.code in TRANSIENT_HTTP:
+            raise _Transient(message, _retry_after(e.headers)) from None
+        raise DownloadError(message + ".") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         reason = getattr(e, "reason", e)
-        raise DownloadError(f"cannot reach {_host(url)}: {reason}.") from None
+        raise _Transient(f"cannot reach {_host(url)}: {reason}") from None
     with response:
-        resumed = have and response.status == 206
-        if have and not resumed:
+        content_type = response.headers.get("Content-Type") or ""
+        if _is_html_type(content_type):
+            raise DownloadError(f"{url} answered with a web page (Content-Type {content_type}), not the file "
+                                f"{part.name[:-5]}: an error, login or landing page; check the URL or --mirror.")
+        resumed = bool(have) and response.status == 206
+        if resumed:
+            start = re.match(r"bytes (\d+)-", response.headers.get("Content-Range") or "")
+            if not start or int(start.group(1)) != have:
+                part.unlink()
+                raise _Transient(f"{_host(url)} answered the resume request of {part.name[:-5]} with another "
+                                 "range: starting over")
+            log(f"  resuming {part.name} at byte {have}")
+        elif have:
             log(f"  {_host(url)} ignored the resume request: starting {part.name} again")
             have = 0
-        mode = "ab" if resumed else "wb"
-        if resumed:
-            log(f"  resuming {part.name} at byte {have}")
         length = response.headers.get("Content-Length")
-        total = have + int(length) if length is not None else None
+        total = have + int(length) if length is not None and length.strip().isdigit() else None
+        name = part.name[:-5]
+        if total is not None and expected_size is not None and total != expected_size:
+            part.unlink(missing_ok=True)
+            raise DownloadError(f"{url} offers {total} bytes of {name}; the registry expects {expected_size}: "
+                                "another file, or a mirror serving the wrong one.")
+        if total is not None and total > max_bytes:
+            raise DownloadError(f"{url} offers {total} bytes of {name}, over the {max_bytes}-byte cap for it; "
+                                "refused.")
         got = have
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, initial=have, desc=name, unit="B", unit_scale=True, unit_divisor=1024,
+                       file=sys.stderr, leave=False, dynamic_ncols=True)
         try:
-            with open(part, mode) as out:
+            with open(part, "ab" if resumed else "wb") as out:
                 while True:
                     chunk = response.read(CHUNK_BYTES)
                     if not chunk:
                         break
                     out.write(chunk)
                     got += len(chunk)
+                    if bar is not None:
+                        bar.update(len(chunk))
+                    if got > max_bytes:
+                        break
         except (OSError, http.client.HTTPException) as e:
-            raise DownloadError(
-                f"download of {part.name[:-5]} from {_host(url)} broke off after {got} bytes ({e}); "
-                "run the same command again to resume.") from None
+            raise _Transient(f"download of {name} from {_host(url)} broke off after {got} bytes ({e})") from None
+        finally:
+            if bar is not None:
+                bar.close()
+    if got > max_bytes:
+        part.unlink()
+        raise DownloadError(f"{url} sent over {max_bytes} bytes of {name}, the cap for it; refused.")
     if total is not None and got < total:
-        raise DownloadError(f"download of {part.name[:-5]} from {_host(url)} broke off after {got} of {total} "
-                            "bytes; run the same command again to resume.")
+        raise _Transient(f"download of {name} from {_host(url)} broke off after {got} of {total} bytes")
     return part
+
+
+def fetch(url: str, part: Path, *, expected_size: int | None = None, max_bytes: int = MAX_UNPACKED_BYTES,
+          log=print, progress: bool = False, retries: int | None = None) -> Path:
+    """Downloads ``url`` into ``part``, resuming a partial file with an HTTP ``Range`` request.
+
+    Transient failures (HTTP 408, 425, 429, 500, 502, 503, 504; a connection that breaks
+    off or stalls for ``READ_TIMEOUT_S``) are retried ``retries`` times, waiting
+    ``RETRY_BACKOFF_S`` seconds doubled at each retry (or the server's ``Retry-After``, up
+    to ``MAX_BACKOFF_S``); each retry resumes where the last one stopped.
+
+    Args:
+      url: http(s) URL.
+      part: the partial file (created, or appended to when the server honours the range).
+      expected_size: the full size in bytes when known (a complete ``part`` is then not
+        fetched again; a server offering another size is refused).
+      max_bytes: refuse a file larger than this many bytes.
+      log: where progress lines go.
+      progress: show a tqdm progress bar on stderr.
+      retries: further attempts after a transient failure (default ``RETRIES``).
+
+    Returns:
+      ``part``, holding as many bytes as the server announced.
+
+    Raises:
+      DownloadError: the host cannot be reached (no retries: offline fails at once), an
+        HTTP error that is not transient (e.g. 404), a web page instead of the file, a
+        size other than ``expected_size`` or over ``max_bytes``, or a transient failure
+        on the last attempt (``part`` then keeps what arrived: run again to resume).
+    """
+    if expected_size is not None and part.is_file() and part.stat().st_size == expected_size:
+        return part
+    _check_reachable(url)
+    retries = RETRIES if retries is None else retries
+    for attempt in range(retries + 1):
+        try:
+            return _fetch_once(url, part, expected_size, max_bytes, log, progress)
+        except _Transient as e:
+            if attempt == retries:
+                kept = part.is_file() and part.stat().st_size > 0
+                tries = f" (after {retries + 1} attempts)" if retries else ""
+                raise DownloadError(f"{e}{tries}; " + ("run the same command again to resume." if kept else
+                                                      "run the same command again later.")) from None
+            wait = e.retry_after if e.retry_after is not None else min(RETRY_BACKOFF_S * 2 ** attempt,
+                                                                        MAX_BACKOFF_S)
+            log(f"  {e}; retrying in {wait:g} s (attempt {attempt + 2} of {retries + 1})")
+            time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+def _sniff(path: Path, remote: Remote, url: str) -> None:
+    """Refuses a web page or a file without its format's signature (deleting it).
+
+    Raises:
+      DownloadError: naming the file, the source and what its first bytes look like.
+    """
+    with open(path, "rb") as f:
+        head = f.read(512)
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    problem = None
+    if not head:
+        problem = "it is empty"
+    elif text.startswith((b"<!doctype html", b"<html", b"<head", b"<?xml")) or b"<html" in text[:256]:
+        problem = "it is a web page (an error, login or landing page?)"
+    elif remote.kind == "zip" and head[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):
+        problem = f"it is not a zip archive (it starts with {head[:8]!r})"
+    elif remote.kind == "tar.gz" and head[:2] != b"\x1f\x8b":
+        problem = f"it is not gzip-compressed (it starts with {head[:8]!r})"
+    if problem:
+        path.unlink()
+        raise DownloadError(f"{remote.filename} from {url}: {problem}; the file was deleted and nothing was "
+                            "recorded. Check the URL or --mirror.")
 
 
 def sha256_of(path: Path) -> str:
@@ -311,27 +518,34 @@ def sha256_of(path: Path) -> str:
 def _recorded(cache: Path) -> dict:
     path = cache / CHECKSUMS_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        records = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (ValueError, OSError) as e:
         raise DownloadError(f"{path}: cannot read the recorded checksums ({e}); delete it to start over.") from None
+    if not isinstance(records, dict):
+        raise DownloadError(f"{path}: the recorded checksums are not a JSON object; delete it to start over.")
+    return records
 
 
-def _record(cache: Path, url: str, digest: str, size: int) -> None:
+def _record(cache: Path, remote: Remote, digest: str, size: int, source: str) -> None:
     records = _recorded(cache)
-    records[url] = {"sha256": digest, "size": size}
-    tmp = cache / (CHECKSUMS_FILE + ".tmp")
+    records[remote.url] = {"sha256": digest, "size": size, "verified": True, "source": source}
+    tmp = cache / f"{CHECKSUMS_FILE}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, cache / CHECKSUMS_FILE)
 
 
-def verify(path: Path, remote: Remote, cache: Path, *, log=print) -> str:
-    """Checks a complete download against its registry entry, or else the digest recorded
-    by an earlier download into this data directory; records it when neither exists.
+def verify(path: Path, remote: Remote, cache: Path, *, force: bool = False, log=print) -> tuple[str, bool]:
+    """Checks a complete download against its pinned digest, or else the digest recorded
+    by an earlier verified download into this data directory.
+
+    A digest recorded by an earlier version of this tool (without ``"verified": true``:
+    it may be an error page's) or, with ``force``, a verified one that differs, does not
+    stop the file: the caller replaces it once ``verify_structure`` passes.
 
     Returns:
-      The file's SHA-256.
+      ``(sha256 hex digest, whether the caller should record it after the structure check)``.
 
     Raises:
       DownloadError: size or SHA-256 mismatch (the message names the file, the source
@@ -339,114 +553,360 @@ def verify(path: Path, remote: Remote, cache: Path, *, log=print) -> str:
     """
     size = path.stat().st_size
     digest = sha256_of(path)
-    known = _recorded(cache).get(remote.url, {})
-    expected_sha = remote.sha256 or known.get("sha256")
-    expected_size = remote.size if remote.size is not None else known.get("size")
     problem = None
-    if expected_size is not None and size != expected_size:
-        problem = f"size {size} bytes, expected {expected_size}"
-    elif expected_sha is not None and digest != expected_sha:
-        problem = f"sha256 {digest}, expected {expected_sha}"
-    if problem:
-        path.unlink()
-        raise DownloadError(f"checksum mismatch for {remote.filename} (from {remote.url}): {problem}; "
-                            "the file was deleted. A mirror with a different file, or a corrupted "
-                            "transfer: run again, or check the source.")
-    if expected_sha is None:
-        _record(cache, remote.url, digest, size)
-        log(f"  {remote.filename}: no published checksum; recorded sha256 {digest} ({size} bytes) "
-            f"in {cache / CHECKSUMS_FILE}")
-    return digest
+    if remote.size is not None and size != remote.size:
+        problem = f"size {size} bytes, expected {remote.size}"
+    elif remote.sha256 is not None and digest != remote.sha256:
+        problem = f"sha256 {digest}, expected {remote.sha256} (pinned)"
+    if problem is None and remote.sha256 is not None:
+        return digest, False
+    known = _recorded(cache).get(remote.url) if problem is None else None
+    if problem is None and (not isinstance(known, dict) or known.get("sha256") == digest):
+        # An unchecked record of this same file is recorded again, as verified, after the check.
+        return digest, not isinstance(known, dict) or known.get("verified") is not True
+    if problem is None and (force or known.get("verified") is not True):
+        why = "--force" if known.get("verified") is True else "it was recorded without a structure check"
+        log(f"  {remote.filename}: sha256 {digest} differs from the digest recorded in {cache / CHECKSUMS_FILE} "
+            f"({why}); it replaces that digest if the file passes the structure check")
+        return digest, True
+    if problem is None:
+        problem = (f"sha256 {digest}, expected {known.get('sha256')} (recorded in {cache / CHECKSUMS_FILE} by "
+                   "the first verified download; if the published file changed, --force downloads it again "
+                   "and replaces the recorded digest once the new file passes the structure check)")
+    path.unlink()
+    raise DownloadError(f"checksum mismatch for {remote.filename} (from {remote.url}): {problem}; "
+                        "the file was deleted. A mirror with a different file, or a corrupted "
+                        "transfer: run again, or check the source.")
 
 
-# --------------------------------------------------------------------------- unpacking
+# --------------------------------------------------------------------------- archives
+
+_STS_FILE = re.compile(r"^STS(?:\d{4})?\.(?P<what>input|gs)\.(?P<subset>.+)\.txt$")
+
+
+class _Budget:
+    """Counts the bytes actually unpacked from one archive against its cap."""
+
+    def __init__(self, remote: Remote):
+        self.remote, self.left = remote, remote.max_unpacked
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise DownloadError(f"{self.remote.filename} unpacks to over {self.remote.max_unpacked} bytes, the "
+                                "cap for it (a damaged or hostile archive); refused, nothing installed.")
+
+
+def _pump(src, budget: _Budget, dst=None) -> bytes | None:
+    """Reads ``src`` to its end within the budget: into ``dst``, or returned as bytes."""
+    chunks = []
+    while True:
+        block = src.read(CHUNK_BYTES)
+        if not block:
+            break
+        budget.take(len(block))
+        if dst is None:
+            chunks.append(block)
+        else:
+            dst.write(block)
+    return b"".join(chunks) if dst is None else None
+
+
+def _refuse(remote: Remote, why: str) -> DownloadError:
+    return DownloadError(f"{remote.filename}: {why}; refused, nothing installed.")
+
+
+def _check_name(remote: Remote, name: str) -> None:
+    path = PurePosixPath(name.replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts or (path.parts and ":" in path.parts[0]):
+        raise _refuse(remote, f"member {name!r} points outside the archive's folder")
+
+
+_ARCHIVE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, EOFError, OSError, ValueError,
+                   zlib.error)
+
+
+def _unpack_error(remote: Remote, path: Path, e: Exception) -> DownloadError:
+    return DownloadError(f"cannot unpack {remote.filename} ({path}): {e}; a damaged or wrong file")
+
+
+def _members(remote: Remote, path: Path):
+    """Yields ``(member path, read)`` for each regular file of the archive, where
+    ``read(dst=None)`` returns its bytes (or writes them to ``dst``); ``kind="file"`` is one
+    member named ``remote.filename``. The member count and the declared sizes are checked
+    before any member is read, and the bytes read are counted against ``max_unpacked``.
+
+    Raises:
+      DownloadError: too many members, over the size cap (declared or read), an absolute
+        or ``..`` path, a link or device entry, or a damaged archive.
+    """
+    budget = _Budget(remote)
+    try:
+        if remote.kind == "file":
+            with open(path, "rb") as f:
+                yield remote.filename, _guarded(remote, path, lambda dst: _pump(f, budget, dst))
+        elif remote.kind == "zip":
+            with zipfile.ZipFile(path) as z:
+                infos = z.infolist()
+                if len(infos) > MAX_MEMBERS:
+                    raise _refuse(remote, f"{len(infos)} entries, over the cap of {MAX_MEMBERS}")
+                declared = sum(i.file_size for i in infos)
+                if declared > remote.max_unpacked:
+                    raise _refuse(remote, f"its entries unpack to {declared} bytes, over the cap of "
+                                          f"{remote.max_unpacked}")
+                for info in infos:
+                    _check_name(remote, info.filename)
+                    mode = info.external_attr >> 16
+                    if stat.S_ISLNK(mode):
+                        raise _refuse(remote, f"member {info.filename!r} is a link")
+                    if info.is_dir():
+                        continue
+                    if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
+                        raise _refuse(remote, f"member {info.filename!r} is not a regular file")
+
+                    def read(dst, info=info):
+                        with z.open(info) as src:
+                            return _pump(src, budget, dst)
+
+                    yield info.filename, _guarded(remote, path, read)
+        elif remote.kind == "tar.gz":
+            with tarfile.open(path, "r:gz") as t:
+                count = declared = 0
+                for info in t:
+                    count += 1
+                    if count > MAX_MEMBERS:
+                        raise _refuse(remote, f"over {MAX_MEMBERS} entries")
+                    _check_name(remote, info.name)
+                    if info.issym() or info.islnk():
+                        raise _refuse(remote, f"member {info.name!r} is a link")
+                    if info.isdir():
+                        continue
+                    if not info.isfile():
+                        raise _refuse(remote, f"member {info.name!r} is not a regular file")
+                    declared += info.size
+                    if declared > remote.max_unpacked:
+                        raise _refuse(remote, f"its entries unpack to more than the cap of {remote.max_unpacked} bytes")
+
+                    def read(dst, info=info):
+                        with t.extractfile(info) as src:
+                            return _pump(src, budget, dst)
+
+                    yield info.name, _guarded(remote, path, read)
+        else:
+            raise DownloadError(f"{remote.filename}: unknown archive kind {remote.kind!r}.")
+    except _ARCHIVE_ERRORS as e:
+        raise _unpack_error(remote, path, e) from None
+
+
+def _guarded(remote: Remote, path: Path, read):
+    """``read`` runs in the caller's frame, outside ``_members``'s handler: wrap it too."""
+
+    def guarded(dst=None):
+        try:
+            return read(dst)
+        except _ARCHIVE_ERRORS as e:
+            raise _unpack_error(remote, path, e) from None
+
+    return guarded
+
+
+def _skipped(member: str) -> bool:
+    path = PurePosixPath(member)
+    return "__MACOSX" in path.parts or path.name.startswith("._") or not path.name
+
+
+def _close(n: int, want: int) -> bool:
+    return abs(n - want) <= max(2, ROW_TOLERANCE * want)
+
+
+def verify_structure(remote: Remote, path: Path) -> None:
+    """Checks that a downloaded file is the expected one before it is trusted.
+
+    Checks ``remote.rows`` (each member there, with its number of non-blank lines within
+    ``ROW_TOLERANCE`` or 2 lines, decoded as UTF-8 with replacement as the readers do) and
+    ``remote.sts`` (each subset's input and gold files present and of equal length, gold
+    lines blank or a number in 0..5, scored input lines with two tab-separated
+    sentences, the scored pairs within the tolerance of the count given), while unpacking
+    within the caps of ``_members``.
+
+    Args:
+      remote: the registry entry.
+      path: the complete download.
+
+    Raises:
+      DownloadError: listing what is missing or wrong (at most five problems), or see
+        ``_members``.
+    """
+    wanted = dict(remote.rows)
+    found: dict[str, tuple[str, int]] = {}
+    sts: dict[tuple[str, str], list[str]] = {}
+    for name, read in _members(remote, path):
+        if _skipped(name):
+            continue
+        key = next((k for k in wanted if name == k or name.endswith("/" + k)), None)
+        m = _STS_FILE.match(PurePosixPath(name).name) if remote.sts else None
+        if key is None and m is None:
+            read(dst=_Discard)  # counted against the cap all the same
+            continue
+        lines = read().decode("utf-8-sig", errors="replace").splitlines()
+        if key is not None:
+            if key in found:
+                raise _refuse(remote, f"two members match {key!r} ({found[key][0]!r}, {name!r})")
+            found[key] = (name, sum(1 for line in lines if line.strip()))
+        if m is not None:
+            sts[m.group("what"), m.group("subset")] = lines
+    problems = []
+    for key, want in remote.rows:
+        if key not in found:
+            problems.append(f"no member {key!r}")
+        elif not _close(found[key][1], want):
+            problems.append(f"{found[key][0]} has {found[key][1]} non-blank lines, expected {want}")
+    for subset, want in remote.sts:
+        inputs, golds = sts.get(("input", subset)), sts.get(("gs", subset))
+        if inputs is None or golds is None:
+            problems.append(f"STS subset {subset!r} lacks its {'input' if inputs is None else 'gold'} file")
+            continue
+        if len(inputs) != len(golds):
+            problems.append(f"STS subset {subset!r}: {len(inputs)} input lines but {len(golds)} gold lines")
+            continue
+        scored = 0
+        for lineno, (line, gold) in enumerate(zip(inputs, golds), 1):
+            if not gold.strip():
+                continue
+            try:
+                score = float(gold.strip())
+            except ValueError:
+                score = math.nan
+            if not 0.0 <= score <= 5.0:
+                problems.append(f"STS subset {subset!r} line {lineno}: gold {gold.strip()[:20]!r} is not a score 0..5")
+                break
+            if len(line.split("\t")) < 2:
+                problems.append(f"STS subset {subset!r} line {lineno}: not two tab-separated sentences")
+                break
+            scored += 1
+        else:
+            if scored == 0 or (want and not _close(scored, want)):
+                problems.append(f"STS subset {subset!r} has {scored} scored pairs, expected {want or 'some'}")
+    if problems:
+        raise DownloadError(f"{remote.filename} is not the expected file: " + "; ".join(problems[:5])
+                            + ("; ..." if len(problems) > 5 else "") + ". It was deleted and nothing was recorded.")
+
+
+class _Discard:
+    """A sink that drops what is written (members read only to count their bytes)."""
+
+    @staticmethod
+    def write(data: bytes) -> int:
+        return len(data)
 
 
 def _wanted(dataset: Dataset, member: str) -> str | None:
     """The file name ``member`` is written as, or ``None`` when the dataset skips it."""
     path = PurePosixPath(member)
-    if "__MACOSX" in path.parts or path.name.startswith("._") or not path.name:
+    if _skipped(member):
         return None
     if dataset.folder is not None and (len(path.parts) < 2 or path.parts[-2] != dataset.folder):
         return None
     return path.name if any(fnmatch.fnmatch(path.name, p) for p in dataset.members) else None
 
 
-def _unpack(dataset: Dataset, remote: Remote, archive: Path, into: Path) -> list[str]:
-    """Writes the dataset's members of ``archive`` into ``into`` (flat, by file name)."""
-    written = []
-    try:
-        if remote.kind == "file":
-            shutil.copyfile(archive, into / remote.filename)
-            return [remote.filename]
-        if remote.kind == "zip":
-            with zipfile.ZipFile(archive) as z:
-                for info in z.infolist():
-                    name = None if info.is_dir() else _wanted(dataset, info.filename)
-                    if name:
-                        with z.open(info) as src, open(into / name, "wb") as dst:
-                            shutil.copyfileobj(src, dst)
-                        written.append(name)
-        elif remote.kind == "tar.gz":
-            with tarfile.open(archive, "r:gz") as t:
-                for info in t:
-                    name = _wanted(dataset, info.name) if info.isfile() else None
-                    if name:
-                        with t.extractfile(info) as src, open(into / name, "wb") as dst:
-                            shutil.copyfileobj(src, dst)
-                        written.append(name)
-        else:
-            raise DownloadError(f"{remote.filename}: unknown archive kind {remote.kind!r}.")
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
-        raise DownloadError(f"cannot unpack {remote.filename} ({archive}): {e}.") from None
-    if not written:
+def _unpack(dataset: Dataset, remote: Remote, archive: Path, into: Path, written: list[str]) -> None:
+    """Writes the dataset's members of ``archive`` into ``into`` (flat, by file name),
+    appending their names to ``written``.
+
+    Raises:
+      DownloadError: two data members with one file name (only the first readme or
+        licence is kept), none of the dataset's members, or see ``_members``.
+    """
+    before = len(written)
+    for member, read in _members(remote, archive):
+        name = _wanted(dataset, member)
+        if name is None:
+            continue
+        if name in written:
+            if re.search(r"readme|license", name, re.IGNORECASE):
+                continue
+            raise _refuse(remote, f"two members are named {name!r}")
+        with open(into / name, "xb") as dst:
+            read(dst)
+        written.append(name)
+    if len(written) == before:
         raise DownloadError(f"{remote.filename} holds none of the files {dataset.name} needs "
                             f"({', '.join(dataset.members)}); is it the right archive?")
-    return written
+
+
+# --------------------------------------------------------------------------- installing
 
 
 def install(dataset: Dataset, data_dir: Path, *, mirror: str | None = None, force: bool = False,
-            log=print) -> str:
+            log=print, progress: bool = False, fresh: set[str] | None = None) -> str:
     """Downloads, checks and unpacks one dataset into ``data_dir/dataset.dest``.
 
     Args:
       dataset: the registry entry.
       data_dir: the data root (created when missing).
       mirror: fetch ``mirror/<file name>`` instead of the official URLs.
-      force: replace a destination that exists.
+      force: replace a destination that exists; download the files again (a file already
+        in ``fresh`` is kept) and let a new file that passes the structure check replace
+        the digest recorded for it.
       log: where progress lines go.
+      progress: show tqdm progress bars on stderr.
+      fresh: file names downloaded during this run (shared by the datasets of one
+        ``download`` call, so a shared archive is fetched once); updated.
 
     Returns:
       ``"present"`` (kept, nothing fetched) or ``"installed"``.
 
     Raises:
-      DownloadError: see ``fetch``, ``verify`` and the unpacking (the destination is
-        then untouched).
+      DownloadError: see ``fetch``, ``verify``, ``verify_structure`` and ``_unpack`` (the
+        destination is then untouched, and no digest of a failed file is recorded).
     """
     dest = data_dir / dataset.dest
     if dest.exists() and not force:
         how = "downloaded earlier" if (dest / MARKER_FILE).is_file() else "not by this tool"
         log(f"{dataset.name}: {dest} exists ({how}); kept (--force replaces it)")
         return "present"
+    fresh = set() if fresh is None else fresh
     cache = data_dir / DOWNLOADS_DIR
     cache.mkdir(parents=True, exist_ok=True)
     sources = []
     for remote in dataset.remotes:
         final = cache / remote.filename
+        part = cache / (remote.filename + ".part")
         url = _source_url(remote, mirror)
+        if force and remote.filename not in fresh:
+            final.unlink(missing_ok=True)
+            part.unlink(missing_ok=True)
         if not final.is_file():
-            part = cache / (remote.filename + ".part")
             log(f"{dataset.name}: fetching {remote.filename} from {_host(url)}")
-            fetch(url, part, expected_size=remote.size, log=log)
+            fetch(url, part, expected_size=remote.size, max_bytes=remote.max_unpacked, log=log, progress=progress)
+            _sniff(part, remote, url)
             os.replace(part, final)
-        digest = verify(final, remote, cache, log=log)
-        sources.append({"url": url, "file": remote.filename, "sha256": digest})
+            fresh.add(remote.filename)
+        digest, to_record = verify(final, remote, cache, force=force, log=log)
+        try:
+            verify_structure(remote, final)
+        except DownloadError as e:
+            final.unlink(missing_ok=True)
+            message = str(e)
+            if "nothing was recorded" not in message:
+                message = message.rstrip(".") + "; it was deleted and nothing was recorded."
+            raise DownloadError(message) from None
+        if to_record:
+            _record(cache, remote, digest, final.stat().st_size, url)
+            log(f"  {remote.filename}: no published checksum; passed the structure check, recorded sha256 "
+                f"{digest} in {cache / CHECKSUMS_FILE}")
+        sources.append({"url": url, "file": remote.filename, "sha256": digest,
+                        "pinned": remote.sha256 is not None})
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}-", dir=dest.parent))
+    # os.mkdir (not mkdtemp, which makes 0700 folders) so the dataset gets 0o777 less the
+    # umask, readable by the other users of a shared data directory.
+    tmp = dest.parent / f".tmp-{dest.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    os.mkdir(tmp)
     try:
-        files = []
+        files: list[str] = []
         for remote in dataset.remotes:
-            files += _unpack(dataset, remote, cache / remote.filename, tmp)
+            _unpack(dataset, remote, cache / remote.filename, tmp, files)
         (tmp / MARKER_FILE).write_text(json.dumps({"dataset": dataset.name, "sources": sources,
                                                    "files": sorted(files)}, indent=2) + "\n", encoding="utf-8")
         old = None
@@ -481,16 +941,18 @@ def expand_names(names: list[str]) -> list[str]:
 
 
 def download(names: list[str], data_dir: str | os.PathLike, *, mirror: str | None = None,
-             force: bool = False, keep_archives: bool = False, log=print) -> dict[str, str]:
+             force: bool = False, keep_archives: bool = False, log=print,
+             progress: bool | None = None) -> dict[str, str]:
     """Installs the named datasets (see ``install``).
 
     Args:
       names: dataset or group names (``DATASETS``, ``GROUPS``).
       data_dir: the data root.
       mirror: base URL replacing the official locations; default ``$GROUNDED_TEXT_DOWNLOAD_BASE``.
-      force: replace destinations that exist.
+      force: replace destinations that exist, downloading their files again.
       keep_archives: keep the downloaded archives in ``data_dir/.downloads``.
       log: where progress lines go.
+      progress: tqdm progress bars on stderr; default: when stderr is a terminal.
 
     Returns:
       ``{name: "installed" | "present"}``.
@@ -501,8 +963,12 @@ def download(names: list[str], data_dir: str | os.PathLike, *, mirror: str | Non
     """
     wanted = expand_names(names)
     mirror = mirror or os.environ.get(MIRROR_ENV_VAR) or None
+    if progress is None:
+        progress = sys.stderr.isatty()
     root = Path(data_dir).expanduser()
-    done = {name: install(DATASETS[name], root, mirror=mirror, force=force, log=log) for name in wanted}
+    fresh: set[str] = set()
+    done = {name: install(DATASETS[name], root, mirror=mirror, force=force, log=log, progress=progress,
+                          fresh=fresh) for name in wanted}
     if not keep_archives:
         for name in wanted:
             for remote in DATASETS[name].remotes:
@@ -523,19 +989,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None,
                    help="data root to fill (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--mirror", default=None, metavar="URL",
-                   help=f"fetch URL/<file name> instead of the official locations (default: ${MIRROR_ENV_VAR})")
-    p.add_argument("--force", action="store_true", help="replace datasets that are already there")
+                   help=f"fetch URL/<file name> instead of the official locations (default: ${MIRROR_ENV_VAR}); "
+                        "the same checks apply")
+    p.add_argument("--force", action="store_true",
+                   help="download again and replace datasets that are already there; a new file that passes "
+                        "the structure check replaces the checksum recorded for it")
     p.add_argument("--keep-archives", action="store_true", help="keep the archives in DATA/.downloads")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars or progress lines, only the result")
     p.add_argument("--list", action="store_true", help="list the datasets and their sources, then exit")
     return p.parse_args(argv)
 
 
 def format_list() -> str:
-    """One line per dataset: name, destination, description, source URLs."""
+    """One line per dataset: name, destination, description; then its source URLs, each
+    marked ``(sha256 pinned)`` or ``(structure-checked)``."""
     lines = []
     for d in DATASETS.values():
         lines.append(f"{d.name:<14} {d.dest:<26} {d.description}")
-        lines += [f"{'':<14} {r.url}" for r in d.remotes]
+        lines += [f"{'':<14} {r.url} ({'sha256 pinned' if r.sha256 else 'structure-checked'})" for r in d.remotes]
     return "\n".join(lines)
 
 
@@ -561,8 +1032,10 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     start = time.perf_counter()
+    log = (lambda *args, **kwargs: None) if a.quiet else print
     try:
-        done = download(names, data_dir, mirror=a.mirror, force=a.force, keep_archives=a.keep_archives)
+        done = download(names, data_dir, mirror=a.mirror, force=a.force, keep_archives=a.keep_archives, log=log,
+                        progress=False if a.quiet else None)
     except DownloadError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

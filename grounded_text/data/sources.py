@@ -168,7 +168,8 @@ def read_coco_captions(
         if image_id in file_of:
             raise ValueError(f"{path}: duplicate image id {image_id!r} (images[{n}]).")
         if name in seen_names:
-            raise ValueError(f"{path}: file name {name!r} of images[{n}] is already used by image id {seen_names[name]!r}.")
+            raise ValueError(
+                f"{path}: file name {name!r} of images[{n}] is already used by image id {seen_names[name]!r}.")
         file_of[image_id] = name
         seen_names[name] = image_id
     if karpathy is None:
@@ -477,8 +478,8 @@ def prepare_tfds_builder(name: str, data_dir: str | Path | None, *, download: bo
     if not download:
         raise FileNotFoundError(
             f"TFDS dataset {name!r} is not prepared under {builder.data_dir!r}; pass download=True "
-            f"(--download) to fetch it (coco_captions: ~40 GB: the train2014, val2014, test2014 and test2015 zips), or point "
-            "data_dir (--tfds-data-dir) at a folder where it was prepared."
+            "(--download) to fetch it (coco_captions: ~40 GB: the train2014, val2014, test2014 and test2015 zips), "
+            "or point data_dir (--tfds-data-dir) at a folder where it was prepared."
         )
     old = downloader.MAX_RETRIES
     downloader.MAX_RETRIES = max_retries
