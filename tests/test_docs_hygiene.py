@@ -22,7 +22,7 @@ RULES: list[tuple[str, re.Pattern]] = [
     # /work/..., /root/..., /home/..., /tmp/...: folders of the machines the docs were written on.
     # A relative path that merely contains such a folder name (runs/tmp/x) is not flagged.
     ("absolute path of a development machine", re.compile(r"(?<![\w.~$}/-])/(?:work|root|home|tmp)/", re.I)),
-    # "issue 7", "(issue 8)", "issue3_run", "issue9-models", "issues 7 and 8", "issue #12"
+    # "issue" and a number: "issue N", "(issue N)", "issueN_run", "issueN-models", "issues N and M", "issue #N"
     ("tracker issue number", re.compile(r"(?<![A-Za-z])issues?[ _-]?#?\d+", re.I)),
     ("tracker reference in the issue's words", re.compile(r"\b(?:the|this|that) issue's\b", re.I)),
     ("task number", re.compile(r"\btasks?[ _-]?#?\d+", re.I)),
