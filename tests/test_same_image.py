@@ -86,7 +86,8 @@ def test_coco_retrieval_fixture_order_folds_and_missing_features(tmp_path):
     rng = np.random.default_rng(0)
     n = 10
     # The images list order (reversed ids) defines the folds, not the annotation order.
-    images = [{"id": i, "file_name": f"im{i}.jpg"} for i in reversed(range(n))] + [{"id": 99, "file_name": "nofeat.jpg"}]
+    images = [{"id": i, "file_name": f"im{i}.jpg"} for i in reversed(range(n))]
+    images.append({"id": 99, "file_name": "nofeat.jpg"})
     anns = [{"image_id": i, "id": 100 * i + k, "caption": f"w{i} cap{k}"} for i in range(n) for k in range(2)]
     anns.append({"image_id": 99, "id": 9999, "caption": "w0 lost"})
     path = tmp_path / "captions_test.json"
