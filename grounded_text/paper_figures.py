@@ -39,7 +39,7 @@ PAPERS = {
                                  "Representations within a Grounded Space (EMNLP)",
     "merkx2019_char_grounding": "Merkx & Frank 2019, Learning semantic sentence representations from "
                                 "visually grounded language without lexical knowledge (NLE)",
-    "kolluru_two_branch": "Kolluru (Stanford CS224n report), A neural architecture to learn image-text joint "
+    "kolluru_two_branch": "Kolluru (Stanford course project report), A neural architecture to learn image-text joint "
                           "embedding",
 }
 
