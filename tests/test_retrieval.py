@@ -96,7 +96,8 @@ def test_two_fold_average_against_hand_computation():
     cap_img = np.array([0, 1, 2, 3])
     r = evaluate_retrieval(caps, images, cap_img, "all", n_folds=2)
     # Caption->image ranks: fold 1 [1, 2], fold 2 [2, 1] -> R@1 50, medr 1.5, meanr 1.5 in both.
-    assert r["caption_to_image"] == pytest.approx({"R@1": 50.0, "R@5": 100.0, "R@10": 100.0, "medr": 1.5, "meanr": 1.5})
+    t2i = {k: r["caption_to_image"][k] for k in ("R@1", "R@5", "R@10", "medr", "meanr")}
+    assert t2i == pytest.approx({"R@1": 50.0, "R@5": 100.0, "R@10": 100.0, "medr": 1.5, "meanr": 1.5})
     # Image->caption: fold 1 [1, 1]; fold 2 [2 (tie with c3, counted against), 2]; R@1 in fold 2
     # is the expected recall of a random tie order, 50 %.
     assert r["image_to_caption"]["R@1"] == 75.0 and r["image_to_caption"]["meanr"] == 1.5
@@ -158,3 +159,43 @@ def test_constant_encoder_gets_chance_level_on_the_1k_protocol():
     assert i2t["R@1"] == pytest.approx(100 * 5 / 5000)
     assert i2t["R@5"] == pytest.approx(100 * (1 - np.prod([(4995 - i) / (5000 - i) for i in range(5)])))
     assert t2i["medr"] == t2i["meanr"] == 1000 and i2t["medr"] == i2t["meanr"] == 4996
+
+
+def test_intervals_match_scipy_wilson_and_bootstrap():
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(11)
+    n_img = 200
+    images = rng.normal(size=(n_img, 6))
+    cap_img = np.repeat(np.arange(n_img), 2)
+    caps = images[cap_img] + rng.normal(scale=1.5, size=(cap_img.size, 6))
+    r = evaluate_retrieval(caps, images, cap_img, "all")
+    norm = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    sims = norm(caps) @ norm(images).T
+    for direction, ranks in (("caption_to_image", caption_to_image_ranks(sims, cap_img)),
+                             ("image_to_caption", image_to_caption_ranks(sims, cap_img))):
+        m = r[direction]
+        for k in (1, 5, 10):  # continuous scores: no ties, so the hits are whole
+            ci = sps.binomtest(int((ranks <= k).sum()), ranks.size).proportion_ci(0.95, method="wilson")
+            assert m[f"R@{k}_ci95"] == pytest.approx([100 * ci.low, 100 * ci.high])
+            assert m[f"R@{k}_ci95"][0] <= m[f"R@{k}"] <= m[f"R@{k}_ci95"][1]
+        ref = sps.bootstrap((ranks.astype(float),), np.median, n_resamples=1000, method="percentile",
+                            vectorized=True, rng=np.random.default_rng(0)).confidence_interval
+        assert m["medr_ci95"] == pytest.approx([ref.low, ref.high])
+    assert "R@1_ci95" not in evaluate_retrieval(caps, images, cap_img, "all", ci=False)["caption_to_image"]
+
+
+def test_fold_intervals_pool_queries_and_are_seeded():
+    rng = np.random.default_rng(12)
+    images = rng.normal(size=(100, 6))
+    cap_img = np.repeat(np.arange(100), 3)
+    caps = images[cap_img] + rng.normal(scale=1.5, size=(cap_img.size, 6))
+    r = evaluate_retrieval(caps, images, cap_img, "all", n_folds=4)
+    again = evaluate_retrieval(caps, images, cap_img, "all", n_folds=4)
+    assert r["image_to_caption"] == again["image_to_caption"]
+    from grounded_text.evaluation.stats import wilson_ci
+
+    lo, hi = wilson_ci(r["caption_to_image"]["R@5"] / 100, 300)  # equal folds: pooled recall over 300 queries
+    assert r["caption_to_image"]["R@5_ci95"] == pytest.approx([100 * lo, 100 * hi])
+    lo, hi = r["image_to_caption"]["medr_ci95"]
+    assert lo <= r["image_to_caption"]["medr"] <= hi

@@ -86,7 +86,8 @@ def test_coco_retrieval_fixture_order_folds_and_missing_features(tmp_path):
     rng = np.random.default_rng(0)
     n = 10
     # The images list order (reversed ids) defines the folds, not the annotation order.
-    images = [{"id": i, "file_name": f"im{i}.jpg"} for i in reversed(range(n))] + [{"id": 99, "file_name": "nofeat.jpg"}]
+    images = [{"id": i, "file_name": f"im{i}.jpg"} for i in reversed(range(n))]
+    images.append({"id": 99, "file_name": "nofeat.jpg"})
     anns = [{"image_id": i, "id": 100 * i + k, "caption": f"w{i} cap{k}"} for i in range(n) for k in range(2)]
     anns.append({"image_id": 99, "id": 9999, "caption": "w0 lost"})
     path = tmp_path / "captions_test.json"
@@ -104,3 +105,26 @@ def test_coco_retrieval_fixture_order_folds_and_missing_features(tmp_path):
     cap_img = np.array([order.index(i) for i in range(n) for _ in range(2)])
     ref = evaluate_retrieval(text(caps), feats[order], cap_img, "all", n_folds=5)
     assert r["caption_to_image"] == ref["caption_to_image"] and r["image_to_caption"] == ref["image_to_caption"]
+
+
+def test_evaluate_same_image_intervals_match_scipy():
+    from scipy import stats as sps
+
+    data = CaptionedImages([f"{im} caption {k}" for k, im in enumerate(IMAGES)], IMAGES, "toy")
+    rng = np.random.default_rng(7)
+    vecs = {s: rng.normal(size=8) for s in data.captions}
+    base = {im: rng.normal(size=8) for im in dict.fromkeys(IMAGES)}
+    enc = lambda sents: np.stack([base[s.split()[0]] + 2 * vecs[s] for s in sents])  # noqa: E731
+    r = evaluate_same_image(enc, data, n=60, seed=1)
+    pairs = sample_same_image_pairs(data.image_ids, 60, 1)
+    e = enc(list(data.captions))
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)
+    sims = (e[pairs.first] * e[pairs.second]).sum(1)
+    ref = sps.pearsonr(sims, pairs.labels.astype(float))
+    assert r["pearson"] == pytest.approx(ref.statistic)
+    ci = ref.confidence_interval(0.95)
+    assert r["pearson_ci95"] == pytest.approx([ci.low, ci.high])
+    rho = sps.spearmanr(sims, pairs.labels)[0]
+    half = 1.959964 * np.sqrt((1 + rho ** 2 / 2) / (120 - 3))  # Bonett & Wright (2000)
+    expected = np.tanh([np.arctanh(rho) - half, np.arctanh(rho) + half])
+    assert r["spearman_ci95"] == pytest.approx(expected, rel=1e-5)

@@ -75,3 +75,51 @@ def test_structural_measures_uses_one_caption_per_image():
     assert r["n_images"] == 12 and r["n_captions"] == 36
     assert r["mNNO@3"] == pytest.approx(mnno(caps[::3], feats, 3))
     assert r["rho_vis"]["spearman"] > 0.95 and r["C_intra"] > 0.99
+
+
+def _explicit_rho_vis_bootstrap(s, v, n_resamples, seed):
+    """The resample materialised: n items drawn with replacement, all pairs of distinct items."""
+    rng = np.random.default_rng(seed)
+    n = len(s)
+    pearson, spearman = [], []
+    for _ in range(n_resamples):
+        idx = rng.integers(0, n, n)
+        pairs = [(i, j) for i, j in itertools.combinations(idx.tolist(), 2) if i != j]
+        st = [cos(s[i], s[j]) for i, j in pairs]
+        sv = [cos(v[i], v[j]) for i, j in pairs]
+        pearson.append(np.corrcoef(st, sv)[0, 1])
+        spearman.append(stats.spearmanr(st, sv)[0])
+    return {"pearson_ci95": list(np.quantile(pearson, [0.025, 0.975])),
+            "spearman_ci95": list(np.quantile(spearman, [0.025, 0.975]))}
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_rho_vis_ci_is_the_item_bootstrap(ties):
+    from grounded_text.evaluation.structure import rho_vis_ci
+
+    rng = np.random.default_rng(4)
+    v = rng.normal(size=(12, 5))
+    s = v[:, :3] + rng.normal(scale=0.5, size=(12, 3))
+    if ties:  # two identical sentences: their cosines with every other item tie
+        s[1] = s[0]
+    got = rho_vis_ci(s, v, n_resamples=40, seed=3)
+    ref = _explicit_rho_vis_bootstrap(s, v, 40, 3)
+    for key in ("pearson_ci95", "spearman_ci95"):
+        np.testing.assert_allclose(got[key], ref[key], rtol=1e-9)
+    r = rho_vis(s, v)
+    assert got["pearson_ci95"][0] < r["pearson"] < got["pearson_ci95"][1]
+    with pytest.raises(ValueError):
+        rho_vis_ci(s, v, n_resamples=0)
+
+
+def test_structural_measures_reports_rho_vis_intervals():
+    rng = np.random.default_rng(5)
+    feats = rng.normal(size=(20, 5))
+    image_of = np.repeat(np.arange(20), 2)
+    caps = feats[image_of] + 0.5 * rng.normal(size=(40, 5))
+    r = structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,), ci_resamples=30)
+    lo, hi = r["rho_vis"]["pearson_ci95"]
+    assert lo < r["rho_vis"]["pearson"] < hi
+    assert "spearman_ci95" in r["rho_vis"]
+    assert "pearson_ci95" not in structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,),
+                                                     ci_resamples=0)["rho_vis"]

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached  # noqa: F401
+from grounded_text.evaluation.stats import correlation_ci
 from grounded_text.evaluation.sts import correlations, cosine_rows
 
 
@@ -188,8 +189,10 @@ def evaluate_same_image(encoder: Encoder, data: CaptionedImages, n: int = 5000, 
       seed: sampling seed.
 
     Returns:
-      ``{"pearson", "spearman", "n" (2N), "n_per_label", "seed", "name",
-      "mean_cosine_same", "mean_cosine_different"}``.
+      ``{"pearson", "spearman", "n" (2N), "pearson_ci95", "spearman_ci95" ([lo, hi], the
+      95 % Fisher-z intervals over the 2N pairs, Spearman with the Bonett–Wright variance;
+      None where the correlation is), "n_per_label", "seed", "name", "mean_cosine_same",
+      "mean_cosine_different"}``.
     """
     pairs = sample_same_image_pairs(data.image_ids, n, seed)
     used = np.unique(np.concatenate([pairs.first, pairs.second]))
@@ -199,6 +202,10 @@ def evaluate_same_image(encoder: Encoder, data: CaptionedImages, n: int = 5000, 
     sims = cosine_rows(cache([captions[i] for i in pairs.first.tolist()]),
                        cache([captions[i] for i in pairs.second.tolist()]))
     out = correlations(sims, pairs.labels.astype(np.float64))
+    # 95 % intervals by Fisher z over the 2N pairs (evaluation.stats; Spearman: Bonett-Wright).
+    for key in ("pearson", "spearman"):
+        r = out[key]
+        out[f"{key}_ci95"] = None if r is None or out["n"] < 4 else list(correlation_ci(key, r, out["n"]))
     out.update({
         "n_per_label": n,
         "seed": seed,

@@ -135,7 +135,7 @@ def evaluate_sts(
             report[year] = score_sts_year(cache, path)
     if sts_benchmark and (sts_dir / "STSBenchmark").is_dir():
         test = read_sts_benchmark(sts_dir, "test")
-        # Bordes et al. (2019, Table 3) report STS-B by genre as well as whole.
+        # Bordes et al. (2019, Table 1) report STS-B by genre as well as whole.
         report["STSBenchmark"] = {"test": score_pairs(cache, test),
                                   **{f"test/{g}": score_pairs(cache, part) for g, part in test.by_genre().items()}}
     if sick and (sts_dir / "SICK").is_dir():

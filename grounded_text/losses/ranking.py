@@ -2,8 +2,10 @@
 
 For a batch of B caption embeddings ``t_i`` and image embeddings ``v_i`` (row i of
 both is a matching pair), with cosine similarity ``S[i, j] = cos(t_i, v_j)``, the
-loss of Kolluru (two-branch network, eq. 3; after Wang et al. 2016, "Learning Deep
-Structure-Preserving Image-Text Embeddings", the bidirectional ranking constraints) is
+loss of Kolluru (two-branch network, §3.2, eq. 3; after Wang et al., "Learning Two-Branch
+Neural Networks for Image-Text Matching Tasks", 2017, the thesis's [2], and their 2016
+"Learning Deep Structure-Preserving Image-Text Embeddings", the bidirectional ranking
+constraints) is
 
     L =     Σ_i Σ_{j ∈ N_i} [m − S[i, i] + S[j, i]]₊      (image anchored: image i,
                                                           negatives = other captions j)
@@ -20,17 +22,18 @@ images x and sentences y:
 so λ (``direction_weight``) weights the **sentence-anchored** term (anchor a
 sentence y_i′, negatives other images x_j: row i of S) and the image-anchored term
 (anchor an image x_i, negatives other sentences y_j: column i of S) is unweighted.
-The thesis uses m = 0.1, λ = 0.1 and K = 1 (see ``models/two_branch.py``).
+The thesis uses m = 0.1, λ = 0.1 (§4.2) and K = 1 (§4.4.2, Tables 1-2; see
+``models/two_branch.py``).
 
 ``m`` is the margin and ``N_i`` the selected negatives of anchor i among the rows
 whose image id differs from row i's (two captions of one image are never a negative
 pair: no false negatives). Negative selection:
 
-* ``"all"``: every in-batch negative — the hinge sum of Merckx & Frank (2019, §3.2,
+* ``"all"``: every in-batch negative — the hinge sum of Merckx & Frank (2019, §3.1.2,
   after Kiros et al. 2014);
 * ``"hardest"``: the K negatives with the largest violation per anchor
   (``k``; K = 1 is the max-violation loss of VSE++, Faghri et al. 2018, eq. 5;
-  Kolluru's K-hard mining); an anchor with fewer than K negatives uses all;
+  Kolluru's K-hard mining, §3.3); an anchor with fewer than K negatives uses all;
 * ``"semi_hard"``: negatives ranked below the positive but inside the margin,
   ``S_pos − m < S_neg < S_pos`` (Schroff et al. 2015, FaceNet §3.2);
 * ``"hard"``: negatives ranked at or above the positive, ``S_neg >= S_pos``
@@ -97,7 +100,7 @@ def triplet_ranking_loss(
       margin: m (cosine units).
       direction_weight: λ, weight of the sentence-anchored term (Kolluru eq. 3):
         the caption → image hinges, anchor a caption, negatives other images. The
-        image-anchored term has weight 1. The thesis uses λ = 0.1.
+        image-anchored term has weight 1. The thesis uses λ = 0.1 (§4.2).
       negatives: ``"all" | "hardest" | "semi_hard" | "hard"``.
       k: K for ``"hardest"`` (ignored otherwise), >= 1.
       reduction: ``"sum"`` over anchors (the papers) or ``"mean"`` (÷ B).
@@ -141,7 +144,7 @@ class TripletRankingLoss(BatchLoss):
       margin: m > 0 (cosine units), default 0.2 (VSE++).
       direction_weight: λ >= 0, weight of the sentence-anchored term (Kolluru
         eq. 3): anchor a caption, negatives other images; the image-anchored term
-        has weight 1. Default 1.0 (both directions equal, VSE++); the thesis uses 0.1.
+        has weight 1. Default 1.0 (both directions equal, VSE++); the thesis uses 0.1 (§4.2).
       negatives: ``"all" | "hardest" | "semi_hard" | "hard"``.
       k: K hardest negatives per anchor (``"hardest"`` only), >= 1.
       reduction: ``"sum"`` (default, the papers) or ``"mean"`` (÷ B).
