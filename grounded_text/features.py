@@ -12,7 +12,8 @@ The store is what ``python -m grounded_text.train --features STORE.npz`` reads
 Images that cannot be decoded are listed (id and reason) and skipped, and so are
 images above ``--max-pixels`` (40 million by default; read from the header, never
 decoded) and, with ``--crops 10``, above a 16:1 aspect ratio. Ids from ``--ids-file``
-must stay inside ``--images`` (no absolute paths, no ``..``). See docs/features.md. (The reader of stores is :mod:`grounded_text.data.features`.)
+must stay inside ``--images`` (no absolute paths, no ``..``). See docs/features.md. (The
+reader of stores is :mod:`grounded_text.data.features`.)
 
 Exit status: 0 on success (even with undecodable images, which are listed); 2 for
 bad arguments, a missing folder/file, or unavailable ImageNet weights.
@@ -60,10 +61,12 @@ def _parse_args(argv):
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
-    from grounded_text.vision.extractor import (
-        extract_features, image_folder_dataset, read_ids_file,
-    )
     from grounded_text.vision.crops import MAX_IMAGE_PIXELS
+    from grounded_text.vision.extractor import (
+        extract_features,
+        image_folder_dataset,
+        read_ids_file,
+    )
     from grounded_text.vision.networks import WeightsUnavailableError
     from grounded_text.vision.sinks import NpzFeatureSink
 

@@ -151,7 +151,8 @@ def read_sst2(senteval_dir: str | Path) -> dict[str, LabelledSentences]:
                 raise ValueError(f"{path}:{lineno}: expected 'sentence<TAB>0|1'.")
             sents.append(_norm(cols[0]))
             labels.append(int(cols[1]))
-        out[split] = LabelledSentences(sents, np.asarray(labels, dtype=np.int64), ("negative", "positive"), f"SST2/{split}")
+        out[split] = LabelledSentences(sents, np.asarray(labels, dtype=np.int64), ("negative", "positive"),
+                                       f"SST2/{split}")
     return out
 
 
