@@ -475,3 +475,17 @@ def test_evaluate_cli_known_years_still_score(toy_cli, capsys):
     assert run("--years", "STS16", "--batch-size", "1") == 0
     out = capsys.readouterr().out
     assert "| STS16 | toy | 3 |" in out and "STS12" not in out.split("{")[0]
+
+
+def test_senteval_parallel_snli_files_keep_their_pairing(tmp_path):
+    from grounded_text.data.senteval import read_snli
+
+    snli = tmp_path / "SNLI"
+    snli.mkdir()
+    (snli / "s1.dev").write_text("A man\u2028walks .\nA dog\x0csits .\n", encoding="utf-8")
+    (snli / "s2.dev").write_text("A person moves .\r\nA cat runs .\r\n", encoding="utf-8")
+    (snli / "labels.dev").write_text("entailment\ncontradiction\n")
+    dev = read_snli(tmp_path)["dev"]
+    assert len(dev.labels) == 2 and dev.sentences2 == ["A person moves .", "A cat runs ."]
+    assert dev.sentences == ["A man walks .", "A dog sits ."]
+    assert dev.labels.tolist() == [0, 2]  # SNLI_CLASSES: entailment, neutral, contradiction
