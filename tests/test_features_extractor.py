@@ -23,7 +23,10 @@ from grounded_text.data.features import load_npz_features
 from grounded_text.vision import crops as crops_lib
 from grounded_text.vision import networks as networks_lib
 from grounded_text.vision.extractor import (
-    extract_features, image_folder_dataset, list_image_files, read_ids_file,
+    extract_features,
+    image_folder_dataset,
+    list_image_files,
+    read_ids_file,
 )
 from grounded_text.vision.networks import FeatureNetwork, WeightsUnavailableError
 from grounded_text.vision.sinks import NpzFeatureSink

@@ -3,7 +3,7 @@ import pytest
 from scipy import stats
 
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
-from grounded_text.evaluation.sts import cosine_rows, correlations, evaluate_sts, format_markdown
+from grounded_text.evaluation.sts import correlations, cosine_rows, evaluate_sts, format_markdown
 
 # A toy encoder: sentence -> fixed 2-d vector, so cosine similarities are known by hand.
 VECS = {

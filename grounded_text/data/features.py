@@ -117,6 +117,63 @@ def resolve_features_path(root: str | Path, name: str) -> Path:
     raise FileNotFoundError(f"No feature file {name!r} under {str(root)!r}.")
 
 
+def check_npz_members(path: str | Path, names=("ids", "features")) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Reads the ``.npy`` headers of an ``.npz``'s members and checks them against the
+    members' real sizes, without loading any array.
+
+    A header declares a shape and dtype; ``np.load`` trusts it and allocates that much
+    memory first (a 100-byte header can ask for terabytes). Here the declared size,
+    ``prod(shape) * itemsize``, must equal the bytes the member holds after its header
+    (NumPy's ``.npy`` format, ``numpy.lib.format``), and object dtypes (pickles) are refused.
+
+    Args:
+      path: the ``.npz`` file. names: members to check (``NAME`` is ``NAME.npy`` in the
+        zip); members that are absent are skipped (the caller reports missing keys).
+
+    Returns:
+      ``{name: (shape, dtype)}`` of the members checked.
+
+    Raises:
+      ValueError: not a zip file, a header NumPy cannot read, an object dtype, or a
+        declared size different from the member's data size; the message names the file
+        and the member.
+    """
+    path = Path(path)
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename: info for info in archive.infolist()}
+            for name in names:
+                info = members.get(f"{name}.npy")
+                if info is None:
+                    continue
+                with archive.open(info) as f:
+                    try:
+                        version = np.lib.format.read_magic(f)
+                        if version == (1, 0):
+                            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                        else:
+                            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                    except (ValueError, OSError, EOFError) as e:
+                        raise ValueError(f"{path}: member {info.filename!r} has no valid .npy header ({e}).") from None
+                    header_bytes = f.tell()
+                if dtype.hasobject:
+                    raise ValueError(f"{path}: member {info.filename!r} holds Python objects (dtype {dtype}); "
+                                     "pickled arrays are refused, never unpickled.")
+                declared = int(np.prod(shape, dtype=object)) * dtype.itemsize if shape else dtype.itemsize
+                held = info.file_size - header_bytes
+                if declared != held:
+                    raise ValueError(
+                        f"{path}: member {info.filename!r} declares shape {tuple(shape)} {dtype} "
+                        f"({declared:,} bytes) but holds {held:,} bytes of data; the file is damaged or forged.")
+                out[name] = (tuple(shape), dtype)
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"{path}: not a readable .npz feature file ({e}).") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot be read ({e.strerror or e}).") from None
+    return out
+
+
 def load_npz_features(path: str | Path) -> FeatureStore:
     """Loads and validates a feature file.
 
@@ -128,13 +185,16 @@ def load_npz_features(path: str | Path) -> FeatureStore:
 
     Raises:
       FileNotFoundError: the file does not exist.
-      ValueError: not a readable ``.npz``, a key is missing, ``ids`` is not a 1-D
+      ValueError: not a readable ``.npz``, a member whose ``.npy`` header declares a
+        shape/dtype that does not match its size or an object dtype (checked before
+        loading: :func:`check_npz_members`), a key is missing, ``ids`` is not a 1-D
         string array, ``features`` is not a 2-D numeric array with one row per id,
         features contain NaN/Inf, or an id has two rows. The message names the file.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Feature file {str(path)!r} does not exist.")
+    check_npz_members(path)
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile) as e:

@@ -85,11 +85,16 @@ def _file(path: Path) -> Path:
 
 
 def _lines(path: Path, encoding: str) -> list[str]:
-    """Lines of a file (``str.splitlines``), decoded as SentEval does."""
+    """Lines of a file decoded as SentEval does, split at ``\n`` only (one trailing ``\r``
+    dropped), as SentEval's ``for line in f`` reads them: ``str.splitlines`` would also break
+    inside a sentence at U+2028, U+0085 (latin-1 byte 0x85), ``\f`` and the like, and shift
+    SNLI's parallel s1 / s2 / labels files against each other."""
+    from grounded_text.data.sts import _split_lines
+
     data = _file(path).read_bytes()
     if encoding == "latin-1":
-        return data.decode("latin-1").splitlines()
-    return data.decode(encoding, errors="replace").splitlines()
+        return _split_lines(data.decode("latin-1"))
+    return _split_lines(data.decode(encoding, errors="replace"))
 
 
 def _norm(text: str) -> str:
@@ -151,7 +156,8 @@ def read_sst2(senteval_dir: str | Path) -> dict[str, LabelledSentences]:
                 raise ValueError(f"{path}:{lineno}: expected 'sentence<TAB>0|1'.")
             sents.append(_norm(cols[0]))
             labels.append(int(cols[1]))
-        out[split] = LabelledSentences(sents, np.asarray(labels, dtype=np.int64), ("negative", "positive"), f"SST2/{split}")
+        out[split] = LabelledSentences(sents, np.asarray(labels, dtype=np.int64), ("negative", "positive"),
+                                       f"SST2/{split}")
     return out
 
 

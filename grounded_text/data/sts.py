@@ -6,12 +6,18 @@
   and drop the pair; a gold file without an input file (STS13 SMT, withheld by its
   licence) is skipped with a warning; ``STS.gs.ALL.txt`` (STS12's concatenation of
   the subsets) is not a subset. Files are decoded as UTF-8 with replacement (a leading
-  byte-order mark is dropped). A gold score that is not a finite number (text, NaN,
-  Inf) is an error naming the file and line.
+  byte-order mark is dropped). Lines end at ``\n`` only (``\r\n`` too), never at the
+  other breaks of ``str.splitlines`` (U+2028, U+0085, ``\f``, ...), which can occur inside a
+  sentence. Input and gold must have one line per pair (trailing blank lines aside), else
+  an error names both files and their line counts. A gold score that is not a finite
+  number (text, NaN, Inf) or lies outside 0..5 is an error naming the file and line. A
+  subset without a scored pair is skipped with a warning (and recorded by the
+  evaluation report); a path that is a folder is an error naming it.
 * ``STSBenchmark/sts-{train,dev,test}.csv``: tab-separated
-  ``genre, file, year, id, score, sentence1, sentence2[, extra...]``.
+  ``genre, file, year, id, score, sentence1, sentence2[, extra...]``; scores 0..5.
 * ``SICK/SICK_{train,trial,test_annotated}.txt``: header row, then
-  ``pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment``.
+  ``pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment``;
+  relatedness 1..5. An STS-B or SICK file without pairs (header only) is an error naming it.
 """
 
 from __future__ import annotations
@@ -65,20 +71,80 @@ class SentencePairs:
         return out
 
 
+STS_SCALE = (0.0, 5.0)
+SICK_SCALE = (1.0, 5.0)
+
+
+def _read_text(path: Path) -> str:
+    """The file decoded as UTF-8 with replacement (a leading BOM dropped).
+
+    Raises:
+      ValueError: ``path`` is not a regular file (a folder, say) or cannot be read; the
+        message names it (an ``OSError`` here would end the CLI in a traceback).
+    """
+    if not path.is_file():
+        what = "a folder" if path.is_dir() else "missing or not a regular file"
+        raise ValueError(f"{path}: expected a text file, but it is {what}.")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot be read ({e.strerror}).") from None
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines split at ``\n`` only, one trailing ``\r`` stripped from each; the empty
+    string after a final ``\n`` is not a line. ``str.splitlines`` is not used: it also
+    breaks at U+2028/U+2029, U+0085, ``\v``, ``\f`` and ``\x1c``-``\x1e``, which may occur
+    inside a sentence and would shift every later pair against its gold score."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _read_lines(path: Path) -> list[str]:
-    return path.read_bytes().decode("utf-8-sig", errors="replace").splitlines()
+    return _split_lines(_read_text(path))
 
 
-def _score(text: str, path: Path, lineno: int, what: str) -> float:
-    """A finite gold score, or a ValueError naming the file and line (NaN or Inf gold
-    scores would turn every correlation into NaN without saying where they came from)."""
+def _file_line_count(path: Path) -> int:
+    """Lines of the file as ``wc -l`` counts them, plus an unterminated last line."""
+    return len(_read_lines(path))
+
+
+def _score(text: str, path: Path, lineno: int, what: str, scale: tuple[float, float] = STS_SCALE) -> float:
+    """A finite gold score inside the dataset's scale, or a ValueError naming the file and
+    line (NaN, Inf or 1e300 gold scores would skew or void every correlation without saying
+    where they came from).
+
+    Args:
+      scale: ``(low, high)``, inclusive: :data:`STS_SCALE` (0..5; SemEval STS and STS-B) or
+        :data:`SICK_SCALE` (1..5; SICK relatedness, Marelli et al. 2014).
+    """
     try:
         score = float(text.strip())
     except ValueError:
         raise ValueError(f"{path}:{lineno}: {what} {text!r} is not a number.") from None
     if not math.isfinite(score):
         raise ValueError(f"{path}:{lineno}: {what} {text!r} is not a finite number.")
+    low, high = scale
+    if not low <= score <= high:
+        raise ValueError(f"{path}:{lineno}: {what} {text.strip()!r} is outside the scale {low:g}..{high:g}.")
     return score
+
+
+def _trim_trailing_blank(lines: list[str], keep: int) -> list[str]:
+    """``lines`` without trailing blank lines, but never shorter than ``keep``."""
+    end = len(lines)
+    while end > keep and not lines[end - 1].strip():
+        end -= 1
+    return lines[:end]
+
+
+def _last_non_blank(lines: list[str]) -> int:
+    return max((i + 1 for i, line in enumerate(lines) if line.strip()), default=0)
 
 
 def sts_year_dirs(sts_dir: str | Path) -> dict[str, Path]:
@@ -95,15 +161,30 @@ def sts_year_dirs(sts_dir: str | Path) -> dict[str, Path]:
 def read_sts_subset(input_path: Path, gold_path: Path, name: str = "") -> SentencePairs:
     """Reads one subset; pairs with a blank gold line are dropped.
 
+    Lines are split at ``\n`` only (``\r\n`` works); see :func:`_split_lines`. Trailing
+    blank lines are treated the same in both files: both are cut back to the last line
+    that is non-blank in either file, so a stray blank line at the end of one file is no
+    pair, while blank gold lines facing sentence pairs still mean "not scored" (STS 2016
+    ends so).
+
+    Returns:
+      :class:`SentencePairs` of the scored pairs, scores float64 in 0..5.
+
     Raises:
-      ValueError: line counts differ, an input line has fewer than two columns, or
-        a gold value is not a number; the message names the file and line.
+      ValueError: a file is not a readable regular file; the line counts differ (the
+        message names both files and their line counts); an input line facing a score
+        has fewer than two columns; or a gold value is not a number in 0..5. File and
+        line are named.
     """
     inputs = _read_lines(input_path)
     golds = _read_lines(gold_path)
+    keep = max(_last_non_blank(inputs), _last_non_blank(golds))
+    inputs, golds = _trim_trailing_blank(inputs, keep), _trim_trailing_blank(golds, keep)
     if len(inputs) != len(golds):
         raise ValueError(
-            f"{input_path} has {len(inputs)} lines but {gold_path} has {len(golds)}."
+            f"{input_path} has {_file_line_count(input_path)} lines but {gold_path} has "
+            f"{_file_line_count(gold_path)} (after dropping trailing blank lines: {len(inputs)} and "
+            f"{len(golds)}); every input line needs one gold line (blank: not scored)."
         )
     s1, s2, scores = [], [], []
     for lineno, (line, gold) in enumerate(zip(inputs, golds), 1):
@@ -119,12 +200,22 @@ def read_sts_subset(input_path: Path, gold_path: Path, name: str = "") -> Senten
     return SentencePairs(s1, s2, np.asarray(scores, dtype=np.float64), name)
 
 
-def read_sts_year(year_dir: str | Path) -> dict[str, SentencePairs]:
+def read_sts_year(year_dir: str | Path, skipped: dict | None = None) -> dict[str, SentencePairs]:
     """Reads every scored subset of one ``STS1x-en-test`` folder.
+
+    Args:
+      year_dir: the ``STS1x-en-test`` folder.
+      skipped: optional dict that receives ``{subset: reason}`` for every subset skipped
+        because it has no scored pair (empty files, or every gold line blank); the
+        evaluation report records it (``"skipped"``) beside the subsets it scored.
 
     Returns:
       ``{subset: SentencePairs}`` in file-name order. Subsets with a gold file but
-      no input file are skipped with a ``UserWarning``.
+      no input file, and subsets without a scored pair, are skipped with a ``UserWarning``
+      (one empty subset in a folder of many should not abort the whole evaluation).
+
+    Raises:
+      ValueError: see :func:`read_sts_subset` (also for a gold or input path that is a folder).
     """
     year_dir = Path(year_dir)
     year = year_dir.name.split("-")[0]
@@ -135,14 +226,21 @@ def read_sts_year(year_dir: str | Path) -> dict[str, SentencePairs]:
             continue
         subset = m.group("subset")
         input_path = year_dir / f"{m.group('prefix')}.input.{subset}.txt"
-        if not input_path.is_file():
+        if not input_path.exists():
             warnings.warn(
                 f"{year}: skipping subset {subset!r}: gold file {gold_path.name} has no "
                 f"input file {input_path.name}.",
                 stacklevel=2,
             )
             continue
-        subsets[subset] = read_sts_subset(input_path, gold_path, f"{year}/{subset}")
+        pairs = read_sts_subset(input_path, gold_path, f"{year}/{subset}")
+        if not len(pairs):
+            reason = f"no scored sentence pairs in {input_path} / {gold_path}"
+            warnings.warn(f"{year}: skipping subset {subset!r}: {reason}.", stacklevel=2)
+            if skipped is not None:
+                skipped[subset] = reason
+            continue
+        subsets[subset] = pairs
     return subsets
 
 
@@ -150,10 +248,11 @@ def read_sts_benchmark(sts_dir: str | Path, split: str = "test") -> SentencePair
     """Reads STS-B ``sts-<split>.csv`` (extra trailing fields ignored).
 
     Raises:
-      FileNotFoundError: no such file. ValueError: a malformed row (names the line).
+      FileNotFoundError: no such file. ValueError: a malformed row or a score outside
+        0..5 (names the line), or a file without any pair (names the file).
     """
     path = Path(sts_dir) / "STSBenchmark" / f"sts-{split}.csv"
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"No STS-B file {str(path)!r}.")
     s1, s2, scores, genres = [], [], [], []
     for lineno, line in enumerate(_read_lines(path), 1):
@@ -166,6 +265,8 @@ def read_sts_benchmark(sts_dir: str | Path, split: str = "test") -> SentencePair
         s1.append(cols[5].strip())
         s2.append(cols[6].strip())
         genres.append(cols[0].strip())
+    if not s1:
+        raise ValueError(f"{path}: no sentence pairs in the file.")
     return SentencePairs(s1, s2, np.asarray(scores, dtype=np.float64), f"STSBenchmark/{split}", genres)
 
 
@@ -173,12 +274,13 @@ def read_sick(sts_dir: str | Path, split: str = "test") -> SentencePairs:
     """Reads SICK relatedness pairs (``split`` in train, trial, test).
 
     Raises:
-      FileNotFoundError: no such file. ValueError: unknown split or malformed row.
+      FileNotFoundError: no such file. ValueError: unknown split, a malformed row or a
+        relatedness score outside 1..5 (names the line), or a header-only file (names it).
     """
     if split not in SICK_FILES:
         raise ValueError(f"SICK split must be one of {sorted(SICK_FILES)}, got {split!r}.")
     path = Path(sts_dir) / "SICK" / SICK_FILES[split]
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"No SICK file {str(path)!r}.")
     lines = _read_lines(path)
     header = lines[0].split("\t") if lines else []
@@ -193,7 +295,9 @@ def read_sick(sts_dir: str | Path, split: str = "test") -> SentencePairs:
         cols = line.split("\t")
         if len(cols) <= max(ia, ib, isc):
             raise ValueError(f"{path}:{lineno}: too few fields.")
-        scores.append(_score(cols[isc], path, lineno, "relatedness_score"))
+        scores.append(_score(cols[isc], path, lineno, "relatedness_score", SICK_SCALE))
         s1.append(cols[ia].strip())
         s2.append(cols[ib].strip())
+    if not s1:
+        raise ValueError(f"{path}: no sentence pairs after the header.")
     return SentencePairs(s1, s2, np.asarray(scores, dtype=np.float64), f"SICK/{split}")

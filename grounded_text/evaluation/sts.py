@@ -21,6 +21,13 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from grounded_text.data.sts import (
+    SentencePairs,
+    read_sick,
+    read_sts_benchmark,
+    read_sts_year,
+    sts_year_dirs,
+)
 from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the STS API takes encoders)
     EmbeddingCache,
     Encoder,
@@ -29,13 +36,7 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the 
     cached,
     load_encoder,
 )
-from grounded_text.data.sts import (
-    SentencePairs,
-    read_sick,
-    read_sts_benchmark,
-    read_sts_year,
-    sts_year_dirs,
-)
+
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity [n] of two [n, N] arrays; a zero row gives 0."""
@@ -94,11 +95,20 @@ def score_sts_year(encoder: Encoder, year_dir: str | Path) -> dict:
 
     Returns:
       ``{"subsets": {name: {"pearson", "spearman", "n"}}, "pearson": {"mean", "wmean"},
-      "spearman": {"mean", "wmean"}, "n": total pairs}``.
+      "spearman": {"mean", "wmean"}, "n": total pairs}``, plus ``"skipped": {name: reason}``
+      when subsets without a scored pair were left out (with a warning; see
+      :func:`grounded_text.data.sts.read_sts_year`).
+
+    Raises:
+      ValueError: a malformed subset (see :func:`grounded_text.data.sts.read_sts_subset`).
     """
     cache = cached(encoder)
-    subsets = {name: score_pairs(cache, pairs) for name, pairs in read_sts_year(year_dir).items()}
-    return {"subsets": subsets, **_aggregate(subsets), "n": sum(r["n"] for r in subsets.values())}
+    skipped: dict = {}
+    subsets = {name: score_pairs(cache, pairs) for name, pairs in read_sts_year(year_dir, skipped).items()}
+    out = {"subsets": subsets, **_aggregate(subsets), "n": sum(r["n"] for r in subsets.values())}
+    if skipped:
+        out["skipped"] = skipped
+    return out
 
 
 def evaluate_sts(
@@ -175,9 +185,10 @@ def format_markdown(report: dict, title: str = "STS (cosine, unsupervised)") -> 
             for name, r in node["subsets"].items():
                 lines.append(f"| {key} | {name} | {r['n']} | {_fmt(r['pearson'])} | {_fmt(r['spearman'])} |")
             for agg in ("mean", "wmean"):
-                lines.append(
-                    f"| {key} | **{agg}** | {node['n']} | {_fmt(node['pearson'][agg])} | {_fmt(node['spearman'][agg])} |"
-                )
+                lines.append(f"| {key} | **{agg}** | {node['n']} | {_fmt(node['pearson'][agg])} | "
+                             f"{_fmt(node['spearman'][agg])} |")
+            for name, reason in node.get("skipped", {}).items():
+                lines.append(f"| {key} | {name} | 0 | skipped | {reason} |")
         else:
             for split, r in node.items():
                 lines.append(f"| {key} | {split} | {r['n']} | {_fmt(r['pearson'])} | {_fmt(r['spearman'])} |")

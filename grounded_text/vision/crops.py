@@ -22,13 +22,18 @@ Size limits (a decompression-bomb guard; such images are reported FAILED and ski
 never decoded): an image whose header declares more than ``MAX_IMAGE_PIXELS`` pixels
 (40 million, e.g. 8000×5000; decoding costs about 15 bytes per pixel, 600 MB at the
 limit) is refused before decoding (``--max-pixels`` of ``python -m
-grounded_text.features`` changes the limit). With ten crops, an image whose short-side
-resize would exceed ``MAX_TEN_CROP_ASPECT`` (16) times R² pixels — an aspect ratio above
-16:1, e.g. a 3×5000 strip, which would grow to 342×570,000 — is refused too.
+grounded_text.features`` changes the limit). A GIF declares a size in its header (the
+logical screen) and another in each frame's image descriptor, and the decoder allocates
+every frame at its own size: a 300 KB GIF with a 16×16 screen can hold a 20000×20000
+frame. So a GIF is cut after its first frame (the only one used) before decoding, and that
+frame's declared size is held to the same limit as the screen's (:func:`gif_first_frame`).
+With ten crops, an image whose short-side resize would exceed ``MAX_TEN_CROP_ASPECT`` (16)
+times R² pixels — an aspect ratio above 16:1, e.g. a 3×5000 strip, which would grow to 342×570,000 — is refused too.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 TEN_CROP_ORDER = (
@@ -76,16 +81,98 @@ def header_size(encoded: tf.Tensor) -> tf.Tensor:
                    lambda: other)
 
 
-def check_image_size(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tf.Tensor:
-    """An op that fails (``InvalidArgumentError``, "image is HxW = n pixels, above the
-    limit ...") when the header declares more than ``max_pixels`` pixels; ``None``: no limit."""
-    if max_pixels is None:
-        return tf.no_op()
-    hw = header_size(encoded)
+def _pixel_assert(hw: tf.Tensor, max_pixels: int, what: str) -> tf.Operation:
     pixels = hw[0] * hw[1]
     return tf.debugging.Assert(pixels <= max_pixels, [tf.strings.format(
-        "image is {}x{} = {} pixels, above the limit of {} (decompression-bomb guard; --max-pixels)",
+        what + " is {}x{} = {} pixels, above the limit of {} (decompression-bomb guard; --max-pixels)",
         (hw[0], hw[1], pixels, tf.constant(int(max_pixels), tf.int64)))], summarize=1)
+
+
+def check_image_size(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS,
+                     frame_size: tf.Tensor | None = None) -> tf.Tensor:
+    """An op that fails (``InvalidArgumentError``, "image is HxW = n pixels, above the
+    limit ...") when the header declares more than ``max_pixels`` pixels; ``None``: no limit.
+
+    ``frame_size``: optional int64 [2] (height, width) of a GIF's first frame
+    (:func:`gif_first_frame`), held to the same limit ("GIF frame is ...")."""
+    if max_pixels is None:
+        return tf.no_op()
+    checks = [_pixel_assert(header_size(encoded), max_pixels, "image")]
+    if frame_size is not None:
+        checks.append(_pixel_assert(frame_size, max_pixels, "GIF frame"))
+    return tf.group(*checks)
+
+
+def _skip_sub_blocks(data: bytes, pos: int) -> int:
+    """Position after the GIF data sub-blocks starting at ``pos`` (each: a length byte, then
+    that many bytes; a 0 length ends them); ``-1`` when the data ends first."""
+    n = len(data)
+    while pos < n:
+        size = data[pos]
+        if size == 0:
+            return pos + 1
+        pos += size + 1
+    return -1
+
+
+def gif_first_frame(data: bytes) -> tuple[bytes, tuple[int, int]]:
+    """A GIF cut after its first frame, and that frame's declared ``(height, width)``.
+
+    Reads the block structure only (GIF89a specification: header, logical screen
+    descriptor, optional global colour table, extension blocks, then the first image
+    descriptor, its local colour table and LZW sub-blocks) and never decompresses. The
+    returned bytes end with the trailer (``0x3B``) right after the first frame, so the
+    decoder allocates that frame only; its pixels are those of frame 0 of the whole file.
+
+    Args:
+      data: encoded bytes (any format).
+
+    Returns:
+      ``(bytes, (height, width))``; for data that is not a GIF, or a GIF whose structure
+      ends before the first frame does, ``(data, (0, 0))`` unchanged (left to the decoder,
+      which rejects a damaged file).
+    """
+    data = bytes(data)
+    if len(data) < 13 or data[:4] != b"GIF8":
+        return data, (0, 0)
+    flags = data[10]
+    pos = 13 + (3 * 2 ** ((flags & 7) + 1) if flags & 0x80 else 0)
+    while pos < len(data):
+        block = data[pos]
+        if block == 0x21:  # extension: label byte, then sub-blocks
+            pos = _skip_sub_blocks(data, pos + 2)
+            if pos < 0:
+                break
+        elif block == 0x2C:  # image descriptor: left, top, width, height, flags (10 bytes)
+            if pos + 11 > len(data):
+                break
+            width = int.from_bytes(data[pos + 5:pos + 7], "little")
+            height = int.from_bytes(data[pos + 7:pos + 9], "little")
+            local = data[pos + 9]
+            start = pos + 10 + (3 * 2 ** ((local & 7) + 1) if local & 0x80 else 0)
+            end = _skip_sub_blocks(data, start + 1)  # + 1: the LZW minimum code size byte
+            if end < 0:
+                return data, (height, width)
+            return data[:end] + b"\x3b", (height, width)
+        else:  # the trailer, or damaged data
+            break
+    return data, (0, 0)
+
+
+def _first_gif_frame_op(encoded: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """TF wrapper of :func:`gif_first_frame` for GIF bytes; other data passes unchanged."""
+    def cut(data):  # a 0-d object array holding bytes, in and out (bytes -> numpy would drop NULs)
+        out, hw = gif_first_frame(np.asarray(data).item())
+        return np.array(out, dtype=object), np.asarray(hw, np.int64)
+
+    def gif():
+        out, hw = tf.numpy_function(cut, [encoded], (tf.string, tf.int64), stateful=False)
+        out.set_shape([])
+        hw.set_shape([2])
+        return out, hw
+
+    is_gif = tf.equal(tf.strings.substr(encoded, 0, 4), b"GIF8")
+    return tf.cond(is_gif, gif, lambda: (encoded, tf.zeros([2], tf.int64)))
 
 
 def ten_crop_resize(size: int) -> int:
@@ -98,10 +185,12 @@ def decode_rgb(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) ->
     """Encoded JPEG/PNG/GIF/BMP/WebP bytes (scalar ``tf.string``) → uint8 [H, W, 3].
 
     Grey images are broadcast to 3 channels, alpha is dropped, animated GIFs give
-    their first frame (``expand_animations=False``). Invalid data, or a header
-    declaring more than ``max_pixels`` pixels (``check_image_size``; checked before
-    decoding), raises ``tf.errors.InvalidArgumentError`` (at run time, inside ``tf.data``)."""
-    with tf.control_dependencies([check_image_size(encoded, max_pixels)]):
+    their first frame (only that frame is decoded: :func:`gif_first_frame`). Invalid
+    data, or a header (or a GIF's first frame) declaring more than ``max_pixels``
+    pixels (``check_image_size``; checked before decoding), raises
+    ``tf.errors.InvalidArgumentError`` (at run time, inside ``tf.data``)."""
+    encoded, frame_size = _first_gif_frame_op(encoded)
+    with tf.control_dependencies([check_image_size(encoded, max_pixels, frame_size)]):
         image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
     image.set_shape([None, None, 3])
     return image

@@ -261,14 +261,7 @@ def extract_features(
         raise ValueError(f"network is {network.spec.name!r} but cnn={cnn!r}.")
     _check_dataset(images)
 
-    all_ids = [i.decode("utf-8") for i in images.map(lambda i, b: i).as_numpy_iterator()]
-    if len(set(all_ids)) != len(all_ids):
-        seen, dup = set(), []
-        for i in all_ids:
-            if i in seen:
-                dup.append(i)
-            seen.add(i)
-        raise ValueError(f"images: duplicate image ids, e.g. {dup[:5]}.")
+    all_ids = _unique_ids(images)
     existing = sink.existing_ids()
     todo = [i for i in all_ids if i not in existing]
     skipped = len(all_ids) - len(todo)
@@ -281,41 +274,17 @@ def extract_features(
     if network is None:
         network = FeatureNetwork(cnn, weights=weights, mixed_precision=mixed_precision)
     size = network.input_size
-    table = _string_table(todo)
-    ds = (
-        images.filter(lambda i, b: table.lookup(i) == 1)
-        .map(lambda i, b: (i, crops_lib.make_views(crops_lib.decode_rgb(b, max_pixels), size, crops)),
-             num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-        .ignore_errors()
-        .batch(int(batch_size))
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    ds = _view_batches(images, todo, size, crops, int(batch_size), max_pixels)
     bar = None
     if progress:
         import keras
 
         bar = keras.utils.Progbar(len(todo), unit_name="image")
-    written: set[str] = set()
     loop_start = time.perf_counter()
-    for ids_b, views in ds:
-        if crops == 10:
-            n = tf.shape(views)[0]
-            flat = tf.reshape(views, [-1, size, size, 3])
-            feats = tf.reduce_mean(tf.reshape(network(flat), [n, 10, -1]), axis=1)
-        else:
-            feats = network(views)
-        ids_np = np.array([i.decode("utf-8") for i in ids_b.numpy()])
-        sink.append(ids_np, feats.numpy().astype(np.float32, copy=False))
-        written.update(ids_np.tolist())
-        if bar is not None:
-            bar.add(len(ids_np))
+    written = _write_batches(ds, network, sink, size, crops, bar)
     loop_seconds = time.perf_counter() - loop_start
 
-    failed_ids = [i for i in todo if i not in written]
-    failed: list[tuple[str, str]] = []
-    if failed_ids:
-        reasons = _failure_reasons(images, failed_ids, size, crops, max_pixels)
-        failed = [(i, reasons.get(i, "not produced by the input dataset")) for i in failed_ids]
+    failed = _failures(images, [i for i in todo if i not in written], size, crops, max_pixels)
     if bar is not None and len(written) < len(todo):
         bar.update(len(todo), finalize=True)
     return ExtractionReport(
@@ -328,3 +297,61 @@ def extract_features(
         crops=crops,
         dim=network.dim,
     )
+
+
+def _unique_ids(images: tf.data.Dataset) -> list[str]:
+    """The dataset's ids in order; ValueError naming a few when an id repeats (two rows
+    for one image id would make the store ambiguous)."""
+    all_ids = [i.decode("utf-8") for i in images.map(lambda i, b: i).as_numpy_iterator()]
+    if len(set(all_ids)) != len(all_ids):
+        seen, dup = set(), []
+        for i in all_ids:
+            if i in seen:
+                dup.append(i)
+            seen.add(i)
+        raise ValueError(f"images: duplicate image ids, e.g. {dup[:5]}.")
+    return all_ids
+
+
+def _view_batches(images: tf.data.Dataset, todo: list[str], size: int, crops: int, batch_size: int,
+                  max_pixels: int | None) -> tf.data.Dataset:
+    """``(ids [b], views)`` batches of the ``todo`` images: decoded, size-guarded, cropped in
+    a parallel map; undecodable images are dropped (``ignore_errors``) and found later as
+    missing ids."""
+    table = _string_table(todo)
+    return (
+        images.filter(lambda i, b: table.lookup(i) == 1)
+        .map(lambda i, b: (i, crops_lib.make_views(crops_lib.decode_rgb(b, max_pixels), size, crops)),
+             num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        .ignore_errors()
+        .batch(batch_size)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+def _write_batches(ds: tf.data.Dataset, network, sink, size: int, crops: int, bar) -> set[str]:
+    """Runs the CNN over every batch (ten-crop features averaged over the crops) and appends
+    float32 rows to ``sink`` batch by batch; returns the ids written."""
+    written: set[str] = set()
+    for ids_b, views in ds:
+        if crops == 10:
+            n = tf.shape(views)[0]
+            flat = tf.reshape(views, [-1, size, size, 3])
+            feats = tf.reduce_mean(tf.reshape(network(flat), [n, 10, -1]), axis=1)
+        else:
+            feats = network(views)
+        ids_np = np.array([i.decode("utf-8") for i in ids_b.numpy()])
+        sink.append(ids_np, feats.numpy().astype(np.float32, copy=False))
+        written.update(ids_np.tolist())
+        if bar is not None:
+            bar.add(len(ids_np))
+    return written
+
+
+def _failures(images, failed_ids: list[str], size: int, crops: int,
+              max_pixels: int | None) -> list[tuple[str, str]]:
+    """``(id, reason)`` for every requested id the loop did not write."""
+    if not failed_ids:
+        return []
+    reasons = _failure_reasons(images, failed_ids, size, crops, max_pixels)
+    return [(i, reasons.get(i, "not produced by the input dataset")) for i in failed_ids]

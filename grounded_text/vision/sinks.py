@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -31,7 +32,33 @@ def _atomic_savez(path: Path, **arrays) -> None:
     atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
+def check_writable(path: Path, what: str = "--out") -> None:
+    """Fails now, before any image is decoded, when ``path`` could not be written later:
+    ``path`` is a folder, or the nearest existing folder above it (where the missing ones
+    would be created) refuses a file (permissions, a read-only file system; tried with a
+    real temporary file, so it holds for root too).
+
+    Raises:
+      ValueError: naming ``path`` and the folder, with the system's reason.
+    """
+    if path.is_dir():
+        raise ValueError(f"{what} {str(path)!r} is a folder; give an .npz file path.")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{what} {str(path)!r}: {str(folder)!r} is not a folder.")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{what} {str(path)!r}: cannot write in {str(folder)!r} ({e.strerror}).") from None
+
+
 def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    from grounded_text.data.features import check_npz_members
+
+    check_npz_members(path)  # declared shapes against the data, before np.load allocates them
     try:
         with np.load(path, allow_pickle=False) as archive:
             ids = archive["ids"].astype(str)
@@ -57,8 +84,9 @@ class NpzFeatureSink:
       path: the ``.npz`` file to write (parent folders are created).
 
     Raises:
-      ValueError: ``path`` does not end in ``.npz``; an existing store or part is
-        unreadable; on :meth:`append`: ragged shapes, non-finite values, a feature
+      ValueError: ``path`` does not end in ``.npz``, is a folder or cannot be written
+        (checked at construction, before any work: :func:`check_writable`); an existing
+        store or part is unreadable; on :meth:`append`: ragged shapes, non-finite values, a feature
         dimension different from what is stored, duplicate ids or ids already stored.
     """
 
@@ -66,6 +94,7 @@ class NpzFeatureSink:
         self.path = Path(path)
         if self.path.suffix != ".npz":
             raise ValueError(f"--out {str(self.path)!r}: an npz feature store must end in .npz.")
+        check_writable(self.path)
         self.parts_dir = self.path.with_name(self.path.name + ".parts")
         self._ids: set[str] = set()
         self._dim: int | None = None
