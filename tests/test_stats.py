@@ -120,3 +120,19 @@ def test_bad_inputs():
                 lambda: stats.recall_ci([]), lambda: stats.bootstrap_ci([1.0])):
         with pytest.raises(ValueError):
             bad()
+
+
+def test_sts_correlations_carry_fisher_z_intervals_equal_to_scipy():
+    from scipy import stats as sps
+
+    from grounded_text.evaluation.sts import correlations
+
+    rng = np.random.default_rng(3)
+    gold = rng.uniform(0, 5, 250)
+    pred = gold + rng.normal(0, 2, 250)
+    got = correlations(pred, gold)
+    want = sps.pearsonr(pred, gold).confidence_interval(0.95)
+    np.testing.assert_allclose(got["pearson_ci95"], [want.low, want.high], atol=1e-12)
+    lo, hi = got["spearman_ci95"]
+    assert lo < got["spearman"] < hi
+    assert "pearson_ci95" not in correlations(pred[:3], gold[:3])

@@ -54,7 +54,10 @@ def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:
 
     Returns:
       ``{"pearson": float|None, "spearman": float|None, "n": int}``; ``None`` (with
-      a warning) where undefined: fewer than 2 pairs or constant predictions.
+      a warning) where undefined: fewer than 2 pairs or constant predictions. From 4 pairs
+      on, also ``"pearson_ci95"`` and ``"spearman_ci95"``: ``[lo, hi]`` 95% confidence
+      intervals by Fisher z (``grounded_text.evaluation.stats``; as Merkx & Frank 2019,
+      Table 5; Spearman with the Bonett–Wright variance).
     """
     predicted = np.asarray(predicted, dtype=np.float64)
     gold = np.asarray(gold, dtype=np.float64)
@@ -62,11 +65,17 @@ def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:
     if n < 2 or np.ptp(predicted) == 0 or np.ptp(gold) == 0:
         warnings.warn(f"correlation undefined (n={n}, constant predictions or gold).", stacklevel=2)
         return {"pearson": None, "spearman": None, "n": n}
-    return {
+    out = {
         "pearson": float(stats.pearsonr(predicted, gold)[0]),
         "spearman": float(stats.spearmanr(predicted, gold)[0]),
         "n": n,
     }
+    if n >= 4:
+        from grounded_text.evaluation.stats import pearson_ci, spearman_ci
+
+        out["pearson_ci95"] = list(pearson_ci(out["pearson"], n))
+        out["spearman_ci95"] = list(spearman_ci(out["spearman"], n))
+    return out
 
 
 def score_pairs(encoder: Encoder, pairs: SentencePairs) -> dict:
