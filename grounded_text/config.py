@@ -22,6 +22,7 @@ once.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -71,7 +72,9 @@ def _field(default=None, *, flag=None, negative=None, help="", choices=None, par
 
     ``flag`` sets the field (a bool field's ``flag`` sets True and ``negative`` False);
     ``parse`` names a value reader of ``grounded_text.config_cli`` (``none_or_int``,
-    ``positive_int``, ``bool_or_none``, ``key_value``, ``optional_const``)."""
+    ``positive_int``, ``nonnegative_int``, ``positive_float``, ``bool_or_none``,
+    ``key_value``, ``optional_const``); its range (``RULES``) holds for every way of setting
+    the field (flag, config file, ``--set``), checked by ``check_field``."""
     meta = {"flag": flag, "negative": negative, "help": help, "choices": choices, "parse": parse}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -113,7 +116,7 @@ class DataConfig:
     max_train_images: int | None = _field(None, flag="--max-train-images", parse="none_or_int",
                                           help="train on the first n images (a slice)")
     batch_size: int | None = _field(None, flag="--batch-size", parse="positive_int", help="B (default: the preset's)")
-    seed: int = _field(0)
+    seed: int = _field(0, parse="nonnegative_int")
     sampler: str | None = _field(None, flag="--sampler", choices=SAMPLERS, help="default: the preset's")
     captions_per_image: int | None = _field(None, flag="--captions-per-image", parse="positive_int",
                                             help="grouped sampler (default: the preset's)")
@@ -143,7 +146,7 @@ class TextConfig:
 
     max_vocab_size: int | None = _field(20000, flag="--max-vocab-size", parse="none_or_int")
     min_count: int = _field(1, flag="--min-count", parse="positive_int")
-    num_oov_buckets: int = _field(1, flag="--num-oov-buckets")
+    num_oov_buckets: int = _field(1, flag="--num-oov-buckets", parse="positive_int")
     lowercase: bool | None = _field(None, flag="--lowercase", negative="--keep-case",
                                     help="case-fold the text / keep case, Merckx & Frank §3.2.1 "
                                          "(default: the preset's choice)")
@@ -227,12 +230,14 @@ class TrainConfig:
     """
 
     epochs: int | None = _field(None, flag="--epochs", parse="positive_int", help="default: the preset's")
-    learning_rate: float | None = _field(None, flag="--learning-rate",
+    learning_rate: float | None = _field(None, flag="--learning-rate", parse="positive_float",
                                          help="Adam step size, the cyclic schedules' maximum (default: the preset's)")
     select_on: str | None = _field(None, flag="--select-on", choices=SELECT_ON, help="default: the preset's")
-    seed: int = _field(0, flag="--seed", help="initialisation, loss and data seed (sets data.seed too)")
+    seed: int = _field(0, flag="--seed", parse="nonnegative_int",
+                       help="initialisation, loss and data seed (sets data.seed too)")
     schedule: str | None = _field(None, flag="--schedule", choices=SCHEDULES, help="default: the preset's")
-    lr_min: float | None = _field(None, flag="--lr-min", help="cyclic schedules' floor (default: the preset's)")
+    lr_min: float | None = _field(None, flag="--lr-min", parse="positive_float",
+                                  help="cyclic schedules' floor (default: the preset's)")
     cycle_epochs: int | None = _field(None, flag="--cycle-epochs", parse="positive_int",
                                       help="cyclic schedules' period (default: the preset's)")
     snapshots: bool | None = _field(None, flag="--snapshots", parse="bool_or_none",
@@ -316,13 +321,52 @@ def _choices_of(path: str):
     return meta.get("choices")
 
 
-def check_field(path: str, value, where: str, error: type[Exception] = ConfigError) -> None:
-    """Checks that ``path`` (``"section.field"``) is a config field and ``value`` fits it.
+#: A field's ``parse`` rule → (the range it allows, for messages; the check). Every way of
+#: setting a field (its flag, a config file, ``--set``) goes through ``check_field``.
+RULES = {
+    "positive_int": ("an integer >= 1", lambda v: v >= 1),
+    "none_or_int": ("an integer >= 1, or 0 or none (no limit)", lambda v: v >= 1),
+    "nonnegative_int": ("an integer >= 0", lambda v: v >= 0),
+    "positive_float": ("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
+}
+
+
+def rule_value(rule: str | None, value):
+    """``value`` checked against the ``parse`` rule ``rule`` (``RULES``) and normalised:
+    ``0`` → ``None`` for ``none_or_int`` (as its flag reads ``0``), ints → float for
+    ``positive_float``. ``None`` passes (the type check decides whether the field takes it).
+
+    Raises:
+      ValueError: a value outside the rule's range (message: "must be <range>, got <value>").
+    """
+    if value is None or rule not in RULES or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if rule == "none_or_int" and value == 0:
+        return None
+    what, ok = RULES[rule]
+    if not ok(value):
+        raise ValueError(f"must be {what}, got {value!r}")
+    return float(value) if rule == "positive_float" else value
+
+
+def _meta(path: str):
+    section, name = path.split(".", 1)
+    return {f.name: f.metadata for f in dataclasses.fields(_SECTION_CLASSES[section])}[name]
+
+
+def check_field(path: str, value, where: str, error: type[Exception] = ConfigError):
+    """Checks that ``path`` (``"section.field"``) is a config field and ``value`` fits it:
+    its type annotation, its closed set of choices and its ``parse`` rule's range
+    (``RULES``: counts >= 1, finite positive learning rates, ...).
+
+    Returns:
+      The value to store: ``value``, normalised by ``rule_value`` (``0`` → ``None`` for the
+      "no limit" counts, an int learning rate → float).
 
     Raises:
       ``error`` (``ConfigError`` by default): unknown field, a value whose type does not
-        fit the field's annotation, or a value outside the field's closed set of choices;
-        the message starts with ``where``.
+        fit the field's annotation, a value outside the field's closed set of choices or
+        its range; the message starts with ``where`` and names the field.
     """
     fields = config_fields()
     if path not in fields:
@@ -333,13 +377,19 @@ def check_field(path: str, value, where: str, error: type[Exception] = ConfigErr
     choices = _choices_of(path)
     if isinstance(choices, tuple) and value is not None and value not in choices:
         raise error(f"{where}: {path} = {value!r} is not one of {list(choices)}.")
+    try:
+        return rule_value(_meta(path).get("parse"), value)
+    except ValueError as e:
+        raise error(f"{where}: {path} {e}.") from None
 
 
 def parse_override(text: str, error: type[Exception] = ConfigError) -> tuple[str, object]:
     """``"train.epochs=3"`` → ``("train.epochs", 3)``.
 
     The value is read as a TOML value (``3``, ``1e-3``, ``true``, ``"x"``,
-    ``{margin = 0.2}``), else taken as a string; ``none``/``null`` give ``None``.
+    ``{margin = 0.2}``), else taken as a string; ``none``/``null`` give ``None``. (A
+    string such as ``False`` is typed later: ``grounded_text.params`` for the parameters
+    of ``model.encoder`` / ``model.loss_params``.)
 
     Raises:
       ``error``: no ``=`` in ``text``.
@@ -357,21 +407,78 @@ def parse_override(text: str, error: type[Exception] = ConfigError) -> tuple[str
     return key, value
 
 
+def _dict_field(path: str) -> bool:
+    fields = config_fields()
+    return path in fields and dict in fields[path]
+
+
 def apply_override(d: dict, path: str, value, where: str) -> None:
     """Sets ``path`` in the config dict ``d`` (``ExperimentConfig.to_dict()`` form) after
-    ``check_field``. ``"model.loss_params.margin"`` sets one key of a dict field.
+    ``check_field`` (storing its normalised value). ``"model.loss_params.margin"`` sets one
+    key of a dict field (typed later, by ``check_config_dict``).
 
     Raises:
       ConfigError: see ``check_field``.
     """
     parts = path.split(".")
-    if len(parts) == 3 and f"{parts[0]}.{parts[1]}" in config_fields() and \
-            dict in config_fields()[f"{parts[0]}.{parts[1]}"]:
+    if len(parts) == 3 and _dict_field(f"{parts[0]}.{parts[1]}"):
         d[parts[0]][parts[1]] = {**d[parts[0]][parts[1]], parts[2]: value}
         return
-    check_field(path, value, where)
+    value = check_field(path, value, where)
     section, name = path.split(".", 1)
     d[section][name] = value
+
+
+def check_config_dict(d: dict, where: str = "config", origins: dict | None = None) -> dict:
+    """Checks every field of the config dict ``d`` (``ExperimentConfig.to_dict()`` form)
+    and types the builder parameters of ``model.encoder`` / ``model.loss_params`` against
+    the builder of preset ``model.name`` and its loss (``grounded_text.params``).
+
+    Args:
+      d: the config dict (not changed).
+      where: where the values came from, for the messages.
+      origins: ``"section.field"`` or ``"model.encoder.key"`` → where that value came from
+        (a config file, a flag, ``--set``), where it differs from ``where``.
+
+    Returns:
+      A new config dict with the normalised, typed values.
+
+    Raises:
+      ConfigError: a field that does not fit (``check_field``), an unknown preset or loss,
+        an encoder or loss parameter the builder does not take (the message lists the ones
+        it takes) or a parameter value that does not fit its type or range.
+    """
+    from grounded_text.params import ParamError, check_model_params
+
+    origins = origins or {}
+    out = {s: dict(d[s]) for s in SECTIONS}
+    for s in SECTIONS:
+        for name, value in d[s].items():
+            path = f"{s}.{name}"
+            if not _dict_field(path):
+                out[s][name] = check_field(path, value, origins.get(path, where))
+            elif not isinstance(value, dict):
+                check_field(path, value, origins.get(path, where))
+    keyed = {}
+    for field in ("encoder", "loss_params"):
+        prefix = f"model.{field}."
+        keyed[field] = {k[len(prefix):]: v for k, v in origins.items() if k.startswith(prefix)}
+        for key in out["model"][field]:
+            keyed[field].setdefault(key, origins.get(f"model.{field}", where))
+    try:
+        out["model"] = check_model_params(out["model"], where, keyed["encoder"], keyed["loss_params"])
+    except ParamError as e:
+        raise ConfigError(str(e)) from None
+    return out
+
+
+def check_config(config: ExperimentConfig, where: str = "config") -> ExperimentConfig:
+    """``check_config_dict`` for an ``ExperimentConfig``: a new config with typed values.
+
+    Raises:
+      ConfigError: see ``check_config_dict``.
+    """
+    return ExperimentConfig.from_dict(check_config_dict(config.to_dict(), where))
 
 
 # ----------------------------------------------------------------------------- TOML
@@ -380,27 +487,31 @@ def apply_override(d: dict, path: str, value, where: str) -> None:
 UNSET_KEY = "unset"
 
 
-def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> ExperimentConfig:
-    """Reads a TOML config file over ``base`` (default: the dataclass defaults).
-
-    Layout: tables ``[data]``, ``[text]``, ``[model]`` (with ``[model.loss_params]`` and
-    ``[model.encoder]``) and ``[train]`` holding ``ExperimentConfig`` fields, and an
-    optional top-level ``unset = ["section.field", "model.encoder.key", ...]`` of the
-    fields (or dict entries) set to ``None``.
-    A field not in the file keeps its value in ``base``.
+def read_config_dict(path: str | Path, base: dict | None = None, origins: dict | None = None) -> dict:
+    """The config dict (``ExperimentConfig.to_dict()`` form) of TOML file ``path`` over
+    ``base`` (default: the dataclass defaults); each field is checked (``check_field``),
+    the builder parameters are not yet typed (``check_config_dict`` does it, once the
+    model is known). ``origins``, if given, gets ``"section.field"`` / ``"model.encoder.key"``
+    → ``str(path)`` for every entry the file sets.
 
     Raises:
-      ConfigError: file missing or not UTF-8 TOML, unknown table or field, or a value
-        that does not fit its field (the message names the file and the entry).
+      ConfigError: see ``read_config_file``.
     """
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8")
+        doc = tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file (give its config.toml).") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config file: {e.strerror or e}.") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not a UTF-8 TOML file: {e}") from None
-    d = (base or ExperimentConfig()).to_dict()
+    d = base if base is not None else ExperimentConfig().to_dict()
+    d = {s: dict(d[s]) for s in SECTIONS}
+    origins = {} if origins is None else origins
     unset = doc.pop(UNSET_KEY, [])
     unknown = set(doc) - set(SECTIONS)
     if unknown:
@@ -411,16 +522,41 @@ def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> 
             raise ConfigError(f"{path}: {section!r} must be a table ([{section}]).")
         for name, value in table.items():
             apply_override(d, f"{section}.{name}", value, str(path))
+            origins[f"{section}.{name}"] = str(path)
+            if isinstance(value, dict) and _dict_field(f"{section}.{name}"):
+                origins.update({f"{section}.{name}.{k}": str(path) for k in value})
     if not isinstance(unset, list):
         raise ConfigError(f"{path}: {UNSET_KEY!r} must be a list of \"section.field\" names.")
     for name in unset:
         apply_override(d, str(name), None, f"{path} ({UNSET_KEY})")
-    return ExperimentConfig.from_dict(d)
+        origins[str(name)] = f"{path} ({UNSET_KEY})"
+    return d
+
+
+def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> ExperimentConfig:
+    """Reads a TOML config file over ``base`` (default: the dataclass defaults).
+
+    Layout: tables ``[data]``, ``[text]``, ``[model]`` (with ``[model.loss_params]`` and
+    ``[model.encoder]``) and ``[train]`` holding ``ExperimentConfig`` fields, and an
+    optional top-level ``unset = ["section.field", "model.encoder.key", ...]`` of the
+    fields (or dict entries) set to ``None``.
+    A field not in the file keeps its value in ``base``. The builder parameters of
+    ``[model.encoder]`` and ``[model.loss_params]`` are typed for the file's model (or
+    ``base``'s): ``trainable_embeddings = "false"`` reads as ``False``.
+
+    Raises:
+      ConfigError: file missing, a directory, unreadable or not UTF-8 TOML, unknown table
+        or field, or a value that does not fit its field or parameter (the message names
+        the file and the entry).
+    """
+    origins: dict = {}
+    d = read_config_dict(path, (base or ExperimentConfig()).to_dict(), origins)
+    return ExperimentConfig.from_dict(check_config_dict(d, str(path), origins))
 
 
 def config_toml(config: ExperimentConfig) -> str:
     """The TOML text of ``config`` that ``read_config_file`` reads back to an equal config
-    (``None`` fields are listed under ``unset``)."""
+    (``None`` fields are listed under ``unset``); booleans, ints and floats stay typed."""
     import tomli_w
 
     d = config.to_dict()
@@ -432,7 +568,7 @@ def config_toml(config: ExperimentConfig) -> str:
                 unset.append(f"{s}.{k}")
             elif isinstance(v, dict):  # a dict field's None entries go to ``unset`` as section.field.key
                 unset += [f"{s}.{k}.{key}" for key, x in v.items() if x is None]
-                body[s][k] = {key: x for key, x in v.items() if x is not None}
+                body[s][k] = {key: list(x) if isinstance(x, tuple) else x for key, x in v.items() if x is not None}
             else:
                 body[s][k] = v
     return tomli_w.dumps({UNSET_KEY: unset, **body})
