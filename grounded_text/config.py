@@ -18,9 +18,9 @@ generates the trainer's flags from it), for a closed set of values its ``choices
 its value rule (``parse``: ``RULES``, e.g. counts >= 1, learning rates finite and > 0),
 which ``check_field`` applies whichever way the value is set: flag, config file or
 ``--set``. The dict fields ``model.encoder`` / ``model.loss_params`` are typed against the
-builder's parameters (``grounded_text.params``) by ``check_config_dict`` /
-``check_config``. This module imports no TensorFlow, so ``--help`` and bad values answer
-at once.
+builder's parameters (``grounded_text.params``): by name here (``check_config_dict``),
+for the model's own builder and loss by ``grounded_text.config_cli.check_builder_params``.
+This module imports no TensorFlow, so ``--help`` and bad values answer at once.
 """
 
 from __future__ import annotations
@@ -425,7 +425,7 @@ def _dict_field(path: str) -> bool:
 def apply_override(d: dict, path: str, value, where: str) -> None:
     """Sets ``path`` in the config dict ``d`` (``ExperimentConfig.to_dict()`` form) after
     ``check_field`` (storing its normalised value). ``"model.loss_params.margin"`` sets one
-    key of a dict field (typed later, by ``check_config_dict``).
+    key of a dict field (typed later: ``check_config_dict``).
 
     Raises:
       ConfigError: see ``check_field``.
@@ -439,56 +439,46 @@ def apply_override(d: dict, path: str, value, where: str) -> None:
     d[section][name] = value
 
 
-def check_config_dict(d: dict, where: str = "config", origins: dict | None = None) -> dict:
+def check_config_dict(d: dict, where: str = "config", origins: dict | None = None, params: bool = True) -> dict:
     """Checks every field of the config dict ``d`` (``ExperimentConfig.to_dict()`` form)
-    and types the builder parameters of ``model.encoder`` / ``model.loss_params`` against
-    the builder of preset ``model.name`` and its loss (``grounded_text.params``).
+    and types the builder parameters of ``model.encoder`` / ``model.loss_params`` by name
+    (``grounded_text.params.type_params``: ``"False"`` → ``False`` where the parameter is a
+    boolean). Whether the model's builder and loss take each key, and their ranges, need the
+    preset record: ``grounded_text.config_cli.check_builder_params``.
 
     Args:
       d: the config dict (not changed).
       where: where the values came from, for the messages.
       origins: ``"section.field"`` or ``"model.encoder.key"`` → where that value came from
         (a config file, a flag, ``--set``), where it differs from ``where``.
+      params: type the builder parameters (False: the caller checks them against the
+        model's builder, ``check_builder_params``, which types them too).
 
     Returns:
       A new config dict with the normalised, typed values.
 
     Raises:
-      ConfigError: a field that does not fit (``check_field``), an unknown preset or loss,
-        an encoder or loss parameter the builder does not take (the message lists the ones
-        it takes) or a parameter value that does not fit its type or range.
+      ConfigError: a field that does not fit (``check_field``), a parameter key that no
+        builder (loss) takes or a parameter value that is not of its type.
     """
-    from grounded_text.params import ParamError, check_model_params
+    from grounded_text.params import ParamError, type_params
 
     origins = origins or {}
     out = {s: dict(d[s]) for s in SECTIONS}
     for s in SECTIONS:
         for name, value in d[s].items():
             path = f"{s}.{name}"
+            checked = check_field(path, value, origins.get(path, where))
             if not _dict_field(path):
-                out[s][name] = check_field(path, value, origins.get(path, where))
-            elif not isinstance(value, dict):
-                check_field(path, value, origins.get(path, where))
-    keyed = {}
-    for field in ("encoder", "loss_params"):
-        prefix = f"model.{field}."
-        keyed[field] = {k[len(prefix):]: v for k, v in origins.items() if k.startswith(prefix)}
-        for key in out["model"][field]:
-            keyed[field].setdefault(key, origins.get(f"model.{field}", where))
-    try:
-        out["model"] = check_model_params(out["model"], where, keyed["encoder"], keyed["loss_params"])
-    except ParamError as e:
-        raise ConfigError(str(e)) from None
+                out[s][name] = checked
+    for field in ("encoder", "loss_params") if params else ():
+        path = f"model.{field}"
+        keyed = {k: origins.get(f"{path}.{k}", origins.get(path, where)) for k in out["model"][field]}
+        try:
+            out["model"][field] = type_params(out["model"][field], path, keyed)
+        except ParamError as e:
+            raise ConfigError(str(e)) from None
     return out
-
-
-def check_config(config: ExperimentConfig, where: str = "config") -> ExperimentConfig:
-    """``check_config_dict`` for an ``ExperimentConfig``: a new config with typed values.
-
-    Raises:
-      ConfigError: see ``check_config_dict``.
-    """
-    return ExperimentConfig.from_dict(check_config_dict(config.to_dict(), where))
 
 
 # ----------------------------------------------------------------------------- TOML
@@ -551,13 +541,13 @@ def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> 
     optional top-level ``unset = ["section.field", "model.encoder.key", ...]`` of the
     fields (or dict entries) set to ``None``.
     A field not in the file keeps its value in ``base``. The builder parameters of
-    ``[model.encoder]`` and ``[model.loss_params]`` are typed for the file's model (or
-    ``base``'s): ``trainable_embeddings = "false"`` reads as ``False``.
+    ``[model.encoder]`` and ``[model.loss_params]`` are typed by name
+    (``check_config_dict``): ``trainable_embeddings = "false"`` reads as ``False``.
 
     Raises:
       ConfigError: file missing, a directory, unreadable or not UTF-8 TOML, unknown table
-        or field, or a value that does not fit its field or parameter (the message names
-        the file and the entry).
+        or field, a value that does not fit its field, or a parameter that no builder (loss)
+        takes or of the wrong type (the message names the file and the entry).
     """
     origins: dict = {}
     d = read_config_dict(path, (base or ExperimentConfig()).to_dict(), origins)

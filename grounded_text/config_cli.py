@@ -192,8 +192,61 @@ def config_from_flags(args: argparse.Namespace) -> ExperimentConfig:
         origins[path] = "--set"
         if isinstance(value, dict):  # a whole dict field replaced: its keys are --set's
             origins.update({f"{path}.{k}": "--set" for k in value})
-    return ExperimentConfig.from_dict(check_config_dict(d, "config", origins))
+    d = check_builder_params(check_config_dict(d, "config", origins, params=False), "config", origins)
+    return ExperimentConfig.from_dict(d)
 
 
-__all__ = ["ConfigError", "add_config_flags", "config_from_flags", "key_value", "bool_or_none", "none_or_int",
-           "positive_int", "nonnegative_int", "positive_float"]
+def check_builder_params(d: dict, where: str = "config", origins: dict | None = None) -> dict:
+    """The config dict ``d`` with ``model.encoder`` and ``model.loss_params`` checked
+    against the builder of preset ``model.name`` and its loss (``model.loss``, or the
+    record's), with ``grounded_text.params.check_model_params``: unknown keys (the message
+    lists the ones taken), types, ranges, choices.
+
+    Args:
+      d: a config dict (``ExperimentConfig.to_dict()`` form; not changed).
+      where, origins: where the values came from (see
+        ``grounded_text.config.check_config_dict``).
+
+    Returns:
+      A new config dict with typed parameters.
+
+    Raises:
+      ConfigError: unknown preset, or a parameter the builder or loss does not take or
+        whose value does not fit.
+    """
+    from grounded_text.params import ParamError, check_model_params
+    from grounded_text.presets import PRESETS
+
+    origins = origins or {}
+    name = d["model"]["name"]
+    if name not in PRESETS:
+        raise ConfigError(f"{origins.get('model.name', where)}: model.name = {name!r} is not one of "
+                          f"{sorted(PRESETS)}.")
+    record = PRESETS[name]
+    keyed = {field: {k: origins.get(f"model.{field}.{k}", origins.get(f"model.{field}", where))
+                     for k in d["model"][field]} for field in ("encoder", "loss_params")}
+    try:
+        model = check_model_params(d["model"], record.builder, record.config.get("model", {}).get("loss"), where,
+                                   keyed["encoder"], keyed["loss_params"])
+    except ParamError as e:
+        raise ConfigError(str(e)) from None
+    return {**d, "model": model}
+
+
+def check_config(config: ExperimentConfig, where: str = "config") -> ExperimentConfig:
+    """Every value of ``config`` checked and typed, as ``config_from_flags`` checks the
+    flags' (``grounded_text.config.check_config_dict``, then ``check_builder_params``).
+    Imports no TensorFlow.
+
+    Returns:
+      A new ``ExperimentConfig`` with normalised, typed values.
+
+    Raises:
+      ConfigError: see ``check_config_dict`` and ``check_builder_params``.
+    """
+    d = check_config_dict(config.to_dict(), where, params=False)
+    return ExperimentConfig.from_dict(check_builder_params(d, where))
+
+
+__all__ = ["ConfigError", "add_config_flags", "check_builder_params", "check_config", "config_from_flags", "key_value",
+           "bool_or_none", "none_or_int", "positive_int", "nonnegative_int", "positive_float"]

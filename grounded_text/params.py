@@ -349,45 +349,83 @@ def check_params(params: dict, table: dict[str, Param], field: str, owner: str, 
     return out
 
 
-def check_model_params(model: dict, where=None, encoder_where=None, loss_where=None) -> dict:
+def check_model_params(model: dict, builder: str, default_loss: str | None = None, where=None,
+                       encoder_where: dict | None = None, loss_where: dict | None = None) -> dict:
     """The ``model`` section of a config dict (``ExperimentConfig.to_dict()["model"]``)
-    with ``encoder`` and ``loss_params`` checked against the builder of the preset
-    ``model["name"]`` and the loss (``model["loss"]``, or the preset's loss when unset).
+    with ``encoder`` checked against the builder's parameters and ``loss_params`` against
+    the loss's (``model["loss"]``, or ``default_loss`` when that is unset).
 
     Args:
       model: the ``model`` section (not changed).
-      where: where every value came from (a string), used where ``encoder_where`` /
+      builder: the builder of the preset ``model["name"]`` (its record's ``builder``).
+      default_loss: the preset's loss (its record's ``model.loss``).
+      where: where the values came from (a string), used where ``encoder_where`` /
         ``loss_where`` (key → where) do not name the key.
 
     Returns:
       A copy of ``model`` with typed ``encoder`` and ``loss_params``.
 
     Raises:
-      ParamError: unknown preset, loss, key or a value that does not fit (``check_params``).
+      ParamError: unknown builder or loss, an unknown key or a value that does not fit
+        (``check_params``).
     """
-    from grounded_text.presets import PRESETS  # TF-free; it imports grounded_text.config
-
-    name = model.get("name")
     prefix = f"{where}: " if where else ""
-    if name not in PRESETS:
-        raise ParamError(f"{prefix}model.name = {name!r} is not one of {sorted(PRESETS)}.")
-    record = PRESETS[name]
-    builder = record.builder
-    loss = model.get("loss") or record.config.get("model", {}).get("loss")
+    if builder not in ENCODER_PARAMS:
+        raise ParamError(f"{prefix}no builder {builder!r}; the builders are {sorted(ENCODER_PARAMS)}.")
+    loss = model.get("loss") or default_loss
     if loss not in LOSS_PARAMS:
         raise ParamError(f"{prefix}model.loss = {loss!r} is not one of {sorted(LOSS_PARAMS)}.")
-
-    def origins(specific):
-        return {**{k: where for k in set(model.get("encoder") or {}) | set(model.get("loss_params") or {})},
-                **(specific or {})}
-
     out = dict(model)
-    out["encoder"] = check_params(model.get("encoder") or {}, ENCODER_PARAMS[builder], "model.encoder",
-                                  f"model {name!r}", origins(encoder_where))
-    out["loss_params"] = check_params(model.get("loss_params") or {}, LOSS_PARAMS[loss], "model.loss_params",
-                                      f"loss {loss!r}", origins(loss_where))
+    for field, table, owner, specific in (("encoder", ENCODER_PARAMS[builder], f"model {model.get('name')!r}",
+                                           encoder_where),
+                                          ("loss_params", LOSS_PARAMS[loss], f"loss {loss!r}", loss_where)):
+        values = model.get(field) or {}
+        origins = {k: (specific or {}).get(k, where) for k in values}
+        out[field] = check_params(values, table, f"model.{field}", owner, origins)
+    return out
+
+
+def _loose(spec: Param, nullable: bool) -> Param:
+    return dataclasses.replace(spec, choices=None, nullable=nullable, minimum=None, above=None, below=None,
+                               maximum=None)
+
+
+def type_params(params: dict, field: str, where=None) -> dict:
+    """``params`` typed without knowing the builder or loss: each key is read as the type
+    every builder (``field="model.encoder"``) or loss (``"model.loss_params"``) that takes
+    it gives it (the types of a name agree across the tables; a test checks it). Ranges,
+    choices and whether this model's builder takes the key are left to
+    ``check_model_params``.
+
+    Args:
+      params: key → value as read.
+      field: ``"model.encoder"`` or ``"model.loss_params"``.
+      where: key → where the value came from, or one string, or None.
+
+    Returns:
+      A new dict of typed values.
+
+    Raises:
+      ParamError: a key that no builder (no loss) takes, or a value that is not of its type.
+    """
+    tables = ENCODER_PARAMS if field == "model.encoder" else LOSS_PARAMS
+    specs = {}
+    for table in tables.values():
+        for key, spec in table.items():
+            specs[key] = _loose(spec, spec.nullable or (key in specs and specs[key].nullable))
+    owner = "no builder" if field == "model.encoder" else "no loss"
+    out = {}
+    for key, value in params.items():
+        origin = where.get(key) if isinstance(where, dict) else where
+        prefix = f"{origin}: " if origin else ""
+        if key not in specs:
+            raise ParamError(f"{prefix}{field}.{key}: {owner} takes a parameter {key!r}; they take: {sorted(specs)}.")
+        try:
+            out[key] = coerce_param(value, specs[key], f"{field}.{key}")
+        except ParamError as e:
+            raise ParamError(f"{prefix}{e}") from None
     return out
 
 
 __all__ = ["ENCODER_PARAMS", "LOSS_PARAMS", "Param", "ParamError", "REQUIRED", "check_model_params", "check_params",
-           "coerce_param"]
+           "coerce_param", "type_params"]
