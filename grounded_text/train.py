@@ -519,13 +519,17 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    try:  # every config value checked before TensorFlow is imported
+        config = config_from_args(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     # The flags are good: now the TensorFlow side.
     from grounded_text.models.registry import resolve_config
     from grounded_text.training import run_dir
 
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
     try:
-        config = config_from_args(args)
         resolve_config(config)  # the flags' combination, checked before anything is built
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
