@@ -332,3 +332,43 @@ def test_comparison_table_and_claims_read_the_suite_report():
     assert claims["VETE-BOW > PinModelA"]["columns"] == 2
     assert claims["PinModelA > PureTextRnn"]["verdict"] == "does not hold"
     assert claims["C_g+P_g > SEQ"]["verdict"] == "not measured"
+
+
+def test_the_cli_scores_an_encoder_with_the_experiments_scoring_call(data_dir, tmp_path, monkeypatch):
+    """``--glove-t``'s encoder replaced by hashed bags of words: the report's STS12 MSRvid r is the
+    SciPy Pearson r of the cosines, and the table and JSON are written."""
+    import zlib
+
+    from scipy.stats import pearsonr
+
+    from grounded_text.baselines import glove
+    from grounded_text.benchmarks import paper_baselines as pb
+    from grounded_text.data.sts import read_sts_year, sts_year_dirs
+
+    def encode(sentences):
+        out = np.zeros((len(sentences), 64), np.float32)
+        for i, s in enumerate(sentences):
+            for w in s.lower().split():
+                out[i, zlib.crc32(w.encode()) % 64] += 1.0
+        return out
+
+    monkeypatch.setattr(glove, "glove_mean_encoder", lambda: encode)
+    out_json, out_md = tmp_path / "r.json", tmp_path / "t.md"
+    assert pb.main(["--data-dir", str(data_dir), "--glove-t", "--same-image-n", "50", "--json", str(out_json),
+                    "--markdown", str(out_md)]) == 0
+    enc = json.loads(out_json.read_text())["encoders"]["T (GloVe 6B 50d mean)"]
+    pairs = read_sts_year(sts_year_dirs(data_dir / "sts")["STS12"])["MSRvid"]
+    a, b = encode(pairs.sentences1), encode(pairs.sentences2)
+    cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+    assert pb.figure(enc, "sts12_msrvid", "pearson") == pytest.approx(pearsonr(cos, pairs.scores)[0], abs=1e-4)
+    assert -1 <= pb.figure(enc, "same_image_flickr8k", "pearson") <= 1
+    assert out_md.read_text().startswith("| model | STS12 mean |") and "| `T (GloVe 6B 50d mean)` |" in out_md.read_text()
+
+
+def test_the_cli_refuses_a_bad_merge_file(tmp_path, capsys):
+    from grounded_text.benchmarks import paper_baselines as pb
+
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit) as e:
+        pb.main(["--merge", str(tmp_path / "bad.json")])
+    assert e.value.code == 2 and "error: --merge" in capsys.readouterr().err
