@@ -14,8 +14,13 @@ import tensorflow as tf
 
 from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from grounded_text.layers.text_preprocessor import build_vocabulary
-from grounded_text.losses.baselines import (caption_to_image_ranking, fit_pca, image_regression_loss,
-                                            next_token_cross_entropy, same_image_partner)
+from grounded_text.losses.baselines import (
+    caption_to_image_ranking,
+    fit_pca,
+    image_regression_loss,
+    next_token_cross_entropy,
+    same_image_partner,
+)
 from grounded_text.models.registry import build_model, resolve_config
 from grounded_text.presets import BASELINES
 
@@ -38,8 +43,8 @@ def _build(name, **over):
 
 
 def _layer(gm, cls_name):
-    return next(l for m in (gm.train_model, gm.text_tower) for l in m._flatten_layers(include_self=False, recursive=True)
-                if type(l).__name__ == cls_name)
+    return next(layer for m in (gm.train_model, gm.text_tower)
+                for layer in m._flatten_layers(include_self=False, recursive=True) if type(layer).__name__ == cls_name)
 
 
 def _ids(gm, sentences):
@@ -207,7 +212,7 @@ def test_cap2img_is_the_max_margin_ranking_over_other_images():
 
 def _np_cap2cap(gm, ids):
     g = _layer(gm, "RNNEncoder")(tf.constant(ids)).numpy().astype(np.float64)
-    init = next(l for l in gm.train_model.layers if l.name == "cap2cap_initial_state")
+    init = next(layer for layer in gm.train_model.layers if layer.name == "cap2cap_initial_state")
     q, qb = (w.numpy().astype(np.float64) for w in init.weights)
     partner = [1, 0, 3, 2, 5, 4, 7, 6]  # the other caption of each image (IDS)
     expected, _ = _np_lm_loss_and_final(_layer(gm, "RecurrentLanguageModel"), ids[partner], np.tanh(g @ q + qb))
@@ -232,7 +237,7 @@ def test_cap2both_is_the_sum_and_the_ground_sent_tower_concatenates_t_and_g():
     ids = _ids(gm, CAPS)
     g = _layer(gm, "RNNEncoder")(tf.constant(ids)).numpy().astype(np.float64)
     p, pb = (w.numpy().astype(np.float64) for w in
-             next(l for l in gm.train_model.layers if l.name == "cap2img_projection").weights)
+             next(layer for layer in gm.train_model.layers if layer.name == "cap2img_projection").weights)
     x, v = _unit(g @ p + pb), _unit(FEATURES.astype(np.float64))
     s = x @ v.T
     l_img = sum(max(0.0, 0.2 - s[i, i] + s[i, k]) for i in range(8) for k in range(8) if IDS[k] != IDS[i]) / 8
@@ -362,7 +367,8 @@ def test_the_cli_scores_an_encoder_with_the_experiments_scoring_call(data_dir, t
     cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
     assert pb.figure(enc, "sts12_msrvid", "pearson") == pytest.approx(pearsonr(cos, pairs.scores)[0], abs=1e-4)
     assert -1 <= pb.figure(enc, "same_image_flickr8k", "pearson") <= 1
-    assert out_md.read_text().startswith("| model | STS12 mean |") and "| `T (GloVe 6B 50d mean)` |" in out_md.read_text()
+    table = out_md.read_text()
+    assert table.startswith("| model | STS12 mean |") and "| `T (GloVe 6B 50d mean)` |" in table
 
 
 def test_the_cli_refuses_a_bad_merge_file(tmp_path, capsys):
