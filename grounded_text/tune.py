@@ -174,8 +174,6 @@ def main(argv=None) -> int:
                           "hyperparameters": [h.__dict__ for h in space.hparams],
                           "trials": trials, "seed": seed, "project": project}, indent=2, default=str))
         return 0
-    from grounded_text.tuning.report import write_ablation_table
-
     common = dict(data_dir=a.data_dir, trials=trials, seed=seed, evaluate=a.evaluate, verbose=verbose)
 
     if a.ablation is None:
@@ -204,6 +202,14 @@ def main(argv=None) -> int:
                               "summary": str(Path(a.directory, project, "summary.md"))}, indent=2))
         return 0
 
+    return _ablation(a, space, project, common)
+
+
+def _ablation(a: argparse.Namespace, space: SearchSpace, project: str, common: dict) -> int:
+    """Algorithm 2 (``--ablation PARAM``): one search per value of PARAM, then the table → exit status."""
+    from grounded_text.tuning.report import write_ablation_table
+
+    trials, seed = common["trials"], common["seed"]
     try:
         hparam = space.get(a.ablation)
         values = hparam.candidates()
