@@ -235,13 +235,10 @@ def _find(planned: PlannedRun, paper: str, from_runs: Path, node: dict) -> tuple
 def _train(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir: Path, node: dict):
     b = BUDGETS[budget]
     run_dir = out_dir / "runs" / planned.spec.name
-    result = ensure_run(planned.config(), run_dir, root, evaluate=b.trainer_evaluates, verbose=b.verbose)
-    if result.reused:
-        node["reused"] = True
-        print(f"[{paper}] {planned.spec.name}: reusing {run_dir}", flush=True)
-    else:
-        print(f"[{paper}] {planned.spec.name}: trained preset {planned.preset} ({budget} budget) into {run_dir}",
-              flush=True)
+    result = ensure_run(planned.config(), run_dir, root, evaluate=b.trainer_evaluates, verbose=b.verbose,
+                        echo=lambda line: print(f"[{paper}] preset {planned.preset} ({budget} budget), {line}",
+                                                flush=True))
+    node["reused"] = result.reused
     return run_dir, result.metrics
 
 
