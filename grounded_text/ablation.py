@@ -7,13 +7,16 @@ Usage::
 
 A study (``STUDIES``) is a base config and a list of rows, each a name and the config
 fields it changes (``"section.field"`` or ``"model.loss_params.key"``, the keys of
-``--set``). Each row is written to ``OUTPUT_DIR/<run>.toml`` and trained by
-``python -m grounded_text.train --config OUTPUT_DIR/<run>.toml`` in its own process
-(output in ``OUTPUT_DIR/<run>/``, log in ``OUTPUT_DIR/<run>.log``), so the figures are
-what ``train`` does: its compile settings, its data pipeline, its model selection and
-its evaluation (``grounded_text.evaluate``'s STS report in ``metrics.json``). A row whose
-``metrics.json`` exists is not retrained, so the command resumes. The table
-(``OUTPUT_DIR/<study>.md``, also printed) reads each run's ``metrics.json``.
+``--set``): a plan of ``grounded_text.experiments`` runs on the trainer's flags
+(``RunPlan(base="flags")``). Each row is run by the experiments runner in its own process,
+``python -m grounded_text.train --config OUTPUT_DIR/<run>.toml`` (output in
+``OUTPUT_DIR/<run>/``, log in ``OUTPUT_DIR/<run>.log``), so the figures are what ``train``
+does: its compile settings, its data pipeline, its model selection and its evaluation
+(``grounded_text.evaluate``'s STS report in ``metrics.json``). A finished row of the same
+resolved config is not retrained, so the command resumes; a finished row of another config
+(e.g. another ``--epochs-scale``) is refused with exit status 2: remove it or choose
+another ``--output-dir``. The table (``OUTPUT_DIR/<study>.md``, also printed) reads each
+run's ``metrics.json``; its figure columns come from the experiments figures registry.
 
 Studies:
   * ``losses``: VETE-BOW (N = 128) with every loss of the package (docs/losses.md).
@@ -26,13 +29,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import math
-import subprocess
 import sys
 from pathlib import Path
 
-from grounded_text.config import ConfigError, ExperimentConfig, apply_override, config_toml
+from grounded_text.config import ConfigError, ExperimentConfig
+from grounded_text.experiments.figures import FIGURES
+from grounded_text.experiments.plans import RunPlan, flags_config
+from grounded_text.experiments.report import fmt, markdown_table, write_report
+from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,32 +47,40 @@ class Study:
       title: what the table compares (printed above it).
       base: ``{"section.field": value}`` set for every row.
       rows: ``(run name, {"section.field": value})`` in table order.
-      columns: ``(header, key)`` of the figures taken from ``metrics.json``'s
-        ``evaluation.headline``.
+      columns: names of the figures (``grounded_text.experiments.figures.FIGURES``) taken
+        from each run's ``metrics.json``.
     """
 
     title: str
     base: dict
     rows: tuple
-    columns: tuple = (("STS12 MSRvid r", "STS12/MSRvid pearson"), ("STS16 mean r", "STS16 mean pearson (avg2016)"),
-                      ("STS-B test r", "STS-B test pearson"), ("SICK test r", "SICK test pearson"))
+    columns: tuple = ("trainer_sts12_msrvid", "trainer_sts16_mean", "trainer_stsb_test", "trainer_sick_test")
 
     def config(self, row: str) -> ExperimentConfig:
-        """The ``ExperimentConfig`` of run ``row`` (base, then the row's fields).
+        """The unresolved ``ExperimentConfig`` of run ``row`` (base, then the row's fields).
 
         Raises:
           KeyError: no such row. ConfigError: a field that does not fit the config.
         """
         fields = dict(self.rows)[row]
-        d = ExperimentConfig().to_dict()
-        for path, value in {**self.base, **fields}.items():
-            apply_override(d, path, value, f"study row {row!r}")
-        return ExperimentConfig.from_dict(d)
+        return flags_config(None, {**self.base, **fields}, f"study row {row!r}")
+
+    def plan(self, row: str, epochs_scale: float = 1.0) -> RunPlan:
+        """Run ``row`` as a ``RunPlan`` on the trainer's flags, its epochs scaled (>= 1).
+
+        Raises:
+          KeyError: no such row. ConfigError: a field that does not fit the config.
+        """
+        config = self.config(row)
+        overrides = {**self.base, **dict(self.rows)[row]}
+        if epochs_scale != 1.0 and config.train.epochs is not None:
+            overrides["train.epochs"] = max(1, round(config.train.epochs * epochs_scale))
+        return RunPlan(row, config.model.name, overrides, base="flags")
 
 
 _VETE_BOW_128 = {"model.name": "vete_bow", "model.embedding_dim": 128, "data.batch_size": 128,
-                 "train.learning_rate": 1e-3, "data.one_caption_per_image": False, "data.features": "efficientnet_lite0",
-                 "train.seed": 0, "data.seed": 0}
+                 "train.learning_rate": 1e-3, "data.one_caption_per_image": False,
+                 "data.features": "efficientnet_lite0", "train.seed": 0, "data.seed": 0}
 
 LOSSES = Study(
     title="VETE-BOW (N = 128) on Flickr8k train (all captions), 5 epochs, B = 128, Adam 1e-3, seed 0, "
@@ -146,16 +158,6 @@ def run_dir_name(run: str) -> str:
     return run.replace("@", "__").replace("+", "_and_")
 
 
-def train_command(data_dir: str, config_file: Path, out: Path) -> list:
-    """The trainer's command line for one row (its config file holds every field)."""
-    return [sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), "--config", str(config_file),
-            "--output-dir", str(out), "--verbose", "2"]
-
-
-def _fmt(x, digits=3):
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
 def _exported(m: dict) -> str:
     exported = m.get("exported", {})
     if exported.get("kind") == "snapshot_ensemble":
@@ -164,31 +166,50 @@ def _exported(m: dict) -> str:
 
 
 def table(study: Study, output_dir: Path, rows=None) -> str:
-    """The Markdown table of ``study``'s finished runs under ``output_dir`` (a run not
-    finished is listed as ``(not run)``)."""
-    head = ["run", "model", "loss", "features (d)", "epochs", "exported"] + [h for h, _ in study.columns] + [
+    """The Markdown table of ``study``'s runs under ``output_dir`` (a run without
+    ``metrics.json`` is listed as ``(not run)``)."""
+    columns = [FIGURES[c] for c in study.columns]
+    head = ["run", "model", "loss", "features (d)", "epochs", "exported"] + [c.label for c in columns] + [
         "fit time (s)", "params text tower"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    body = []
     for run, _ in rows or study.rows:
-        path = output_dir / run_dir_name(run) / "metrics.json"
-        if not path.is_file():
-            lines.append(f"| {run} | (not run) |" + " |" * (len(head) - 2))
+        m = read_metrics(Path(output_dir) / run_dir_name(run))
+        if m is None:
+            body.append([run, "(not run)"] + [""] * (len(head) - 2))
             continue
-        m = json.loads(path.read_text())
-        hl = m.get("evaluation", {}).get("headline", {})
         cfg = m["config"]
-        lines.append("| " + " | ".join([
-            run, cfg["model"]["name"], str(cfg["model"]["loss"]),
-            f"{cfg['data']['features']} ({m['data']['feature_dim']})", str(cfg["train"]["epochs"]), _exported(m),
-            *[_fmt(hl.get(k)) for _, k in study.columns], f"{m['timing_seconds']['fit']:.0f}",
-            f"{m['parameters']['text_tower']:,}",
-        ]) + " |")
-    return "\n".join(lines)
+        body.append([run, cfg["model"]["name"], str(cfg["model"]["loss"]),
+                     f"{cfg['data']['features']} ({m['data']['feature_dim']})", str(cfg["train"]["epochs"]),
+                     _exported(m), *[c.cell(m, minus="-") for c in columns], fmt(m["timing_seconds"]["fit"], 0),
+                     fmt(m["parameters"]["text_tower"], 0, thousands=True)])
+    return "\n".join(markdown_table(head, body))
+
+
+def run_study(study_name: str, rows, out: Path, data_dir, epochs_scale: float = 1.0) -> int:
+    """Trains the rows not finished (the experiments runner's reuse rule) → 0, or 2 after an
+    ``error:`` line for a row that does not fit or a run folder of another config."""
+    for run, _ in rows:
+        run_out = out / run_dir_name(run)
+        try:
+            config = STUDIES[study_name].plan(run, epochs_scale).config()
+            result = ensure_run(config, run_out, data_dir, log=out / f"{run_dir_name(run)}.log",
+                                echo=lambda line: print(f"[{study_name}] {line}", flush=True))
+        except (ConfigError, RunConflict) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except ValueError as e:  # the trainer's checks of the combination (resolve_config)
+            print(f"error: study row {run!r}: {e}", file=sys.stderr)
+            return 2
+        if not result.reused:
+            print(f"[{study_name}] {run}: exit {result.returncode} (log {out / (run_dir_name(run) + '.log')})",
+                  flush=True)
+    return 0
 
 
 def main(argv=None) -> int:
     """The CLI: trains the study's missing runs, then prints and writes its table.
-    Exit status 0, or 2 with ``error: ...`` for an unknown run name or a row that does not fit."""
+    Exit status 0, or 2 with ``error: ...`` for an unknown run name, a row that does not fit,
+    or a run folder that holds a finished run of another config."""
     p = argparse.ArgumentParser(prog="python -m grounded_text.ablation", description=__doc__.split("\n\n")[0])
     p.add_argument("study", choices=sorted(STUDIES))
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
@@ -210,29 +231,11 @@ def main(argv=None) -> int:
         import os
 
         data_dir = a.data_dir or os.environ.get("GROUNDED_TEXT_DATA") or "../shared/data"
-        for run, _ in rows:
-            run_out = out / run_dir_name(run)
-            if (run_out / "metrics.json").is_file():
-                print(f"[{a.study}] {run}: done, skipping", flush=True)
-                continue
-            try:
-                config = study.config(run)
-            except ConfigError as e:
-                print(f"error: {e}", file=sys.stderr)
-                return 2
-            if a.epochs_scale != 1.0:
-                config.train.epochs = max(1, round(config.train.epochs * a.epochs_scale))
-            config_file = out / f"{run_dir_name(run)}.toml"
-            config_file.write_text(config_toml(config))
-            cmd = train_command(data_dir, config_file, run_out)
-            if run_out.exists():
-                cmd.append("--overwrite")  # an unfinished run (no metrics.json) is trained again
-            print(f"[{a.study}] {run}: {' '.join(cmd[1:])}", flush=True)
-            with open(out / f"{run_dir_name(run)}.log", "w") as log:
-                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
-            print(f"[{a.study}] {run}: exit {rc}", flush=True)
+        status = run_study(a.study, rows, out, data_dir, a.epochs_scale)
+        if status:
+            return status
     md = f"{study.title}\n\n" + table(study, out, rows)
-    (out / f"{a.study}.md").write_text(md + "\n")
+    write_report(None, md, markdown_path=out / f"{a.study}.md")
     print(md)
     return 0
 

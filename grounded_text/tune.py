@@ -39,7 +39,8 @@ from pathlib import Path
 
 # Reading a space file needs no TensorFlow; the tuner and its reports (KerasTuner, Keras)
 # are imported when a search starts, so that --help and bad flags answer at once.
-from grounded_text.tuning.space import SearchSpace, SpaceError, load_space, parse_override, tuner_dir
+from grounded_text.experiments.plans import parse_sets
+from grounded_text.tuning.space import SearchSpace, SpaceError, load_space, tuner_dir
 
 log = logging.getLogger("grounded_text.tune")
 STATE_FILE = "grounded_tune.json"
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
     a = parse_args(argv)
     try:
         space = load_space(a.space, a.model)
-        space = space.with_overrides(dict(parse_override(s) for s in a.overrides))
+        space = space.with_overrides(parse_sets(a.overrides, error=SpaceError))
     except (SpaceError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -173,8 +174,6 @@ def main(argv=None) -> int:
                           "hyperparameters": [h.__dict__ for h in space.hparams],
                           "trials": trials, "seed": seed, "project": project}, indent=2, default=str))
         return 0
-    from grounded_text.tuning.report import write_ablation_table
-
     common = dict(data_dir=a.data_dir, trials=trials, seed=seed, evaluate=a.evaluate, verbose=verbose)
 
     if a.ablation is None:
@@ -203,6 +202,14 @@ def main(argv=None) -> int:
                               "summary": str(Path(a.directory, project, "summary.md"))}, indent=2))
         return 0
 
+    return _ablation(a, space, project, common)
+
+
+def _ablation(a: argparse.Namespace, space: SearchSpace, project: str, common: dict) -> int:
+    """Algorithm 2 (``--ablation PARAM``): one search per value of PARAM, then the table → exit status."""
+    from grounded_text.tuning.report import write_ablation_table
+
+    trials, seed = common["trials"], common["seed"]
     try:
         hparam = space.get(a.ablation)
         values = hparam.candidates()
@@ -210,7 +217,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if a.ablation_value is not None:
-        wanted = [parse_override(f"v={v}")[1] for v in a.ablation_value]
+        wanted = [parse_sets([f"v={v}"], error=SpaceError)["v"] for v in a.ablation_value]
         bad = [v for v in wanted if v not in values]
         if bad:
             print(f"error: --ablation-value {bad} not among {a.ablation}'s values {values}", file=sys.stderr)

@@ -14,8 +14,13 @@ import tensorflow as tf
 
 from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from grounded_text.layers.text_preprocessor import build_vocabulary
-from grounded_text.losses.baselines import (caption_to_image_ranking, fit_pca, image_regression_loss,
-                                            next_token_cross_entropy, same_image_partner)
+from grounded_text.losses.baselines import (
+    caption_to_image_ranking,
+    fit_pca,
+    image_regression_loss,
+    next_token_cross_entropy,
+    same_image_partner,
+)
 from grounded_text.models.registry import build_model, resolve_config
 from grounded_text.presets import BASELINES
 
@@ -38,8 +43,8 @@ def _build(name, **over):
 
 
 def _layer(gm, cls_name):
-    return next(l for m in (gm.train_model, gm.text_tower) for l in m._flatten_layers(include_self=False, recursive=True)
-                if type(l).__name__ == cls_name)
+    return next(layer for m in (gm.train_model, gm.text_tower)
+                for layer in m._flatten_layers(include_self=False, recursive=True) if type(layer).__name__ == cls_name)
 
 
 def _ids(gm, sentences):
@@ -207,7 +212,7 @@ def test_cap2img_is_the_max_margin_ranking_over_other_images():
 
 def _np_cap2cap(gm, ids):
     g = _layer(gm, "RNNEncoder")(tf.constant(ids)).numpy().astype(np.float64)
-    init = next(l for l in gm.train_model.layers if l.name == "cap2cap_initial_state")
+    init = next(layer for layer in gm.train_model.layers if layer.name == "cap2cap_initial_state")
     q, qb = (w.numpy().astype(np.float64) for w in init.weights)
     partner = [1, 0, 3, 2, 5, 4, 7, 6]  # the other caption of each image (IDS)
     expected, _ = _np_lm_loss_and_final(_layer(gm, "RecurrentLanguageModel"), ids[partner], np.tanh(g @ q + qb))
@@ -232,7 +237,7 @@ def test_cap2both_is_the_sum_and_the_ground_sent_tower_concatenates_t_and_g():
     ids = _ids(gm, CAPS)
     g = _layer(gm, "RNNEncoder")(tf.constant(ids)).numpy().astype(np.float64)
     p, pb = (w.numpy().astype(np.float64) for w in
-             next(l for l in gm.train_model.layers if l.name == "cap2img_projection").weights)
+             next(layer for layer in gm.train_model.layers if layer.name == "cap2img_projection").weights)
     x, v = _unit(g @ p + pb), _unit(FEATURES.astype(np.float64))
     s = x @ v.T
     l_img = sum(max(0.0, 0.2 - s[i, i] + s[i, k]) for i in range(8) for k in range(8) if IDS[k] != IDS[i]) / 8
@@ -332,3 +337,44 @@ def test_comparison_table_and_claims_read_the_suite_report():
     assert claims["VETE-BOW > PinModelA"]["columns"] == 2
     assert claims["PinModelA > PureTextRnn"]["verdict"] == "does not hold"
     assert claims["C_g+P_g > SEQ"]["verdict"] == "not measured"
+
+
+def test_the_cli_scores_an_encoder_with_the_experiments_scoring_call(data_dir, tmp_path, monkeypatch):
+    """``--glove-t``'s encoder replaced by hashed bags of words: the report's STS12 MSRvid r is the
+    SciPy Pearson r of the cosines, and the table and JSON are written."""
+    import zlib
+
+    from scipy.stats import pearsonr
+
+    from grounded_text.baselines import glove
+    from grounded_text.benchmarks import paper_baselines as pb
+    from grounded_text.data.sts import read_sts_year, sts_year_dirs
+
+    def encode(sentences):
+        out = np.zeros((len(sentences), 64), np.float32)
+        for i, s in enumerate(sentences):
+            for w in s.lower().split():
+                out[i, zlib.crc32(w.encode()) % 64] += 1.0
+        return out
+
+    monkeypatch.setattr(glove, "glove_mean_encoder", lambda: encode)
+    out_json, out_md = tmp_path / "r.json", tmp_path / "t.md"
+    assert pb.main(["--data-dir", str(data_dir), "--glove-t", "--same-image-n", "50", "--json", str(out_json),
+                    "--markdown", str(out_md)]) == 0
+    enc = json.loads(out_json.read_text())["encoders"]["T (GloVe 6B 50d mean)"]
+    pairs = read_sts_year(sts_year_dirs(data_dir / "sts")["STS12"])["MSRvid"]
+    a, b = encode(pairs.sentences1), encode(pairs.sentences2)
+    cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+    assert pb.figure(enc, "sts12_msrvid", "pearson") == pytest.approx(pearsonr(cos, pairs.scores)[0], abs=1e-4)
+    assert -1 <= pb.figure(enc, "same_image_flickr8k", "pearson") <= 1
+    table = out_md.read_text()
+    assert table.startswith("| model | STS12 mean |") and "| `T (GloVe 6B 50d mean)` |" in table
+
+
+def test_the_cli_refuses_a_bad_merge_file(tmp_path, capsys):
+    from grounded_text.benchmarks import paper_baselines as pb
+
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit) as e:
+        pb.main(["--merge", str(tmp_path / "bad.json")])
+    assert e.value.code == 2 and "error: --merge" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from grounded_text import reproduce as rp
+from grounded_text.experiments import papers
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,22 +23,22 @@ def test_plans_follow_the_budget_table():
     assert [r.spec.name for r in full] == ["vete_bow", "vete_rnn", "vete_cnn", "vete_bow_covariance",
                                            "vete_bow_skt", "vete_bow_rank"]
     assert all(r.selected for r in full) and full[0].overrides == {}
-    assert [r.overrides["model"]["loss"] for r in full[3:]] == ["covariance", "skt", "rank"]
+    assert [r.overrides["model.loss"] for r in full[3:]] == ["covariance", "skt", "rank"]
 
     smoke = rp.plan_runs("kolluru", "smoke")
     assert [r.selected for r in smoke] == [True, False, False]  # the main run only
-    assert [r.overrides["model"]["loss_params"]["k"] for r in smoke] == [1, 5, 10]
-    assert smoke[0].overrides["data"]["max_train_images"] == 64 and smoke[0].overrides["train"]["epochs"] == 1
-    assert smoke[0].overrides["model"]["encoder"] == {"hidden_units": [16]}
+    assert [r.overrides["model.loss_params.k"] for r in smoke] == [1, 5, 10]
+    assert smoke[0].overrides["data.max_train_images"] == 64 and smoke[0].overrides["train.epochs"] == 1
+    assert smoke[0].overrides["model.encoder"] == {"hidden_units": [16]}
 
     cpu = rp.plan_runs("merckx_frank", "cpu")[0]
     assert cpu.preset == "char_gru_attention_512"
-    assert cpu.overrides["train"] == {"epochs": 8, "cycle_epochs": 4}  # 2 cosine cycles
+    assert cpu.overrides == {"train.epochs": 8, "train.cycle_epochs": 4}  # 2 cosine cycles
     cfg = cpu.config()
     assert (cfg.model.name, cfg.model.encoder["units"], cfg.train.epochs, cfg.train.cycle_epochs) == (
         "char_gru_attention_512", 512, 8, 4)
     assert rp.plan_runs("merckx_frank", "full")[0].config().model.encoder["units"] == 1024  # the paper's n
-    assert rp.plan_runs("bordes", "cpu")[0].overrides["train"]["epochs"] == 8
+    assert rp.plan_runs("bordes", "cpu")[0].overrides["train.epochs"] == 8
 
     only = rp.plan_runs("kolluru", "smoke", only=["two_branch_khard_k10"])
     assert [r.selected for r in only] == [False, False, True]
@@ -52,11 +53,10 @@ def test_smoke_overrides_reach_the_config():
     assert (cfg.data.max_train_images, cfg.data.max_dev_images, cfg.train.epochs) == (64, 64, 1)
 
 
-def test_deep_merge_merges_dicts_and_replaces_the_rest():
-    base = {"model": {"loss_params": {"margin": 0.1, "k": 1}, "encoder": {"hidden_units": [2048]}}}
-    out = rp.deep_merge(base, {"model": {"loss_params": {"k": 5}, "encoder": {"hidden_units": [16]}}})
-    assert out == {"model": {"loss_params": {"margin": 0.1, "k": 5}, "encoder": {"hidden_units": [16]}}}
-    assert base["model"]["loss_params"]["k"] == 1  # not mutated
+def test_smoke_encoder_merges_with_the_records_encoder():
+    cfg = rp.plan_runs("vete", "smoke", only=["vete_rnn"])[1].config()
+    assert cfg.model.encoder["word_dim"] == 8 and cfg.model.encoder["units"] == 8
+    assert set(cfg.model.encoder) > {"word_dim", "units"}  # the record's other keys are kept
 
 
 def _fake_run(path: Path, model: str, loss_params: dict) -> Path:
@@ -101,8 +101,9 @@ def _fake_results(paper: str, headline: dict, command: str = "python -m grounded
                                     "transfer_max_examples": 200},
             "protocol": {"sections": list(rp.PAPERS[paper].protocol.sections), "transfer": False,
                          "description": ["d"]},
-            "runs": runs, "figures": rp.figure_rows(paper, runs), "ablations": rp.ablation_tables(paper, runs),
-            "data_differences": rp.data_differences(paper, runs, Path("/nonexistent")), "notes": []}
+            "runs": runs, "figures": papers.figure_rows(rp.PAPERS[paper], runs),
+            "ablations": papers.ablation_tables(rp.PAPERS[paper], runs),
+            "data_differences": papers.data_differences(rp.PAPERS[paper], runs, Path("/nonexistent")), "notes": []}
 
 
 def test_docs_writer_tables_and_section_update(tmp_path):

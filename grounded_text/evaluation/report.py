@@ -2,13 +2,13 @@
 
 Rendering only: ``grounded_text.evaluation.suite`` runs the evaluations (``model_report``
 for ``--transfer`` / ``--baseline``, ``evaluate_encoders`` for the full suite); every encoder
-(our hub exports, any TF Hub text module, the GloVe-mean baseline) is scored by the same code: ``grounded_text.evaluation.sts.evaluate_sts`` (cosine,
-unsupervised) and ``grounded_text.evaluation.transfer.evaluate_transfer``.
+(our hub exports, any TF Hub text module, the GloVe-mean baseline) is scored by the same code:
+``grounded_text.evaluation.sts.evaluate_sts`` (cosine, unsupervised) and
+``grounded_text.evaluation.transfer.evaluate_transfer``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +20,8 @@ from grounded_text.evaluation.transfer import (
     format_comparison_markdown,
     format_transfer_markdown,
 )
+from grounded_text.experiments.report import fmt
+from grounded_text.experiments.report import write_report as write_report_files
 
 
 def report_markdown(report: dict) -> str:
@@ -73,7 +75,8 @@ def slug(label: str) -> str:
 
 
 def _f(x, digits: int = 4) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
+    """A report cell (``grounded_text.experiments.report.fmt``; ``n/a`` when missing)."""
+    return fmt(x, digits, minus="-", missing="n/a")
 
 
 def _contam(report: dict, key: str) -> str:
@@ -157,8 +160,9 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
     if structs:
         st0 = report["encoders"][structs[0]]["structure"]
         mkeys = [k for k in st0 if k.startswith("mNNO@")]
+        visual = st0.get("visual", "image features")
         lines += [f"### Structure (Bordes §4.3) on {st0.get('split', 'held-out split')} "
-                  f"({st0['n_images']} images, {st0['n_captions']} captions; visual = {st0.get('visual', 'image features')})",
+                  f"({st0['n_images']} images, {st0['n_captions']} captions; visual = {visual})",
                   "", "| measure | " + " | ".join(structs) + " |", "|---|" + "---:|" * len(structs)]
         rows = [(k, lambda s, k=k: s[k]) for k in mkeys] + [
             ("ρ_vis (Spearman)", lambda s: s["rho_vis"]["spearman"]),
@@ -167,7 +171,8 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
             ("C_intra − C_inter", lambda s: s["C_gap"]),
         ]
         for label, get in rows:
-            lines.append(f"| {label} | " + " | ".join(_f(get(report["encoders"][n]["structure"])) for n in structs) + " |")
+            cells = [_f(get(report["encoders"][n]["structure"])) for n in structs]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
 
     # Retrieval.
@@ -192,7 +197,8 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
         lines += ["### Contamination detail", "",
                   "Seen = sentence occurrences (a pair has two) found among the Flickr8k train-split captions; "
                   "last column: among all 40,460 captions of the release.", "",
-                  "| set | sentences | seen (train split) | distinct seen | pairs with a seen side | seen (all Flickr8k) |",
+                  "| set | sentences | seen (train split) | distinct seen | pairs with a seen side "
+                  "| seen (all Flickr8k) |",
                   "|---|---:|---:|---:|---:|---:|"]
         for key, c in report["contamination"].items():
             e = every.get(key)
@@ -214,7 +220,6 @@ def write_report(report: dict, out_dir: str | Path, title: str = "Evaluation rep
       ``{"json": path, "markdown": path}``.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=float))
-    (out_dir / "report.md").write_text(format_report_markdown(report, title))
+    write_report_files(report, format_report_markdown(report, title), json_path=out_dir / "report.json",
+                       markdown_path=out_dir / "report.md")
     return {"json": str(out_dir / "report.json"), "markdown": str(out_dir / "report.md")}

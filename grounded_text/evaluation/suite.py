@@ -34,9 +34,6 @@ import numpy as np
 from grounded_text.data.pairs import CaptionPairs, load_flickr8k_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
 from grounded_text.evaluation.contamination import ContaminationIndex
-from grounded_text.evaluation.retrieval import evaluate_retrieval, group_by_image, images_of_pairs
-from grounded_text.evaluation.same_image import CaptionedImages, evaluate_same_image, read_coco_captioned_images
-from grounded_text.evaluation.structure import structural_measures
 from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported)
     EncoderSpec,
     ImageEncoder,
@@ -44,6 +41,9 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported)
     load_image_encoder,
     run_dir_specs,
 )
+from grounded_text.evaluation.retrieval import evaluate_retrieval, group_by_image, images_of_pairs
+from grounded_text.evaluation.same_image import CaptionedImages, evaluate_same_image, read_coco_captioned_images
+from grounded_text.evaluation.structure import structural_measures
 from grounded_text.evaluation.sts import evaluate_sts, headline_figures
 from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
 from grounded_text.evaluation.transfer import ClassifierConfig, evaluate_transfer
@@ -210,26 +210,11 @@ def evaluate_encoders(
         "data_dir": str(root),
         "features": features,
         "sections": list(sections),
-        "protocols": {
-            "sts": "cosine of embeddings vs gold, Pearson r / Spearman rho (unsupervised)",
-            "supervised_sts": "sklearn Ridge on [u,v,|u-v|,u*v], alpha by dev Pearson (supervised)",
-            "retrieval": f"{retrieval_protocol}; 1-based ranks, rank = 1 + #strictly better",
-            "structure": f"Bordes 2019 s4.3 on flickr8k/test, mNNO@{list(mnno_ks)}",
-            "same_image": f"VETE s4.3, {same_image_n} same + {same_image_n} different-image pairs, seed {seed}",
-        },
+        "protocols": _protocols(retrieval_protocol, mnno_ks, same_image_n, seed),
         "encoders": {},
     }
     if flickr is not None:
-        train_caps = flickr.splits["train"].captions.tolist()
-        index = ContaminationIndex(train_caps, name="flickr8k train-split captions")
-        report["contamination_against"] = f"the {len(train_caps)} Flickr8k train-split captions"
-        report["contamination"] = contamination_report(
-            index, sts_dir, {d.name: d.captions for d in same_sets})
-        # Against every caption of the release (the data README's "334 SICK test sentences").
-        from grounded_text.data.flickr8k import read_flickr8k
-
-        everything = ContaminationIndex((c.text for c in read_flickr8k(root)), name="all Flickr8k captions")
-        report["contamination_all_flickr8k"] = contamination_report(everything, sts_dir)
+        report.update(_contamination(root, flickr, sts_dir, same_sets))
     for spec in specs:
         log.info("evaluating %s (%s)", spec.name, spec.kind)
         report["encoders"][spec.name] = evaluate_one(
@@ -247,6 +232,31 @@ def evaluate_encoders(
         report["plots"] = make_plots(report, plots_dir, run_dir=run_dir, specs=specs, data_dir=data_dir,
                                      features=features, seed=seed)
     return report
+
+
+def _protocols(retrieval_protocol: str, mnno_ks, same_image_n: int, seed: int) -> dict:
+    """One line per section: how ``evaluate_encoders`` scores it."""
+    return {
+        "sts": "cosine of embeddings vs gold, Pearson r / Spearman rho (unsupervised)",
+        "supervised_sts": "sklearn Ridge on [u,v,|u-v|,u*v], alpha by dev Pearson (supervised)",
+        "retrieval": f"{retrieval_protocol}; 1-based ranks, rank = 1 + #strictly better",
+        "structure": f"Bordes 2019 s4.3 on flickr8k/test, mNNO@{list(mnno_ks)}",
+        "same_image": f"VETE s4.3, {same_image_n} same + {same_image_n} different-image pairs, seed {seed}",
+    }
+
+
+def _contamination(root: Path, flickr, sts_dir: Path | None, same_sets: Sequence[CaptionedImages]) -> dict:
+    """The report's contamination entries: every text set against the Flickr8k train-split
+    captions, and against every caption of the release."""
+    from grounded_text.data.flickr8k import read_flickr8k
+
+    train_caps = flickr.splits["train"].captions.tolist()
+    index = ContaminationIndex(train_caps, name="flickr8k train-split captions")
+    # Against every caption of the release (the data README's "334 SICK test sentences").
+    everything = ContaminationIndex((c.text for c in read_flickr8k(root)), name="all Flickr8k captions")
+    return {"contamination_against": f"the {len(train_caps)} Flickr8k train-split captions",
+            "contamination": contamination_report(index, sts_dir, {d.name: d.captions for d in same_sets}),
+            "contamination_all_flickr8k": contamination_report(everything, sts_dir)}
 
 
 def coco_retrieval(spec: EncoderSpec, captions_json: str | Path, features_npz: str | Path,

@@ -7,18 +7,16 @@ import shutil
 from pathlib import Path
 
 from grounded_text.evaluation.sts import format_markdown
+from grounded_text.experiments.report import fmt
 from grounded_text.tuning.tuner import RUN_SUBDIR
 
 #: Columns of the Markdown tables besides the hyperparameters (when present).
 HEADLINE = ["STS12/MSRvid", "STSBenchmark/test", "SICK/test"]
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.3g}" if 0 < abs(v) < 0.01 else f"{v:.4f}"
-    return str(v)
+def _cell(v) -> str:
+    """A trial table's cell: floats at 4 decimals (3 significant digits below 0.01), the rest as is."""
+    return fmt(v, 4, small=3, exact_ints=True, minus="-")
 
 
 def trial_rows(tuner) -> list[dict]:
@@ -61,7 +59,7 @@ def markdown_trials(rows: list[dict], hp_names: list[str], title: str) -> str:
         cells = [r["trial_id"], r["status"], r["tuner_id"]] + [r["hyperparameters"].get(h) for h in hp_names]
         cells += [r["avg2016"], r["best_epoch"]] + [r["figures"].get(k) for k in figs]
         cells += [None if r["seconds"] is None else round(r["seconds"])]
-        lines.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 
 
@@ -123,7 +121,7 @@ def write_ablation_table(param: str, per_value: list[tuple[object, dict]], out_d
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["value"], r["completed_trials"], r["best_trial"], r["avg2016"]] + [r["figures"].get(k) for k in figs]
-        lines.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     table = {"param": param, "rows": rows}
     (out / "ablation.json").write_text(json.dumps(table, indent=2))
     (out / "ablation.md").write_text("\n".join(lines) + "\n")

@@ -47,8 +47,7 @@ import typing
 from pathlib import Path
 
 from grounded_text.config import ExperimentConfig, config_fields  # noqa: F401 (config_fields re-exported)
-from grounded_text.config import check_field as _check_field
-from grounded_text.config import parse_override as _parse_override
+from grounded_text.experiments.plans import check_overrides, flags_config, parse_sets
 from grounded_text.presets import deep_merge
 
 if typing.TYPE_CHECKING:  # annotations only: reading a space file needs no TensorFlow
@@ -131,9 +130,11 @@ def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
 
 
 def check_field(path: str, value, where: str) -> None:
-    """Raises ``SpaceError`` unless ``path`` is a config field and ``value`` fits its type
-    (``grounded_text.config.check_field``: the trainer's ``--config``/``--set`` use the same checks)."""
-    _check_field(path, value, where, error=SpaceError)
+    """Raises ``SpaceError`` unless ``path`` is a config field and ``value`` fits its type, in
+    the one override grammar of ``grounded_text.experiments.plans`` (the trainer's
+    ``--config``/``--set`` checks; ``model.loss_params.KEY`` and ``model.encoder.KEY`` set one
+    entry of a dict field)."""
+    check_overrides({path: value}, where, error=SpaceError)
 
 
 # ----------------------------------------------------------------------------- the space
@@ -277,14 +278,23 @@ class SearchSpace:
         """Registers all hyperparameters on ``hp`` → ``{name: value}``."""
         return {h.name: h.declare(hp) for h in self.hparams}
 
+    def overrides(self, values: dict) -> dict:
+        """Hyperparameter values → the trial's overrides (``{"section.field": value}``): the
+        fixed fields, then the searched ones."""
+        return {**self.fixed, **{h.field: values[h.name] for h in self.hparams}}
+
     def to_config(self, values: dict) -> ExperimentConfig:
-        """Hyperparameter values → the trainer's ``ExperimentConfig`` (defaults elsewhere)."""
-        d = ExperimentConfig().to_dict()
-        d["model"]["name"] = self.model
-        for path, v in list(self.fixed.items()) + [(h.field, values[h.name]) for h in self.hparams]:
-            section, field = path.split(".", 1)
-            d[section][field] = v
-        return ExperimentConfig.from_dict(d)
+        """Hyperparameter values → the trainer's (unresolved) ``ExperimentConfig``: the trial
+        as a plan of ``self.model`` on the trainer's flags
+        (``grounded_text.experiments.plans.flags_config``; defaults elsewhere).
+
+        Raises:
+          SpaceError: a value that does not fit its field.
+        """
+        try:
+            return flags_config(self.model, self.overrides(values), f"{self.model} trial")
+        except ValueError as e:
+            raise SpaceError(str(e)) from None
 
 
 def load_space(space: str | Path, model: str) -> SearchSpace:
@@ -333,9 +343,11 @@ def validate_all(folder: str | Path | None = None) -> dict[str, list[str]]:
 
 
 def parse_override(text: str) -> tuple[str, object]:
-    """``"train.epochs=3"`` → ``("train.epochs", 3)`` (``grounded_text.config.parse_override``).
+    """``"train.epochs=3"`` → ``("train.epochs", 3)`` (the one override grammar,
+    ``grounded_text.experiments.plans.parse_sets``).
 
     Raises:
       SpaceError: no ``=`` in ``text``.
     """
-    return _parse_override(text, error=SpaceError)
+    ((key, value),) = parse_sets([text], error=SpaceError).items()
+    return key, value

@@ -1,0 +1,23 @@
+"""The experiments layer under ``reproduce``, ``ablation``, ``benchmarks.paper_baselines`` and ``tune``.
+
+* ``plans``: a run = a preset name + overrides in the one override grammar (dotted
+  ``section.field`` keys, as ``train --set`` and the config TOML files), resolved to a config.
+* ``runner``: the one runner and its one reuse rule (a finished run is reused only when its
+  resolved config equals the plan's).
+* ``scoring``: the one scoring call (``score_run`` / ``score_encoder``).
+* ``figures``: the one figures registry (named figures → how to read them, label, format).
+* ``report``: the one number formatter (``fmt``), table builder and report writer.
+
+Importing this package imports no TensorFlow.
+"""
+
+from grounded_text.experiments.figures import FAMILIES, FIGURES, Figure, digits_for, fmt_figure, read_families
+from grounded_text.experiments.plans import RunPlan, merge_overrides, nest, parse_sets, resolve
+from grounded_text.experiments.report import fmt, markdown_table, update_sections, write_report
+from grounded_text.experiments.runner import Decision, RunConflict, decide, ensure_run, finished, run_config
+from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder, score_run
+
+__all__ = ["FAMILIES", "FIGURES", "Decision", "EvalSettings", "Figure", "Protocol", "RunConflict", "RunPlan",
+           "TestData", "decide", "digits_for", "ensure_run", "finished", "fmt", "fmt_figure", "markdown_table",
+           "merge_overrides", "nest", "parse_sets", "read_families", "resolve", "run_config", "score_encoder",
+           "score_run", "update_sections", "write_report"]

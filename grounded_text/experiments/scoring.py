@@ -1,0 +1,186 @@
+"""The one scoring call of the experiment drivers: ``score_run`` / ``score_encoder``.
+
+Both run ``grounded_text.evaluation.suite.evaluate_one`` (STS, supervised STS-B/SICK-R,
+retrieval, structure, same-image) on the Flickr8k test split of the run's data, and with
+``Protocol.transfer`` every SentEval task (``grounded_text.evaluation.transfer.evaluate_task``):
+the package's evaluation; nothing is re-implemented here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+
+log = logging.getLogger("grounded_text.experiments")
+
+# One line per measure, for the reports.
+STS_ALL = ("cosine of the two embeddings vs gold, Pearson r (and Spearman ρ), every STS1x subset found; year mean = "
+           "unweighted mean over its subsets")
+SUPERVISED = ("supervised STS-B / SICK-R: ridge on [u, v, |u−v|, u*v] of the frozen embeddings, α by dev Pearson "
+              "(SentEval style; grounded_text.evaluation.supervised_sts)")
+RETRIEVAL = ("caption↔image retrieval on the Flickr8k test split (protocol flickr8k_1k: 1,000 images / 5,000 "
+             "captions), cosine of the text-tower (export/) and image-tower (image_export/) outputs, R@K % (expected "
+             "over random tie order), medr (pessimistic: ties never count in favour of the ground truth)")
+SAME_IMAGE = ("VETE §4.3 same-image test on Flickr8k test captions: Pearson r of cosine vs same-image label, "
+              "N same + N different-image pairs, seed 0")
+STRUCTURE = ("Bordes §4.3 on Flickr8k test: mNNO@10, ρ_vis (Spearman), C_intra, C_inter; visual vectors = the CNN "
+             "features")
+TRANSFER = ("SentEval tasks under data_dir/senteval: logistic regression on frozen embeddings "
+            "(grounded_text.evaluation.transfer), accuracy %")
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """How an experiment scores its models.
+
+    Attributes:
+      sections: ``evaluate_one`` sections (``grounded_text.evaluation.suite.SECTIONS``).
+      spaces: ``(label, export folders tried in order)``: each space is one text encoder.
+      transfer: also the SentEval tasks under ``data_dir/senteval``.
+      description: one line per measure, for the report.
+      figures: the headline figures, families of ``grounded_text.experiments.figures.FAMILIES``.
+    """
+
+    sections: tuple
+    spaces: tuple = (("text", ("export",)),)
+    transfer: bool = False
+    description: tuple = ()
+    figures: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+    """Evaluation sizes.
+
+    Attributes:
+      test_images: score on the first n Flickr8k test images (retrieval protocol ``all``)
+        or ``None`` = the whole split (``flickr8k_1k``).
+      same_image_n: pairs per label of the same-image test (capped by what the split has).
+      transfer_kfold: k of the SentEval cross-validations (SentEval: 10; prototyping: 5).
+      transfer_max_examples: cap on every SentEval split (seeded subset), or None.
+    """
+
+    test_images: int | None = None
+    same_image_n: int = 5000
+    transfer_kfold: int = 10
+    transfer_max_examples: int | None = None
+
+
+class TestData:
+    """The data root, with its test splits loaded once per (dataset, features)."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.cache: dict = {}
+
+    def test_pairs(self, data_cfg: dict, n_images: int | None):
+        from grounded_text.config import DataConfig
+        from grounded_text.data.prepared import load_pairs
+
+        key = (data_cfg.get("dataset", "flickr8k"), data_cfg.get("features", "efficientnet_lite0"))
+        if key not in self.cache:
+            known = {f.name for f in dataclasses.fields(DataConfig)}
+            self.cache[key] = load_pairs(DataConfig(**{k: v for k, v in data_cfg.items() if k in known}), self.root)
+        pairs = self.cache[key].splits["test"]
+        return pairs.first_images(n_images) if n_images else pairs
+
+
+def _export_dir(run_dir: Path, candidates) -> Path | None:
+    for name in candidates:
+        if (run_dir / name / "saved_model.pb").is_file():
+            return run_dir / name
+    return None
+
+
+def score_encoder(name: str, encoder, protocol: Protocol, settings: EvalSettings, data: TestData, *,
+                  data_cfg: dict | None = None, image_encoder=None, source: str = "", kind: str = "model") -> dict:
+    """Scores one text encoder with ``protocol``.
+
+    Args:
+      name: the encoder's name (logs).
+      encoder: ``list[str] → [n, d] float32`` embeddings.
+      protocol, settings: what to score and on how much.
+      data: the data root (``TestData``).
+      data_cfg: the run's ``config["data"]`` (dataset and features of its test split).
+      image_encoder: the run's image tower, for retrieval (None: retrieval unavailable).
+      source, kind: recorded in the result.
+
+    Returns:
+      ``evaluate_one``'s result plus ``"transfer"`` (with ``protocol.transfer``), ``"status":
+      "ok"``, ``"split"``, ``"seconds_total"``.
+    """
+    from grounded_text.evaluation.encoders import EncoderSpec
+    from grounded_text.evaluation.suite import evaluate_one, flickr_captioned
+
+    t0 = time.perf_counter()
+    root = data.root
+    sections = protocol.sections
+    sts_dir = root / "sts" if (root / "sts").is_dir() else None
+    needs_test = bool({"retrieval", "structure", "same_image"} & set(sections))
+    test_pairs = data.test_pairs(data_cfg or {}, settings.test_images) if needs_test else None
+    n_images = len(set(test_pairs.image_ids.tolist())) if test_pairs is not None else 0
+    retrieval_protocol = "flickr8k_1k" if settings.test_images is None and n_images == 1000 else "all"
+    split = "flickr8k/test" + (f" (first {settings.test_images} images)" if settings.test_images else "")
+    same_sets = [flickr_captioned(test_pairs, split)] if "same_image" in sections and test_pairs is not None else []
+    spec = EncoderSpec(name, kind, encoder, image_encoder, source)
+    res = evaluate_one(spec, sts_dir=sts_dir, test_pairs=test_pairs, same_image_sets=same_sets, sections=sections,
+                       same_image_n=settings.same_image_n, seed=0, mnno_ks=(10,),
+                       retrieval_protocol=retrieval_protocol)
+    if "retrieval" in sections and image_encoder is None:
+        res["retrieval"] = {"status": "unavailable", "reason": "the run has no image_export/"}
+    if protocol.transfer:
+        res["transfer"] = transfer(encoder, root, settings)
+    res.update({"status": "ok", "split": split, "seconds_total": round(time.perf_counter() - t0, 2)})
+    return res
+
+
+def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, data: TestData,
+              metrics: dict | None = None) -> dict:
+    """Scores every space of a trained run with ``protocol`` (``score_encoder`` on its exports).
+
+    Returns:
+      ``{space: score_encoder(...) + "export_dir"}``, or ``{space: {"status": "missing",
+      "reason"}}`` for a space the run did not export.
+    """
+    from grounded_text.evaluation.encoders import load_encoder, load_image_encoder
+
+    run_dir = Path(run_dir)
+    data_cfg = ((metrics or {}).get("config") or {}).get("data", {})
+    image_encoder = None
+    if "retrieval" in protocol.sections and (run_dir / "image_export" / "saved_model.pb").is_file():
+        image_encoder = load_image_encoder(run_dir / "image_export")
+    out = {}
+    for space, candidates in protocol.spaces:
+        export = _export_dir(run_dir, candidates)
+        if export is None:
+            out[space] = {"status": "missing", "reason": f"the run has no {' or '.join(c + '/' for c in candidates)}"}
+            continue
+        res = score_encoder(f"{run_dir.name}:{space}", load_encoder(export), protocol, settings, data,
+                            data_cfg=data_cfg, image_encoder=image_encoder, source=str(export))
+        out[space] = {**res, "export_dir": str(export)}
+    return out
+
+
+def transfer(encoder, root: Path, settings: EvalSettings) -> dict:
+    """Every SentEval task (``evaluate_task``); a task that cannot run is recorded, not fatal."""
+    from grounded_text.evaluation.encoders import EmbeddingCache
+    from grounded_text.evaluation.transfer import TASKS, ClassifierConfig, evaluate_task
+
+    senteval = Path(root) / "senteval"
+    if not senteval.is_dir():
+        return {"status": "unavailable", "reason": f"no {senteval}"}
+    config = ClassifierConfig(kfold=settings.transfer_kfold)
+    emb = EmbeddingCache(encoder)
+    out = {}
+    for task in TASKS:
+        try:
+            out[task] = evaluate_task(emb, task, senteval, sts_dir=Path(root) / "sts", config=config,
+                                      max_examples=settings.transfer_max_examples)
+        except (FileNotFoundError, ValueError) as e:  # missing files, or a class too small for k folds
+            out[task] = {"task": task, "status": "error", "acc": None, "reason": str(e)}
+            log.warning("transfer %s: %s", task, e)
+    return out

@@ -1,0 +1,163 @@
+"""The experiments layer: the one reuse rule, the override grammar, the figures registry, the
+number formatter and the report writer; and that the drivers are plans over it."""
+
+import ast
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from grounded_text.config import ConfigError, config_toml
+from grounded_text.experiments import figures, plans, report, runner
+from grounded_text.experiments.plans import RunPlan
+
+REPO = Path(__file__).resolve().parents[1]
+PLAN = RunPlan("bow", "vete_bow", {"train.epochs": 1, "model.embedding_dim": 16, "data.max_train_images": 64})
+
+
+def _finished_run(path: Path, config, *, status: str = "complete", toml: bool = True) -> Path:
+    """A run folder as grounded_text.train leaves it (config.toml, metrics.json, run_state.json, export/)."""
+    (path / "export").mkdir(parents=True)
+    d = config.to_dict()
+    if toml:
+        (path / "config.toml").write_text(config_toml(config))
+    (path / "metrics.json").write_text(json.dumps({"config": d, "selection": {"best_epoch": 1}}))
+    (path / "run_state.json").write_text(json.dumps({"version": 1, "status": status, "config": d, "epochs": 1,
+                                                     "epochs_done": 1}))
+    return path
+
+
+@pytest.fixture
+def fake_train(monkeypatch):
+    """``grounded_text.train`` replaced by a recorder: a test fails if a reused run would be trained."""
+    calls = []
+    module = types.ModuleType("grounded_text.train")
+    module.train = lambda config, data_dir, out, **kw: calls.append((config, Path(out), kw)) or {"config": "new"}
+    monkeypatch.setitem(sys.modules, "grounded_text.train", module)
+    return calls
+
+
+def test_a_finished_run_of_the_same_config_is_reused(tmp_path, fake_train):
+    run = _finished_run(tmp_path / "bow", PLAN.config())
+    assert runner.decide(PLAN.config(), run).action == "reuse"
+    result = runner.ensure_run(PLAN.config(), run, tmp_path)
+    assert result.reused and result.metrics["selection"] == {"best_epoch": 1}
+    assert fake_train == []  # nothing trained
+
+
+def test_a_finished_run_of_another_config_is_not_reused(tmp_path, fake_train):
+    run = _finished_run(tmp_path / "bow", PLAN.config())
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    other = PLAN.with_overrides({"train.epochs": 2})
+    with pytest.raises(runner.RunConflict, match=r"train\.epochs: 1 → 2"):
+        runner.decide(other.config(), run)
+    with pytest.raises(runner.RunConflict, match="remove it or choose another output folder"):
+        runner.ensure_run(other.config(), run, tmp_path)
+    assert fake_train == [] and {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    # The config is also read from metrics.json when the run has no config.toml.
+    legacy = _finished_run(tmp_path / "legacy", PLAN.config(), toml=False)
+    (legacy / "run_state.json").unlink()  # a run from before resumable runs
+    assert runner.decide(PLAN.config(), legacy).action == "reuse"
+    with pytest.raises(runner.RunConflict, match=r"model\.embedding_dim: 16 → 32"):
+        runner.decide(PLAN.with_overrides({"model.embedding_dim": 32}).config(), legacy)
+
+
+def test_unfinished_or_empty_run_folders_are_trained(tmp_path, fake_train):
+    assert runner.decide(PLAN.config(), tmp_path / "none").action == "train"
+    interrupted = _finished_run(tmp_path / "int", PLAN.config(), status="interrupted")
+    assert runner.decide(PLAN.config(), interrupted).action == "resume"
+    other = PLAN.with_overrides({"train.epochs": 3}).config()
+    assert runner.decide(other, interrupted).action == "overwrite"  # holds no result: replaced
+    result = runner.ensure_run(other, interrupted, tmp_path, evaluate=False, verbose=0)
+    assert not result.reused and len(fake_train) == 1
+    config, out, kw = fake_train[0]
+    assert out == interrupted and config.train.epochs == 3
+    assert kw == {"evaluate": False, "verbose": 0, "resume": False, "overwrite": True}
+
+
+def test_override_grammar_is_the_trainers():
+    assert plans.parse_sets(["train.epochs=3", "model.loss_params.k=5", "data.max_train_images=none"]) == {
+        "train.epochs": 3, "model.loss_params.k": 5, "data.max_train_images": None}
+    assert plans.nest({"model.loss_params.k": 5, "model.loss": "triplet"}) == {
+        "model": {"loss_params": {"k": 5}, "loss": "triplet"}}
+    assert plans.merge_overrides({"model.encoder": {"units": 8, "word_dim": 8}, "train.epochs": 1},
+                                 {"model.encoder": {"units": 4}, "train.epochs": 2}) == {
+        "model.encoder": {"units": 4, "word_dim": 8}, "train.epochs": 2}
+    with pytest.raises(ConfigError, match="not a field"):
+        RunPlan("x", "vete_bow", {"train.epoch": 1}).config()
+    with pytest.raises(ConfigError, match="does not fit"):
+        RunPlan("x", "vete_bow", {"train.epochs": "many"}, base="flags").config()
+    # The two bases: the record's settings, or the trainer's flags (defaults + the record's choices).
+    record = RunPlan("x", "two_branch_khard", {"model.loss_params.k": 5}).config()
+    flags = RunPlan("x", "two_branch_khard", {"model.loss_params.k": 5}, base="flags").config()
+    assert record.model.loss_params["k"] == flags.model.loss_params["k"] == 5
+    assert record.model.name == flags.model.name == "two_branch_khard"
+
+
+def test_one_formatter():
+    assert report.fmt(-0.0991) == "−0.099" and report.fmt(-0.0991, minus="-") == "-0.099"
+    assert report.fmt(2.5, 1, signed=True) == "+2.5" and report.fmt(-2.5, 1, signed=True) == "−2.5"
+    assert report.fmt(None) == report.fmt(float("nan")) == "–"
+    assert report.fmt(0.4567, 1, scale=100) == "45.7" and report.fmt(1234, 0, thousands=True) == "1,234"
+    assert report.fmt(0.00012345, 4, small=3) == "0.000123" and report.fmt(128, 4, exact_ints=True) == "128"
+    assert report.fmt("abc") == "abc"
+    assert figures.fmt_figure(27.51, "caption→image R@1") == "27.5" and figures.fmt_figure(0.7, "STS12 r") == "0.700"
+
+
+def test_figures_registry_reads_suite_reports():
+    node = {"sts": {"STS12": {"subsets": {"MSRvid": {"pearson": 0.8, "spearman": 0.7}},
+                              "pearson": {"mean": 0.6}, "spearman": {"mean": 0.5}},
+                    "STS13": {"subsets": {}, "pearson": {"mean": 0.3}, "spearman": {"mean": 0.2}},
+                    "STS16": {"subsets": {}, "pearson": {"mean": 0.9}, "spearman": {"mean": 0.8}},
+                    "SICK": {"test": {"pearson": 0.4, "spearman": 0.35}}},
+            "retrieval": {"caption_to_image": {"R@1": 1.0, "R@5": 5.0, "R@10": 10.0, "medr": 50.0},
+                          "image_to_caption": {"R@1": 2.0, "R@5": 6.0, "R@10": 11.0, "medr": 40.0}, "rsum": 35.0}}
+    assert figures.FIGURES["sts12_msrvid"].read(node, "spearman") == 0.7
+    assert figures.FIGURES["sts12_mean"].cell(node) == "60.0" and figures.FIGURES["stsb_test"].read(node) is None
+    rows = figures.read_families(node, [("sts", {"subsets": True}), "mean_of_year_means", "rsum"])
+    assert list(rows) == ["STS12 MSRvid r", "STS12 mean r", "STS13 mean r", "STS16 mean r", "SICK-R test r (cosine)",
+                          "mean of STS12/13/16 means r", "rsum"]
+    assert rows["mean of STS12/13/16 means r"] == pytest.approx((0.6 + 0.3 + 0.9) / 3)
+    assert figures.read_families(node, ["retrieval"])["image→caption medr"] == 40.0
+
+
+def test_report_writer_and_sections(tmp_path):
+    report.write_report({"a": 1}, "| x |", json_path=tmp_path / "r.json", markdown_path=tmp_path / "r.md")
+    assert json.loads((tmp_path / "r.json").read_text()) == {"a": 1} and (tmp_path / "r.md").read_text() == "| x |\n"
+    doc = tmp_path / "doc.md"
+    report.update_sections(doc, {"b": "B1"}, ["a", "b"], header="# H\n", tag="t")
+    report.update_sections(doc, {"a": "A1"}, ["a", "b"], header="# H\n", tag="t")
+    report.update_sections(doc, {"b": "B2"}, ["a", "b"], header="# H\n", tag="t")
+    text = doc.read_text()
+    assert text.startswith("# H") and text.index("A1") < text.index("B2") and "B1" not in text
+    assert report.markdown_table(["a", "b"], [(1, 2)], ["---", "---:"]) == ["| a | b |", "|---|---:|", "| 1 | 2 |"]
+
+
+@pytest.mark.parametrize("module", ["grounded_text/reproduce.py", "grounded_text/ablation.py",
+                                    "grounded_text/benchmarks/paper_baselines.py"])
+def test_drivers_are_plans_over_the_experiments_layer(module):
+    tree = ast.parse((REPO / module).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert any(m == "grounded_text.experiments" or m.startswith("grounded_text.experiments.") for m in imported), module
+
+
+def test_reproduce_is_short_and_functions_stay_below_100_lines():
+    files = ["grounded_text/reproduce.py", "grounded_text/ablation.py", "grounded_text/benchmarks/paper_baselines.py",
+             "grounded_text/tune.py", "grounded_text/evaluation/suite.py", "grounded_text/evaluation/report.py",
+             *[str(p.relative_to(REPO)) for p in (REPO / "grounded_text" / "experiments").glob("*.py")]]
+    assert len((REPO / "grounded_text/reproduce.py").read_text().splitlines()) <= 400
+    for f in files:
+        for node in ast.walk(ast.parse((REPO / f).read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert node.end_lineno - node.lineno + 1 < 100, (f, node.name)
+
+
+def test_experiments_layer_imports_no_tensorflow():
+    import subprocess
+
+    code = "import sys, grounded_text.experiments, grounded_text.reproduce; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
