@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import shlex
 import sys
 import time
@@ -351,13 +352,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     return a
 
 
+def public_args(argv: list[str]) -> list[str]:
+    """The arguments as the docs show them: the data root as ``$GROUNDED_TEXT_DATA`` and paths
+    under the working directory relative to it, so a regenerated page names no folder of the
+    machine it was made on."""
+    data = os.environ.get("GROUNDED_TEXT_DATA")
+    cwd = Path.cwd().resolve()
+    out = []
+    for arg in argv:
+        path = Path(arg)
+        if data and path.is_absolute() and path.resolve() == Path(data).resolve():
+            arg = "$GROUNDED_TEXT_DATA"
+        elif path.is_absolute() and path.resolve().is_relative_to(cwd):
+            arg = str(path.resolve().relative_to(cwd))
+        out.append(arg)
+    return out
+
+
 def main(argv=None) -> int:
     """The CLI: exit status 0, or 2 with ``error: ...`` for bad arguments or a run folder that
     holds a finished run of another config."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parse_args(argv)
-    command = "python -m grounded_text.reproduce " + shlex.join(argv)
+    command = "python -m grounded_text.reproduce " + shlex.join(public_args(argv))
     results = {}
     for paper in a.papers:
         if a.only and not any(r.selected for r in plan_runs(paper, a.budget, a.only, training=not a.from_runs)):
