@@ -246,7 +246,7 @@ def _scored_on(results: dict) -> str:
 
 def setup_lines(results: dict) -> list[str]:
     """Title, citation, the command / budget / scoring table, the runs, the data differences, the protocol."""
-    mode = ("evaluates already-trained runs found under `" + str(results["from_runs"]) + "`"
+    mode = ("evaluates already-trained runs found under its `--from-runs` folder"
             if results["mode"] == "from_runs" else "trains and evaluates")
     lines = [f"## {results['title']}", "", f"*{results['citation']}*", "", "| | |", "|---|---|",
              f"| command | `{results['command']}` ({mode}) |",
