@@ -245,7 +245,7 @@ _PRESETS = [
             "train.snapshots": "no snapshot ensembling in the paper",
         },
         notes="No SkipThought textual loss L_T (the paper's, on BookCorpus): this preset trains the "
-              "grounding objective alone. The exported text tower is u = F_t(s), not g(u).",
+              "grounding objective alone. The exported text tower is g(u) (export_space), not u = F_t(s).",
     ),
     Preset(
         name="two_branch_khard", builder="two_branch_khard",
@@ -282,7 +282,8 @@ _PRESETS = [
             "model.encoder.word_dim": "= the GloVe vectors' dimension (50)",
             "model.encoder.trainable_embeddings": "ours: the GloVe vectors stay frozen (text input = their mean)",
             "train.epochs": "ours: 20",
-            "train.select_on": "ours: Flickr8k dev retrieval rsum (the thesis trains and reports retrieval; its selection rule is not given)",
+            "train.select_on": "ours: Flickr8k dev retrieval rsum (the thesis trains and reports retrieval; its "
+                               "selection rule is not given)",
             "train.schedule": "ours: a constant Adam step",
             "train.snapshots": "no snapshot ensembling in the thesis",
         },
@@ -507,62 +508,16 @@ def get_preset(name: str) -> Preset:
         raise ValueError(f"Unknown model {name!r}; choose one of {sorted(PRESETS)}.") from None
 
 
-def check_overrides(overrides: dict, record: dict) -> None:
-    """Raises ``ValueError`` naming the first key of ``overrides`` that is not a config field
-    (or, under ``model.encoder``, not a parameter of the record's encoder)."""
-    fields = {s: {f.name for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
-    for section, values in overrides.items():
-        if section not in SECTIONS:
-            raise ValueError(f"Unknown config section {section!r}; sections are {sorted(SECTIONS)}.")
-        if not isinstance(values, dict):
-            raise ValueError(f"Config section {section!r} must be a dict of fields, got {values!r}.")
-        for key, value in values.items():
-            if key not in fields[section]:
-                raise ValueError(f"Unknown config field {section}.{key}; {section} has {sorted(fields[section])}.")
-            if f"{section}.{key}" in DICT_FIELDS and not isinstance(value, dict):
-                raise ValueError(f"{section}.{key} must be a dict, got {value!r}.")
-    known = record.get("model", {}).get("encoder", {})
-    for key in overrides.get("model", {}).get("encoder", {}):
-        if key not in known:
-            raise ValueError(f"Unknown config field model.encoder.{key}; the encoder takes {sorted(known)}.")
+# Moved to grounded_text.resolve (TF-free config resolution); still importable from here.
+_MOVED = ("check_overrides", "fill_config", "fill_model_text", "resolve_config", "preset_config")
 
 
-def fill_config(config: ExperimentConfig) -> ExperimentConfig:
-    """Fills the ``None`` ("the preset's choice") fields of ``config`` from the record
-    ``config.model.name``; set fields win. The record's ``encoder`` is merged under the
-    user's; its ``loss_params`` too when the loss is the record's (another loss takes only
-    the user's). Idempotent. No validation beyond names (``resolve_config`` validates).
+def __getattr__(name: str):
+    if name in _MOVED:
+        import grounded_text.resolve as resolve
 
-    Raises:
-      ValueError: unknown preset; an encoder key the record's builder does not take.
-    """
-    preset = get_preset(config.model.name)
-    record = preset.config
-    d = config.to_dict()
-    for path in PRESET_FIELDS:
-        section, field = path.split(".")
-        if d[section][field] is None and field != "snapshots":
-            d[section][field] = copy.deepcopy(record.get(section, {}).get(field, OPTIONAL_FIELDS.get(path)))
-    if d["train"]["snapshots"] is None:
-        # A record's snapshots follow its cyclic schedule: with the schedule overridden to
-        # "constant" there are no cycles to snapshot.
-        d["train"]["snapshots"] = bool(record["train"].get("snapshots")) and d["train"]["schedule"] == "cyclic_cosine"
-    rec_model = record.get("model", {})
-    rec_encoder = rec_model.get("encoder", {})
-    unknown = set(d["model"]["encoder"]) - set(rec_encoder)
-    if unknown:
-        raise ValueError(f"Model {preset.name!r} has no encoder parameter(s) {sorted(unknown)}; "
-                         f"it takes {sorted(rec_encoder)}.")
-    d["model"]["encoder"] = {**copy.deepcopy(rec_encoder), **d["model"]["encoder"]}
-    if d["model"]["loss"] == rec_model.get("loss"):
-        d["model"]["loss_params"] = {**copy.deepcopy(rec_model.get("loss_params", {})), **d["model"]["loss_params"]}
-    return ExperimentConfig.from_dict(d)
-
-
-def fill_model_text(model: ModelConfig, text: TextConfig) -> tuple[ModelConfig, TextConfig]:
-    """``fill_config`` for the two parts a builder reads."""
-    cfg = fill_config(ExperimentConfig(model=model, text=text))
-    return cfg.model, cfg.text
+        return getattr(resolve, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _fmt(v) -> str:
@@ -578,6 +533,8 @@ def _short(path: str) -> str:
 def markdown_table() -> str:
     """The records as a Markdown table (docs/models.md holds it; ``python -m grounded_text.presets``
     prints it)."""
+    from grounded_text.resolve import fill_config
+
     rows = ["| preset | builder | paper | data | model | loss | training | not from the paper (ours; see `unsaid`) |",
             "|---|---|---|---|---|---|---|---|"]
     for p in PRESETS.values():
