@@ -508,16 +508,21 @@ def get_preset(name: str) -> Preset:
         raise ValueError(f"Unknown model {name!r}; choose one of {sorted(PRESETS)}.") from None
 
 
-# Moved to grounded_text.resolve (TF-free config resolution); still importable from here.
-_MOVED = ("check_overrides", "fill_config", "fill_model_text", "resolve_config", "preset_config")
+def record_config(name: str) -> ExperimentConfig:
+    """The record ``name`` as a complete ``ExperimentConfig``: its values, over the
+    ``OPTIONAL_FIELDS`` values it leaves out, over the dataclass defaults (the fields no
+    record sets). Not validated: ``grounded_text.resolve.resolve_config`` lays a user's
+    config over it and checks the combination.
 
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        import grounded_text.resolve as resolve
-
-        return getattr(resolve, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    Raises:
+      ValueError: unknown name.
+    """
+    preset = get_preset(name)
+    base = ExperimentConfig(model=ModelConfig(name=preset.name)).to_dict()
+    for path, value in OPTIONAL_FIELDS.items():
+        section, field = path.split(".")
+        base[section][field] = copy.deepcopy(value)
+    return ExperimentConfig.from_dict(deep_merge(base, preset.config))
 
 
 def _fmt(v) -> str:
@@ -533,12 +538,10 @@ def _short(path: str) -> str:
 def markdown_table() -> str:
     """The records as a Markdown table (docs/models.md holds it; ``python -m grounded_text.presets``
     prints it)."""
-    from grounded_text.resolve import fill_config
-
     rows = ["| preset | builder | paper | data | model | loss | training | not from the paper (ours; see `unsaid`) |",
             "|---|---|---|---|---|---|---|---|"]
     for p in PRESETS.values():
-        c = fill_config(ExperimentConfig(model=ModelConfig(name=p.name)))
+        c = record_config(p.name)
         data = (f"B = {c.data.batch_size}, " + ("one caption/image" if c.data.one_caption_per_image
                                                 else "all captions") + f", {c.data.sampler}"
                 + (f" ({c.data.captions_per_image}/image)" if c.data.sampler == "grouped" else "")

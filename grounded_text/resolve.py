@@ -32,7 +32,7 @@ from grounded_text.config import (
     ModelConfig,
     TextConfig,
 )
-from grounded_text.presets import DICT_FIELDS, OPTIONAL_FIELDS, PRESET_FIELDS, SECTIONS, deep_merge, get_preset
+from grounded_text.presets import DICT_FIELDS, PRESET_FIELDS, SECTIONS, deep_merge, get_preset, record_config
 
 # Losses that need several captions of one image in a batch (the grouped sampler).
 NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
@@ -84,26 +84,25 @@ def fill_config(config: ExperimentConfig) -> ExperimentConfig:
     Raises:
       ValueError: unknown preset; an encoder key the record's builder does not take.
     """
-    preset = get_preset(config.model.name)
-    record = preset.config
+    record = record_config(config.model.name).to_dict()
     d = config.to_dict()
     for path in PRESET_FIELDS:
         section, field = path.split(".")
         if d[section][field] is None and field != "snapshots":
-            d[section][field] = copy.deepcopy(record.get(section, {}).get(field, OPTIONAL_FIELDS.get(path)))
+            d[section][field] = copy.deepcopy(record[section][field])
     if d["train"]["snapshots"] is None:
         # A record's snapshots follow its cyclic schedule: with the schedule overridden to
         # "constant" there are no cycles to snapshot.
-        d["train"]["snapshots"] = bool(record["train"].get("snapshots")) and d["train"]["schedule"] == "cyclic_cosine"
-    rec_model = record.get("model", {})
-    rec_encoder = rec_model.get("encoder", {})
+        d["train"]["snapshots"] = bool(record["train"]["snapshots"]) and d["train"]["schedule"] == "cyclic_cosine"
+    rec_model = record["model"]
+    rec_encoder = rec_model["encoder"]
     unknown = set(d["model"]["encoder"]) - set(rec_encoder)
     if unknown:
-        raise ValueError(f"Model {preset.name!r} has no encoder parameter(s) {sorted(unknown)}; "
+        raise ValueError(f"Model {config.model.name!r} has no encoder parameter(s) {sorted(unknown)}; "
                          f"it takes {sorted(rec_encoder)}.")
     d["model"]["encoder"] = {**copy.deepcopy(rec_encoder), **d["model"]["encoder"]}
-    if d["model"]["loss"] == rec_model.get("loss"):
-        d["model"]["loss_params"] = {**copy.deepcopy(rec_model.get("loss_params", {})), **d["model"]["loss_params"]}
+    if d["model"]["loss"] == rec_model["loss"]:
+        d["model"]["loss_params"] = {**copy.deepcopy(rec_model["loss_params"]), **d["model"]["loss_params"]}
     return ExperimentConfig.from_dict(d)
 
 
