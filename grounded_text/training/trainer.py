@@ -72,7 +72,7 @@ def train(
       output_dir: run directory (created).
       evaluate: score the export on every STS set found under ``data_dir/sts``.
       verbose: Keras ``fit`` verbosity (``"auto"``: a progress bar). ``0`` prints nothing at
-        all: the STS table goes to the ``grounded_text.train`` logger instead.
+        all: the STS table goes to the ``grounded_text.train`` logger (DEBUG) instead.
       resume: continue the interrupted run in ``output_dir`` (same config).
       overwrite: replace the run in ``output_dir``.
       callbacks: Keras callbacks passed to ``fit`` after the trainer's own (they see the
@@ -590,7 +590,8 @@ def _evaluate(run: Run, metrics: dict, verbose) -> None:
     write_card(run.export_dir, run.export_tower, run.config, evaluation["headline"])
     table = format_markdown(report, f"{run.config.model.name}: STS (cosine, unsupervised) of {run.export_dir}")
     if verbose in (0, "0"):
-        log.info("%s", table)  # verbose=0 prints nothing
+        # verbose=0 prints nothing; the headline figures are in metrics.json (and the CLI's summary).
+        log.debug("%s", table)
     else:
         print(table)
     evaluation["spaces"] = {}
