@@ -9,7 +9,7 @@ Usage::
 Figures (every phase in a fresh subprocess; warm-up excluded; median and spread over
 ``--repeats``; see docs/performance.md):
 
-1. training pairs/s through the real ``fit`` path (``grounded_text.train.prepare_training``,
+1. training pairs/s through the real ``fit`` path (``grounded_text.training.trainer.prepare_training``,
    the Flickr8k train split), the wall seconds of one epoch, and the same model's bare
    compiled train step on the same batches already in memory; their ratio is the input
    pipeline's efficiency;
@@ -123,9 +123,8 @@ def run(args) -> dict:
         report["reference"]["export_seconds"] = time.perf_counter() - t0
     else:
         report["reference"] = run_phase_subprocess("textvectorization", enc_args, timeout)
-    report["speedup_vs_reference"] = {
-        bs: report["encode"]["sentences_per_second"][bs]["median"] / report["reference"]["sentences_per_second"][bs]["median"]
-        for bs in report["encode"]["sentences_per_second"] if bs in report["reference"]["sentences_per_second"]}
+    ours, ref = report["encode"]["sentences_per_second"], report["reference"]["sentences_per_second"]
+    report["speedup_vs_reference"] = {bs: ours[bs]["median"] / ref[bs]["median"] for bs in ours if bs in ref}
     report["uptime_end"] = _uptime()
     _print_encode(report)
     if args.json:
@@ -220,14 +219,16 @@ def _uptime() -> str:
 def _print_fit(f: dict) -> None:
     print(f"\n## Training: {f['model']} ({f['precision']}, strategy {f['strategy']}, {f['replicas']} replica(s), "
           f"batch {f['batch_size']}, {f['pairs_per_epoch']:,} pairs/epoch)   [median (min–max) of "
-          f"{f['epoch_seconds']['n']}; load {f['process']['loadavg_before'][0]:.2f}→{f['process']['loadavg_after'][0]:.2f}]")
+          f"{f['epoch_seconds']['n']}; load {f['process']['loadavg_before'][0]:.2f}→"
+          f"{f['process']['loadavg_after'][0]:.2f}]")
     print(f"fit (real input pipeline)   pairs/s  {_fmt(f['fit_pairs_per_second'])}")
     print(f"bare compiled train step    pairs/s  {_fmt(f['bare_step_pairs_per_second'])}")
     print(f"input-pipeline efficiency   {f['input_pipeline_efficiency']:.3f}  (fit / bare, medians); "
           f"per repeat {_fmt(f['input_pipeline_efficiency_per_repeat'], 3)}")
     print(f"one epoch over the train pairs, s    {_fmt(f['epoch_seconds'], 2)}  (warm-up epoch "
           f"{f['warmup_epoch_seconds']:.2f} s, excluded)")
-    print(f"peak RSS, MiB                {f['rss_mib']['peak']:,.0f}  (after imports {f['rss_mib']['after_imports']:,.0f})")
+    print(f"peak RSS, MiB                {f['rss_mib']['peak']:,.0f}  "
+          f"(after imports {f['rss_mib']['after_imports']:,.0f})")
     v = f.get("tokenize_in_pipeline")
     if v and "fit_pairs_per_second" in v:
         print(f"fit, tokenising in tf.data  pairs/s  {_fmt(v['fit_pairs_per_second'])}; epoch s "

@@ -538,62 +538,21 @@ def get_preset(name: str) -> Preset:
         raise ValueError(f"Unknown model {name!r}; choose one of {sorted(PRESETS)}.") from None
 
 
-def check_overrides(overrides: dict, record: dict) -> None:
-    """Raises ``ValueError`` naming the first key of ``overrides`` that is not a config field
-    (or, under ``model.encoder``, not a parameter of the record's encoder)."""
-    fields = {s: {f.name for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
-    for section, values in overrides.items():
-        if section not in SECTIONS:
-            raise ValueError(f"Unknown config section {section!r}; sections are {sorted(SECTIONS)}.")
-        if not isinstance(values, dict):
-            raise ValueError(f"Config section {section!r} must be a dict of fields, got {values!r}.")
-        for key, value in values.items():
-            if key not in fields[section]:
-                raise ValueError(f"Unknown config field {section}.{key}; {section} has {sorted(fields[section])}.")
-            if f"{section}.{key}" in DICT_FIELDS and not isinstance(value, dict):
-                raise ValueError(f"{section}.{key} must be a dict, got {value!r}.")
-    known = record.get("model", {}).get("encoder", {})
-    for key in overrides.get("model", {}).get("encoder", {}):
-        if key not in known:
-            raise ValueError(f"Unknown config field model.encoder.{key}; the encoder takes {sorted(known)}.")
-
-
-def fill_config(config: ExperimentConfig) -> ExperimentConfig:
-    """Fills the ``None`` ("the preset's choice") fields of ``config`` from the record
-    ``config.model.name``; set fields win. The record's ``encoder`` is merged under the
-    user's; its ``loss_params`` too when the loss is the record's (another loss takes only
-    the user's). Idempotent. No validation beyond names (``resolve_config`` validates).
+def record_config(name: str) -> ExperimentConfig:
+    """The record ``name`` as a complete ``ExperimentConfig``: its values, over the
+    ``OPTIONAL_FIELDS`` values it leaves out, over the dataclass defaults (the fields no
+    record sets). Not validated: ``grounded_text.resolve.resolve_config`` lays a user's
+    config over it and checks the combination.
 
     Raises:
-      ValueError: unknown preset; an encoder key the record's builder does not take.
+      ValueError: unknown name.
     """
-    preset = get_preset(config.model.name)
-    record = preset.config
-    d = config.to_dict()
-    for path in PRESET_FIELDS:
+    preset = get_preset(name)
+    base = ExperimentConfig(model=ModelConfig(name=preset.name)).to_dict()
+    for path, value in OPTIONAL_FIELDS.items():
         section, field = path.split(".")
-        if d[section][field] is None and field != "snapshots":
-            d[section][field] = copy.deepcopy(record.get(section, {}).get(field, OPTIONAL_FIELDS.get(path)))
-    if d["train"]["snapshots"] is None:
-        # A record's snapshots follow its cyclic schedule: with the schedule overridden to
-        # "constant" there are no cycles to snapshot.
-        d["train"]["snapshots"] = bool(record["train"].get("snapshots")) and d["train"]["schedule"] == "cyclic_cosine"
-    rec_model = record.get("model", {})
-    rec_encoder = rec_model.get("encoder", {})
-    unknown = set(d["model"]["encoder"]) - set(rec_encoder)
-    if unknown:
-        raise ValueError(f"Model {preset.name!r} has no encoder parameter(s) {sorted(unknown)}; "
-                         f"it takes {sorted(rec_encoder)}.")
-    d["model"]["encoder"] = {**copy.deepcopy(rec_encoder), **d["model"]["encoder"]}
-    if d["model"]["loss"] == rec_model.get("loss"):
-        d["model"]["loss_params"] = {**copy.deepcopy(rec_model.get("loss_params", {})), **d["model"]["loss_params"]}
-    return ExperimentConfig.from_dict(d)
-
-
-def fill_model_text(model: ModelConfig, text: TextConfig) -> tuple[ModelConfig, TextConfig]:
-    """``fill_config`` for the two parts a builder reads."""
-    cfg = fill_config(ExperimentConfig(model=model, text=text))
-    return cfg.model, cfg.text
+        base[section][field] = copy.deepcopy(value)
+    return ExperimentConfig.from_dict(deep_merge(base, preset.config))
 
 
 def _fmt(v) -> str:
@@ -612,7 +571,7 @@ def markdown_table() -> str:
     rows = ["| preset | builder | paper | data | model | loss | training | not from the paper (ours; see `unsaid`) |",
             "|---|---|---|---|---|---|---|---|"]
     for p in PRESETS.values():
-        c = fill_config(ExperimentConfig(model=ModelConfig(name=p.name)))
+        c = record_config(p.name)
         data = (f"B = {c.data.batch_size}, " + ("one caption/image" if c.data.one_caption_per_image
                                                 else "all captions") + f", {c.data.sampler}"
                 + (f" ({c.data.captions_per_image}/image)" if c.data.sampler == "grouped" else "")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from grounded_text import resolve as resolve_mod
 from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
@@ -181,11 +182,11 @@ def test_bad_missing_loss_or_encoder_parameter_is_named():
     with pytest.raises(ValueError, match="train_captions"):
         build_model(ModelConfig(name="char_gru_attention"), TextConfig(), vocab, 5)
     # A builder called without the record's values names what is missing (no hidden defaults).
-    model, text = presets_mod.fill_model_text(ModelConfig(name="vete_rnn"), TextConfig())
+    model, text = resolve_mod.fill_model_text(ModelConfig(name="vete_rnn"), TextConfig())
     enc = {k: v for k, v in model.encoder.items() if k != "cell"}
     with pytest.raises(ValueError, match=r"needs encoder parameter\(s\) \['cell'\]"):
         MODELS["vete_rnn"](dataclasses.replace(model, encoder=enc), text, vocab, 5)
-    model, text = presets_mod.fill_model_text(ModelConfig(name="two_branch_khard"), TextConfig())
+    model, text = resolve_mod.fill_model_text(ModelConfig(name="two_branch_khard"), TextConfig())
     lp = {k: v for k, v in model.loss_params.items() if k != "k"}
     with pytest.raises(ValueError, match=r"needs loss parameter\(s\) \['k'\]"):
         MODELS["two_branch_khard"](dataclasses.replace(model, loss_params=lp, word_vectors="none"), text, vocab, 5)

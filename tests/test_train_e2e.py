@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig
-from grounded_text.train import train
+from grounded_text.training.trainer import train
 
 
 @pytest.mark.slow

@@ -34,20 +34,12 @@ from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.char_encoder import CharacterPreprocessor, build_character_vocabulary
 from grounded_text.layers.text_preprocessor import TextPreprocessor
 from grounded_text.layers.word_vectors import pretrained_matrix_for
+from grounded_text.resolve import NEEDS_GROUPED_BATCHES, loss_needs_grouped_batches  # noqa: F401 (re-exported)
 
 # Loss name → (module, layer class), and the baselines' objectives: the closed sets live
 # with the config fields (grounded_text.config), so the CLI checks them without TensorFlow.
 LOSSES = CONFIG_LOSSES
 BASELINE_OBJECTIVES = CONFIG_BASELINE_OBJECTIVES
-# Losses that need several captions of one image in a batch (the grouped sampler).
-NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
-
-
-def loss_needs_grouped_batches(name: str, params: dict | None = None) -> bool:
-    """True when the loss needs the multi-caption sampler (``GroundingLoss`` only if α_C > 0)."""
-    if name == "grounding" and float((params or {}).get("alpha_cluster", 1.0)) == 0.0:
-        return False
-    return name in NEEDS_GROUPED_BATCHES
 
 
 def make_loss(name: str, params: dict | None = None, seed: int = 0):
@@ -64,7 +56,8 @@ def make_loss(name: str, params: dict | None = None, seed: int = 0):
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
     unknown = set(params) - accepted
     if unknown:
-        raise ValueError(f"Loss {name!r} ({cls_name}) has no parameter(s) {sorted(unknown)}; it takes {sorted(accepted)}.")
+        raise ValueError(f"Loss {name!r} ({cls_name}) has no parameter(s) {sorted(unknown)}; "
+                         f"it takes {sorted(accepted)}.")
     if "seed" in accepted:
         params.setdefault("seed", seed)
     return cls(name=f"{name}_loss", **params)

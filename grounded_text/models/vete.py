@@ -23,11 +23,19 @@ from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.cnn_encoder import KimCNNEncoder
 from grounded_text.layers.rnn_encoder import RNNEncoder
-from grounded_text.models.components import (RNN_KEYS, build_affine_image_tower, family_loss,
-                                              init_word_embeddings, require_embedding_dim, require_params,
-                                              rnn_encoder_kwargs, word_preprocessor, word_tower)
+from grounded_text.models.components import (
+    RNN_KEYS,
+    build_affine_image_tower,
+    family_loss,
+    init_word_embeddings,
+    require_embedding_dim,
+    require_params,
+    rnn_encoder_kwargs,
+    word_preprocessor,
+    word_tower,
+)
 from grounded_text.models.grounded_model import GroundedModel, assemble
-from grounded_text.presets import fill_model_text
+from grounded_text.resolve import fill_model_text
 
 BOW_KEYS = ("trainable_embeddings",)
 CNN_KEYS = ("word_dim", "filter_widths", "filters", "dropout", "trainable_embeddings")
@@ -38,10 +46,15 @@ def build_bow_text_tower(
 ) -> keras.Model:
     """String[B] → float32[B, N]: ``TextPreprocessor`` → ``BagOfWordsEncoder``.
 
-    Unset (``None``) fields of ``model`` / ``text`` take the ``model.name`` record's values
-    (``ModelConfig()`` is VETE-BOW's).
+    A convenience for building the tower alone: unset (``None``) fields of ``model`` / ``text``
+    take the ``model.name`` record's values (``grounded_text.resolve.fill_model_text``;
+    ``ModelConfig()`` is VETE-BOW's). ``build_vete_bow`` builds from the resolved config as it is.
     """
     model, text = fill_model_text(model, text)
+    return _bow_text_tower(model, text, vocabulary, vocabulary_file)
+
+
+def _bow_text_tower(model: ModelConfig, text: TextConfig, vocabulary, vocabulary_file=None) -> keras.Model:
     p = require_params(model, {k: v for k, v in model.encoder.items() if k in BOW_KEYS}, BOW_KEYS, "encoder")
     preprocessor = word_preprocessor(text, vocabulary, vocabulary_file)
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
@@ -74,7 +87,7 @@ def build_vete_bow(
       ValueError: a missing or unknown encoder key; N unset.
     """
     require_params(model, model.encoder, BOW_KEYS, "encoder")
-    text_tower = build_bow_text_tower(model, text, vocabulary)
+    text_tower = _bow_text_tower(model, text, vocabulary)
     image_tower = build_affine_image_tower(feature_dim, require_embedding_dim(model))
     return assemble(text_tower, image_tower, _vete_loss(model, seed))
 

@@ -1,0 +1,267 @@
+"""Config resolution: a config's ``None`` choices filled from its preset record, and the
+combination checked. No TensorFlow is imported here, so a bad combination answers at once.
+
+``ExperimentConfig`` fields whose ``None`` means "the preset's choice" (``grounded_text.config``)
+take the value of the record named by ``ModelConfig.name`` (``grounded_text.presets``: the
+paper's values, or ours where the paper leaves them unsaid); a value set by the user wins.
+
+A run resolves its config once, at the top (the train CLI's ``main``, or
+``grounded_text.training.trainer.train``), and hands the resolved config down: the data
+pipeline, the builders and the run directory read it as it is. ``resolve_config`` marks what
+it returns, and ``ensure_resolved`` returns a marked config unchanged (a config changed after
+resolution is resolved again). Resolution is idempotent: resolving a resolved config gives an
+equal config.
+
+The exported text width is not always ``ModelConfig.embedding_dim`` (N): ``export_dim`` states
+it for a resolved config (``bordes_cg_pg`` exports its grounded space g(u), 512-d, over a
+128-d encoder u).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from grounded_text.config import (
+    BASELINE_OBJECTIVES,
+    LOSSES,
+    SAMPLERS,
+    SCHEDULES,
+    SELECT_ON,
+    ExperimentConfig,
+    ModelConfig,
+    TextConfig,
+)
+from grounded_text.presets import DICT_FIELDS, PRESET_FIELDS, SECTIONS, deep_merge, get_preset, record_config
+
+# Losses that need several captions of one image in a batch (the grouped sampler).
+NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
+CYCLIC = ("cyclic_cosine", "warm_restarts")
+# Attribute a resolved config (and each of its sections) carries: its field values at resolution.
+_MARK = "_grounded_text_resolved_as"
+
+
+def loss_needs_grouped_batches(name: str, params: dict | None = None) -> bool:
+    """True when the loss needs the multi-caption sampler (``GroundingLoss`` only if α_C > 0)."""
+    if name == "grounding" and float((params or {}).get("alpha_cluster", 1.0)) == 0.0:
+        return False
+    return name in NEEDS_GROUPED_BATCHES
+
+
+# ----------------------------------------------------------------------------- filling
+
+
+def check_overrides(overrides: dict, record: dict) -> None:
+    """Raises ``ValueError`` naming the first key of ``overrides`` (nested like
+    ``Preset.config``) that is not a config field (or, under ``model.encoder``, not a
+    parameter of the record's encoder)."""
+    fields = {s: {f.name for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
+    for section, values in overrides.items():
+        if section not in SECTIONS:
+            raise ValueError(f"Unknown config section {section!r}; sections are {sorted(SECTIONS)}.")
+        if not isinstance(values, dict):
+            raise ValueError(f"Config section {section!r} must be a dict of fields, got {values!r}.")
+        for key, value in values.items():
+            if key not in fields[section]:
+                raise ValueError(f"Unknown config field {section}.{key}; {section} has {sorted(fields[section])}.")
+            if f"{section}.{key}" in DICT_FIELDS and not isinstance(value, dict):
+                raise ValueError(f"{section}.{key} must be a dict, got {value!r}.")
+    known = record.get("model", {}).get("encoder", {})
+    for key in overrides.get("model", {}).get("encoder", {}):
+        if key not in known:
+            raise ValueError(f"Unknown config field model.encoder.{key}; the encoder takes {sorted(known)}.")
+
+
+def fill_config(config: ExperimentConfig) -> ExperimentConfig:
+    """Fills the ``None`` ("the preset's choice") fields of ``config`` from the record
+    ``config.model.name``; set fields win. The record's ``encoder`` is merged under the
+    user's; its ``loss_params`` too when the loss is the record's (another loss takes only
+    the user's). Idempotent. No validation beyond names (``resolve_config`` validates).
+
+    Returns:
+      A new ``ExperimentConfig`` (not marked resolved: ``resolve_config`` marks).
+
+    Raises:
+      ValueError: unknown preset; an encoder key the record's builder does not take.
+    """
+    record = record_config(config.model.name).to_dict()
+    d = config.to_dict()
+    for path in PRESET_FIELDS:
+        section, field = path.split(".")
+        if d[section][field] is None and field != "snapshots":
+            d[section][field] = copy.deepcopy(record[section][field])
+    if d["train"]["snapshots"] is None:
+        # A record's snapshots follow its cyclic schedule: with the schedule overridden to
+        # "constant" there are no cycles to snapshot.
+        d["train"]["snapshots"] = bool(record["train"]["snapshots"]) and d["train"]["schedule"] == "cyclic_cosine"
+    rec_model = record["model"]
+    rec_encoder = rec_model["encoder"]
+    unknown = set(d["model"]["encoder"]) - set(rec_encoder)
+    if unknown:
+        raise ValueError(f"Model {config.model.name!r} has no encoder parameter(s) {sorted(unknown)}; "
+                         f"it takes {sorted(rec_encoder)}.")
+    d["model"]["encoder"] = {**copy.deepcopy(rec_encoder), **d["model"]["encoder"]}
+    if d["model"]["loss"] == rec_model["loss"]:
+        d["model"]["loss_params"] = {**copy.deepcopy(rec_model["loss_params"]), **d["model"]["loss_params"]}
+    return ExperimentConfig.from_dict(d)
+
+
+def fill_model_text(model: ModelConfig, text: TextConfig) -> tuple[ModelConfig, TextConfig]:
+    """``fill_config`` for the two parts a builder reads; parts already resolved (sections of
+    a ``resolve_config`` result, unchanged since) are returned as they are."""
+    if is_resolved(model) and is_resolved(text):
+        return model, text
+    cfg = fill_config(ExperimentConfig(model=model, text=text))
+    return cfg.model, cfg.text
+
+
+# ----------------------------------------------------------------------------- resolution
+
+
+def _check(config: ExperimentConfig) -> None:
+    """The combination checks of ``resolve_config`` (its Raises) on a filled config."""
+    model, data, train = config.model, config.data, config.train
+    if model.loss not in LOSSES and model.loss not in BASELINE_OBJECTIVES:
+        raise ValueError(f"Unknown loss {model.loss!r}; choose one of {sorted(LOSSES)} (or, for the papers' "
+                         f"baselines, {sorted(BASELINE_OBJECTIVES)}).")
+    if data.sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {data.sampler!r}.")
+    if train.schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {train.schedule!r}.")
+    if train.select_on not in SELECT_ON:
+        raise ValueError(f"select_on must be one of {SELECT_ON}, got {train.select_on!r}.")
+    if train.snapshots and train.schedule not in CYCLIC:
+        raise ValueError("snapshots=True needs a cyclic schedule, 'cyclic_cosine' or 'warm_restarts' "
+                         "(a snapshot is taken at each cycle's end, where both are at lr_min).")
+    if train.ensemble_size is not None and train.ensemble_size < 1:
+        raise ValueError(f"ensemble_size must be >= 1 (or None: all snapshots), got {train.ensemble_size}.")
+    if train.epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {train.epochs}.")
+    if train.steps_per_execution < 1:
+        raise ValueError(f"steps_per_execution must be >= 1, got {train.steps_per_execution}.")
+    if not train.learning_rate > 0:
+        raise ValueError(f"learning_rate must be > 0, got {train.learning_rate}.")
+    # lr_min and cycle_epochs only mean something to the cyclic schedules: a constant
+    # learning rate below the record's lr_min (e.g. 1e-7) is a valid choice.
+    if train.schedule in CYCLIC and (train.cycle_epochs < 1 or not 0 < train.lr_min <= train.learning_rate):
+        raise ValueError(f"The {train.schedule} schedule needs cycle_epochs >= 1 and 0 < lr_min <= "
+                         f"learning_rate; got cycle_epochs={train.cycle_epochs}, lr_min={train.lr_min}, "
+                         f"learning_rate={train.learning_rate}.")
+    if loss_needs_grouped_batches(model.loss, model.loss_params):
+        if data.sampler != "grouped" or data.one_caption_per_image:
+            raise ValueError(f"Loss {model.loss!r} needs several captions per image in a batch: use "
+                             f"sampler='grouped' and all captions (not one_caption_per_image).")
+    if data.sampler == "grouped":
+        if data.one_caption_per_image:
+            raise ValueError("sampler='grouped' needs all captions (one_caption_per_image=False).")
+        if data.captions_per_image < 2 or data.batch_size % data.captions_per_image:
+            raise ValueError(f"grouped sampler: captions_per_image ({data.captions_per_image}) must be >= 2 and "
+                             f"divide batch_size ({data.batch_size}).")
+
+
+def _mark(config: ExperimentConfig) -> ExperimentConfig:
+    for part in (config, config.data, config.text, config.model, config.train):
+        # The values, not a flag: a config edited after resolution no longer counts as resolved.
+        object.__setattr__(part, _MARK, dataclasses.asdict(part))
+    return config
+
+
+def is_resolved(part) -> bool:
+    """True for a ``resolve_config`` result, or one of its sections, unchanged since."""
+    marked = getattr(part, _MARK, None)
+    return marked is not None and marked == dataclasses.asdict(part)
+
+
+def resolve_config(config: ExperimentConfig) -> ExperimentConfig:
+    """Fills the config's ``None`` choices from its preset record (``grounded_text.presets``)
+    and checks the combination.
+
+    Args:
+      config: an ``ExperimentConfig``; not modified.
+
+    Returns:
+      A new ``ExperimentConfig``, marked resolved (``is_resolved``); explicit settings are
+      kept (the record's ``encoder`` and, for the record's own loss, ``loss_params`` are
+      merged under the user's). Idempotent.
+
+    Raises:
+      ValueError: ``epochs`` or ``steps_per_execution`` < 1, ``learning_rate`` <= 0; unknown
+        model, loss, sampler, schedule or ``select_on``; an encoder key
+        the preset does not take; a loss that needs grouped batches (cluster, grounding)
+        with the random sampler or one caption per image; snapshots without the cyclic
+        cosine schedule; ``ensemble_size < 1``; for a cyclic schedule ``cycle_epochs < 1`` or
+        not ``0 < lr_min <= learning_rate``; ``captions_per_image < 2`` or not dividing
+        ``batch_size`` for the grouped sampler.
+    """
+    config = fill_config(config)
+    _check(config)
+    return _mark(config)
+
+
+def ensure_resolved(config: ExperimentConfig) -> ExperimentConfig:
+    """``config`` itself when ``is_resolved(config)``, else ``resolve_config(config)``.
+
+    Raises:
+      ValueError: see ``resolve_config``.
+    """
+    return config if is_resolved(config) else resolve_config(config)
+
+
+def preset_config(name: str, overrides: dict | None = None) -> ExperimentConfig:
+    """The resolved ``ExperimentConfig`` of record ``name`` with ``overrides`` (nested like
+    ``Preset.config``) deep-merged over it.
+
+    Raises:
+      ValueError: unknown preset; an override key that is no config field (named);
+        ``model.name`` in the overrides (pick another preset instead); and the checks of
+        ``resolve_config``.
+    """
+    preset = get_preset(name)
+    overrides = overrides or {}
+    check_overrides(overrides, preset.config)
+    if "name" in overrides.get("model", {}):
+        raise ValueError("preset_config: model.name is the preset's; choose another preset instead.")
+    d = deep_merge(preset.config, overrides)
+    d.setdefault("model", {})["name"] = name
+    return resolve_config(ExperimentConfig.from_dict(d))
+
+
+# ----------------------------------------------------------------------------- derived values
+
+
+def export_dim(config: ExperimentConfig, feature_dim: int | None = None) -> int | None:
+    """The width of the exported text tower (``export/``: string[B] → float32[B, width]) of a
+    resolved config, which is not always ``ModelConfig.embedding_dim`` (N, the encoder's width).
+
+    The rule, by builder:
+
+    * ``bordes_cg_pg`` (Bordes et al. 2019, §3): ``encoder.export_space = "textual"`` or
+      ``encoder.projection = "identity"``: N (u = F_t(s)); else the grounded space g(u):
+      ``encoder.grounded_dim``, or the image feature size d (``feature_dim``) with the
+      ``cross_modal`` loss;
+    * ``ground_sent`` (Kiela et al. 2018): [T, G], N + 2 × ``encoder.units``;
+    * ``grounded_pretrained``: the backbone's width, known only once it is loaded (None);
+    * every other builder: N.
+
+    A snapshot ensemble has the width of its members.
+
+    Args:
+      config: a resolved ``ExperimentConfig`` (``resolve_config``).
+      feature_dim: d, the image feature size (only ``bordes_cg_pg`` with ``cross_modal`` needs it).
+
+    Returns:
+      The width (int), or None where it depends on something outside the config (the
+      pretrained backbone; d not given).
+    """
+    model = config.model
+    builder = get_preset(model.name).builder
+    enc = model.encoder
+    if builder == "grounded_pretrained":
+        return None
+    if builder == "ground_sent":
+        return int(model.embedding_dim) + 2 * int(enc["units"])
+    if builder == "bordes_cg_pg" and enc.get("export_space") != "textual" and enc.get("projection") != "identity":
+        if model.loss == "cross_modal":
+            return None if feature_dim is None else int(feature_dim)
+        return int(enc["grounded_dim"])
+    return None if model.embedding_dim is None else int(model.embedding_dim)

@@ -1,0 +1,612 @@
+"""The trainer as a library: data → vocabulary → model → fit → select → export → record.
+
+``train(config, data_dir, output_dir)`` runs every preset of ``grounded_text.presets``
+(``python -m grounded_text.train`` is its command line) and returns the ``metrics.json``
+content. It is cut into named steps, each its own function:
+
+1. ``prepare``: the run directory checked (``grounded_text.training.run_dir``), data,
+   vocabulary and compiled model (``prepare_training``), ``config.toml`` and ``vocab.txt``;
+2. ``fit``: our callbacks (STS16 scorer, dev retrieval, checkpoints, TensorBoard,
+   snapshots, resume state), then the user's, and Keras ``fit``;
+3. ``select``: the best epoch by ``train.select_on`` (or the last), its weights loaded;
+4. ``export``: the TF Hub text tower (or snapshot ensemble), each named sentence space
+   and the image tower;
+5. ``record``: the STS evaluation of the exports, their model cards and ``metrics.json``.
+
+Writes to ``output_dir``: ``config.toml`` (the resolved config: ``--config RUN/config.toml``
+replays the run), ``vocab.txt``, ``checkpoints/{best,last}.weights.h5``, ``logs/``
+(TensorBoard), ``export/``, ``export_<space>/``, ``image_export/``, ``metrics.json``,
+``run_state.json`` and, while unfinished, ``resume/``.
+
+Model selection never uses a test set: ``avg2016`` (mean Pearson over the STS 2016 subsets,
+VETE's signal, Kurach et al. 2017 Algorithm 1), ``dev_retrieval`` (Flickr8k dev rsum,
+Merckx & Frank 2019 §3.3) or ``val_loss`` (Flickr8k dev). STS16 is then not an unseen test:
+the papers report on the held-out STS 2014/2015 years.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+# TensorFlow, Keras and the modules built on them are imported where the work starts (in
+# the functions below), so that the CLI's --help and bad flags answer before TensorFlow loads.
+from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig, config_toml
+from grounded_text.data.paths import resolve_data_dir
+from grounded_text.durable import atomic_write
+from grounded_text.resolve import ensure_resolved
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+log = logging.getLogger("grounded_text.train")
+SELECTION_YEAR = "STS16"
+# select_on → (the metric ModelCheckpoint and the selection read, its direction).
+MONITORS = {"avg2016": ("val_avg2016", "max"), "dev_retrieval": ("val_rsum", "max"),
+            "val_loss": ("val_loss", "min"), "last": ("val_loss", "min")}
+
+
+def train(
+    config: ExperimentConfig,
+    data_dir: str | Path | None,
+    output_dir: str | Path,
+    *,
+    evaluate: bool = True,
+    verbose: str | int = "auto",
+    resume: bool = False,
+    overwrite: bool = False,
+    callbacks=(),
+) -> dict:
+    """Runs the whole path: data → vocabulary → model → fit → select → export → evaluate.
+
+    Args:
+      config: the experiment; resolved here (``grounded_text.resolve``) unless it already is.
+      data_dir: data root (``None``: ``$GROUNDED_TEXT_DATA``).
+      output_dir: run directory (created).
+      evaluate: score the export on every STS set found under ``data_dir/sts``.
+      verbose: Keras ``fit`` verbosity (``"auto"``: a progress bar). ``0`` prints nothing at
+        all: the STS table goes to the ``grounded_text.train`` logger (DEBUG) instead.
+      resume: continue the interrupted run in ``output_dir`` (same config).
+      overwrite: replace the run in ``output_dir``.
+      callbacks: Keras callbacks passed to ``fit`` after the trainer's own (they see the
+        epoch's ``val_avg2016`` / ``val_rsum``); on the chief and every worker alike.
+
+    Returns:
+      The ``metrics.json`` content as a dict.
+
+    Raises:
+      ValueError: bad config (the checks of ``grounded_text.resolve.resolve_config``,
+        ``batch_size < 2``, a training slice with fewer than ``batch_size`` pairs).
+      grounded_text.training.run_dir.RunDirError (a ValueError): ``output_dir`` holds a
+        run and neither ``resume`` nor ``overwrite`` is given, or it cannot be resumed.
+      grounded_text.training.run_dir.TrainingDiverged: the loss became NaN/Inf.
+    """
+    import keras
+
+    from grounded_text.training.distribute import make_strategy
+
+    t_start = time.perf_counter()
+    # Distribution strategy and mixed precision (the policy is restored on return).
+    strategy = make_strategy(config.train.strategy)
+    previous_policy = keras.mixed_precision.global_policy().name
+    try:
+        run = prepare(config, data_dir, output_dir, strategy, resume=resume, overwrite=overwrite)
+        fit(run, verbose=verbose, callbacks=callbacks)
+        select(run)
+        export(run)
+        return record(run, t_start=t_start, evaluate=evaluate, verbose=verbose)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+# ----------------------------------------------------------------------------- data and model
+
+
+@dataclasses.dataclass
+class TrainingSetup:
+    """What ``prepare_training`` builds: everything ``fit`` needs (shared by
+    ``train`` and ``grounded_text.benchmark``, so the benchmark measures the real path).
+
+    Attributes:
+      config: the resolved ``ExperimentConfig``.
+      root: the data root.
+      flickr: ``SplitPairs`` (all splits, feature store).
+      train_pairs, dev_pairs: the ``CaptionPairs`` used (slices applied).
+      train_ds, dev_ds: the ``tf.data`` pipelines (dicts of caption string[B],
+        image_features float32[B, d], image_id int64[B]).
+      steps_per_epoch: full training batches per epoch.
+      vocabulary: the word vocabulary (training captions only).
+      model: the ``GroundedModel``; ``train_model`` is compiled (Adam).
+      strategy: the ``tf.distribute.Strategy`` the model was built under.
+      precision: the Keras dtype policy name in force (``"float32"``, ``"mixed_float16"``...).
+      data_epoch: int64 ``tf.Variable`` the training pipeline reads its epoch from (each
+        epoch's order is a function of the seed and it; ``run_dir.DataEpoch`` sets it).
+    """
+
+    config: ExperimentConfig
+    root: Path
+    flickr: object
+    train_pairs: object
+    dev_pairs: object
+    train_ds: tf.data.Dataset
+    dev_ds: tf.data.Dataset
+    steps_per_epoch: int
+    vocabulary: list
+    model: object
+    strategy: tf.distribute.Strategy
+    precision: str
+    data_epoch: tf.Variable | None = None
+
+
+def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, strategy=None) -> TrainingSetup:
+    """Data → vocabulary → model built and compiled inside ``strategy.scope()``.
+
+    Sets the global Keras dtype policy from ``config.train.mixed_precision`` (see
+    ``grounded_text.training.distribute.resolve_mixed_precision``); the caller restores it.
+
+    Args:
+      config: the experiment; a resolved config (``grounded_text.resolve.resolve_config``)
+        is used as it is, another one is resolved first.
+      data_dir: data root (``None``: ``$GROUNDED_TEXT_DATA``).
+      strategy: a ``tf.distribute.Strategy`` (``None``: ``make_strategy(config.train.strategy)``).
+
+    Raises:
+      ValueError: see ``train``.
+    """
+    import keras
+
+    from grounded_text.training.distribute import apply_mixed_precision, make_strategy
+
+    config = ensure_resolved(config)
+    if config.data.batch_size < 2:
+        raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
+    strategy = strategy if strategy is not None else make_strategy(config.train.strategy)
+    precision = apply_mixed_precision(config.train.mixed_precision)
+    root = resolve_data_dir(data_dir)
+    keras.utils.set_random_seed(config.train.seed)
+    flickr, train_pairs, dev_pairs, data_epoch, train_ds, dev_ds, steps = _data(config.data, root)
+    vocabulary, model = _model(config, flickr.store.dim, train_pairs, strategy, steps)
+    return TrainingSetup(config, root, flickr, train_pairs, dev_pairs, train_ds, dev_ds, steps,
+                         vocabulary, model, strategy, precision, data_epoch)
+
+
+def _data(data: DataConfig, root: Path):
+    """(flickr, train_pairs, dev_pairs, data_epoch, train_ds, dev_ds, steps_per_epoch): the
+    pairs (slices applied) and their pipelines, sharded across replicas by data."""
+    import tensorflow as tf
+
+    from grounded_text.data.prepared import load_pairs
+    from grounded_text.training.distribute import shard_by_data
+
+    flickr = load_pairs(data, root)  # flickr8k, a prepared folder or a TFDS export
+    train_pairs = flickr.splits["train"]
+    if data.max_train_images:
+        train_pairs = train_pairs.first_images(data.max_train_images)
+    if data.one_caption_per_image:
+        train_pairs = train_pairs.one_caption_per_image(data.seed)
+    dev_pairs = flickr.splits["dev"]
+    if data.max_dev_images:
+        dev_pairs = dev_pairs.first_images(data.max_dev_images)
+    if len(train_pairs) < data.batch_size:
+        raise ValueError(f"Only {len(train_pairs)} training pairs for batch_size {data.batch_size}.")
+    data_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
+    train_ds, dev_ds, steps = _datasets(data, train_pairs, dev_pairs, epoch=data_epoch)
+    return flickr, train_pairs, dev_pairs, data_epoch, shard_by_data(train_ds), shard_by_data(dev_ds), steps
+
+
+def _model(config: ExperimentConfig, feature_dim: int, train_pairs, strategy, steps_per_epoch: int):
+    """(vocabulary, model): the vocabulary of the training captions, and the model built and
+    compiled under ``strategy`` (global batch = batch_size)."""
+    from grounded_text.layers.text_preprocessor import build_vocabulary
+    from grounded_text.models.registry import build_model
+
+    vocabulary = build_vocabulary(
+        train_pairs.captions.tolist(),
+        max_size=config.text.max_vocab_size,
+        min_count=config.text.min_count,
+        lowercase=config.text.lowercase,
+        boundary_tokens=config.text.boundary_tokens,
+    )
+    steps_per_execution = config.train.steps_per_execution
+    if strategy.num_replicas_in_sync > 1 and steps_per_execution > 1:
+        # Keras 3.15's multi-step loop fails on distributed string batches ("while/cond/Placeholder").
+        log.info("steps_per_execution=%d → 1 under %d replicas.", steps_per_execution, strategy.num_replicas_in_sync)
+        steps_per_execution = 1
+    with strategy.scope():
+        model = build_model(config.model, config.text, vocabulary, feature_dim, seed=config.train.seed,
+                            train_captions=train_pairs.captions.tolist())
+        compile_for_training(model.train_model, config.train, steps_per_epoch, steps_per_execution)
+    return vocabulary, model
+
+
+def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps_per_epoch: int,
+                         steps_per_execution: int | None = None) -> None:
+    """The one ``compile`` of the package: Adam under the config's learning-rate schedule.
+
+    Every model that trains (the trainer's, and the benchmarks' variants of it) is compiled
+    here, so that a figure measured on one is measured under the trainer's settings.
+
+    Args:
+      train_model: a Keras model whose loss is ``add_loss``-ed (``GroundedModel.train_model``).
+      train_cfg: a resolved ``TrainConfig`` (learning rate, schedule, ``steps_per_execution``).
+      steps_per_epoch: optimizer steps per epoch (the cyclic schedules' period unit).
+      steps_per_execution: overrides ``train_cfg.steps_per_execution`` (the trainer caps it
+        at ``steps_per_epoch``).
+    """
+    import keras
+
+    train_model.compile(
+        optimizer=keras.optimizers.Adam(_learning_rate(train_cfg, steps_per_epoch)),
+        steps_per_execution=steps_per_execution or train_cfg.steps_per_execution,
+    )
+
+
+def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
+    """(train_ds, dev_ds, steps_per_epoch) for the configured sampler (``epoch``: the
+    variable the training order is seeded with, see ``make_dataset``)."""
+    from grounded_text.data.pairs import make_dataset
+
+    if data.sampler == "grouped":
+        from grounded_text.data.sampler import make_grouped_dataset
+
+        per_batch = data.batch_size // data.captions_per_image
+        train_ds = make_grouped_dataset(train_pairs, per_batch, data.captions_per_image, seed=data.seed, epoch=epoch)
+        dev_ds = make_grouped_dataset(dev_pairs, per_batch, data.captions_per_image, seed=data.seed, shuffle=False)
+    else:
+        train_ds = make_dataset(train_pairs, data.batch_size, shuffle=True, seed=data.seed,
+                                bucket_by_length=data.bucket_by_length, epoch=epoch)
+        dev_ds = make_dataset(dev_pairs, data.batch_size, shuffle=False)
+    steps = int(train_ds.cardinality())
+    if steps < 0:  # unknown cardinality: count once
+        steps = sum(1 for _ in train_ds)
+    if steps < 1:
+        raise ValueError(f"The {data.sampler} sampler yields no full training batch of {data.batch_size}.")
+    return train_ds, dev_ds, steps
+
+
+def _learning_rate(train_cfg: TrainConfig, steps_per_epoch: int):
+    """A float (constant), or a cyclic cosine schedule: ``CyclicCosineSchedule``
+    (Merckx & Frank §3.3, min → max → min) or ``WarmRestartCosineSchedule`` (SGDR)."""
+    from grounded_text.training.schedules import CYCLIC_SCHEDULES, cycle_steps
+
+    if train_cfg.schedule in CYCLIC_SCHEDULES:
+        return CYCLIC_SCHEDULES[train_cfg.schedule](train_cfg.lr_min, train_cfg.learning_rate,
+                                                    cycle_steps(train_cfg.cycle_epochs, steps_per_epoch))
+    return train_cfg.learning_rate
+
+
+# ----------------------------------------------------------------------------- the steps
+
+
+@dataclasses.dataclass
+class Run:
+    """One run's state, filled in step by step (``prepare`` → ``fit`` → ``select`` →
+    ``export`` → ``record``)."""
+
+    setup: TrainingSetup
+    out: Path  # the run directory (a temporary folder on non-chief workers)
+    chief: bool
+    resume_state: dict | None
+    select_on: str = ""
+    monitor: str = ""
+    mode: str = ""
+    sts_dir: Path | None = None
+    cb: dict = dataclasses.field(default_factory=dict)  # sts, retrieval, best, snapshot (or None)
+    tracker: object = None
+    initial_epoch: int = 0
+    fit_seconds: float = 0.0
+    best_epoch: int = 0
+    scores: object = None  # float64[epochs], the monitored metric
+    export_tower: object = None
+    exported: dict = dataclasses.field(default_factory=dict)
+    export_dir: Path | None = None
+    space_dirs: dict = dataclasses.field(default_factory=dict)
+    image_export_dir: Path | None = None
+
+    @property
+    def config(self) -> ExperimentConfig:
+        return self.setup.config
+
+    @property
+    def best_path(self) -> Path:
+        return self.out / "checkpoints" / "best.weights.h5"
+
+    @property
+    def last_path(self) -> Path:
+        return self.out / "checkpoints" / "last.weights.h5"
+
+
+def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume: bool = False,
+            overwrite: bool = False) -> Run:
+    """Step 1: the config resolved (once), the run directory checked, data, vocabulary and
+    model built (``prepare_training``), then ``config.toml`` and ``vocab.txt`` written.
+
+    Raises:
+      ValueError, RunDirError: see ``train`` (marked as usage errors: the CLI's exit 2).
+    """
+    from grounded_text.layers.text_preprocessor import write_vocabulary
+    from grounded_text.training import run_dir
+    from grounded_text.training.distribute import is_chief
+
+    chief = is_chief(strategy)
+    with run_dir.usage_errors():  # bad flags, data or run directory: the CLI's "error: ..." (exit 2)
+        config = ensure_resolved(config)
+        resume_state = None
+        if chief:
+            if resume and config.train.strategy == "multi_worker":
+                raise run_dir.RunDirError("--resume is not supported with --strategy multi_worker.")
+            resume_state = run_dir.check_run_dir(output_dir, config.to_dict(), resume=resume, overwrite=overwrite)
+        setup = prepare_training(config, data_dir, strategy=strategy)
+    # Non-chief workers write to a temporary folder (TF multi-worker guide), removed at the end.
+    out = Path(output_dir) if chief else Path(tempfile.mkdtemp(prefix="grounded_text_worker_"))
+    if chief and overwrite:
+        run_dir.clear_run_dir(out)  # only now: the new run's data and model are built
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    # The resolved config: ``train --config RUN/config.toml`` replays this run.
+    config_text = config_toml(setup.config).encode("utf-8")
+    atomic_write(out / "config.toml", lambda f: f.write(config_text))
+    write_vocabulary(setup.vocabulary, out / "vocab.txt")
+    return Run(setup, out, chief, resume_state)
+
+
+def _watch(run: Run) -> list:
+    """Our callbacks, the STS scorer first so that later ones see its metric; sets the
+    run's selection (``select_on``, ``monitor``, ``mode``) and ``cb``."""
+    import keras
+
+    from grounded_text.data.sts import sts_year_dirs
+    from grounded_text.training.callbacks import STSValidation
+
+    model, config = run.setup.model, run.config
+    run.sts_dir = run.setup.root / "sts"
+    years = sts_year_dirs(run.sts_dir) if run.sts_dir.is_dir() else {}
+    run.select_on = select_on = config.train.select_on
+    callbacks: list = []
+    train_captions = run.setup.train_pairs.captions.tolist()
+    if model.refit is not None:
+        # Statistics the tower holds beside its trained weights (SEQ's PCA) follow the
+        # weights each epoch, before the scorer sees the tower.
+        callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: model.refit(train_captions)))
+    sts = retrieval = None
+    if select_on == "avg2016":
+        if SELECTION_YEAR not in years:
+            log.warning("No %s folder under %s: selecting on Flickr8k dev loss instead.", SELECTION_YEAR, run.sts_dir)
+            run.select_on = select_on = "val_loss"
+        else:
+            sts = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
+            callbacks.append(sts)
+    if select_on == "dev_retrieval" or config.train.snapshots:
+        from grounded_text.training.callbacks import DevRetrieval
+
+        retrieval = DevRetrieval(model.text_tower, model.image_tower, run.setup.dev_pairs)
+        callbacks.append(retrieval)
+    if select_on == "dev_retrieval" and SELECTION_YEAR in years and sts is None:
+        # Logged, not selected on: the semantic score's curve over training (Merckx & Frank, Fig. 4).
+        sts = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
+        callbacks.append(sts)
+    run.monitor, run.mode = MONITORS[select_on]
+    run.cb = {"sts": sts, "retrieval": retrieval}
+    return callbacks + _checkpoints(run)
+
+
+def _checkpoints(run: Run) -> list:
+    """The best-epoch and last-epoch checkpoints, TensorBoard and the snapshot saver."""
+    import keras
+
+    best = None
+    callbacks = []
+    if run.select_on != "last":
+        best = keras.callbacks.ModelCheckpoint(str(run.best_path), monitor=run.monitor, mode=run.mode,
+                                               save_best_only=True, save_weights_only=True)
+        callbacks.append(best)
+    callbacks += [
+        keras.callbacks.ModelCheckpoint(str(run.last_path), save_weights_only=True),
+        keras.callbacks.TensorBoard(log_dir=str(run.out / "logs"), write_graph=False),
+    ]
+    snapshot = None
+    if run.config.train.snapshots:
+        from grounded_text.training.callbacks import SnapshotSaver
+
+        model = run.setup.model
+        snapshot = SnapshotSaver(model.text_tower, run.out / "snapshots", run.config.train.cycle_epochs,
+                                 image_tower=model.image_tower, score_key="val_rsum")
+        callbacks.append(snapshot)
+    run.cb.update(best=best, snapshot=snapshot)
+    return callbacks
+
+
+def fit(run: Run, *, verbose="auto", callbacks=()) -> None:
+    """Step 2: our callbacks, the resume state (``run_dir.RunTracker``: divergence guard,
+    data epoch, per-epoch commits), the user's ``callbacks`` last, then Keras ``fit`` from
+    the first epoch not done.
+
+    Raises:
+      run_dir.TrainingDiverged: NaN/Inf loss (the run is marked "diverged").
+      KeyboardInterrupt: Ctrl-C (the run is marked "interrupted").
+    """
+    from grounded_text.training import run_dir
+
+    ours = _watch(run)
+    config, setup, cb = run.config, run.setup, run.cb
+    run.tracker = tracker = run_dir.RunTracker(
+        run.out, config.to_dict(), setup.model.train_model, epochs=config.train.epochs, monitor=run.monitor,
+        mode=run.mode, best_checkpoint=cb["best"], best_path=run.best_path, sts_cb=cb["sts"],
+        retrieval_cb=cb["retrieval"], snapshot_cb=cb["snapshot"], resume_state=run.resume_state)
+    run.initial_epoch = tracker.start()
+    ours = tracker.callbacks(ours, data_epoch=setup.data_epoch, steps_per_epoch=setup.steps_per_epoch,
+                             steps_per_execution=config.train.steps_per_execution,
+                             learning_rate=config.train.learning_rate)
+    t_fit = time.perf_counter()
+    try:
+        if run.initial_epoch < config.train.epochs:
+            setup.model.train_model.fit(setup.train_ds, validation_data=setup.dev_ds, epochs=config.train.epochs,
+                                        callbacks=ours + list(callbacks), verbose=verbose, shuffle=False,
+                                        initial_epoch=run.initial_epoch)
+    except run_dir.TrainingDiverged:
+        tracker.mark("diverged")
+        raise
+    except KeyboardInterrupt:
+        tracker.mark("interrupted")
+        raise
+    run.fit_seconds = time.perf_counter() - t_fit
+
+
+def select(run: Run) -> None:
+    """Step 3: the best epoch by the monitored metric (NaN/Inf epochs never), or the last
+    with ``select_on="last"``; its weights loaded (and the tower's refit statistics).
+
+    Raises:
+      run_dir.TrainingDiverged: ``select_on="last"`` and the last epoch's metric is NaN/Inf.
+    """
+    import numpy as np
+
+    from grounded_text.training import run_dir
+
+    model = run.setup.model
+    run.scores = scores = np.array(run.tracker.history[run.monitor], dtype=np.float64)
+    if run.select_on == "last":
+        run.best_epoch = len(scores)
+        if not np.isfinite(scores[-1]):
+            raise run_dir.TrainingDiverged(f"the last epoch's {run.monitor} is {scores[-1]}: not exported. Try a "
+                                           "lower --learning-rate.", run.best_epoch, 0)
+        model.train_model.load_weights(str(run.last_path))
+    else:
+        run.best_epoch = run_dir.select_best_epoch(scores, run.mode)
+        model.train_model.load_weights(str(run.best_path))
+    if model.refit is not None:
+        model.refit(run.setup.train_pairs.captions.tolist())
+
+
+def export(run: Run) -> None:
+    """Step 4: ``export/`` (the best epoch's text tower, or the snapshot ensemble), each named
+    sentence space ``export_<name>/`` (best epoch; e.g. ``bordes_cg_pg``'s textual u and
+    grounded g(u)) and ``image_export/`` (retrieval from the run directory)."""
+    from grounded_text.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
+
+    model, config = run.setup.model, run.config.to_dict()
+    run.export_tower, image_tower = model.text_tower, model.image_tower
+    run.exported = {"kind": "best_epoch", "epoch": run.best_epoch}
+    snapshot = run.cb["snapshot"]
+    if snapshot is not None and snapshot.paths:
+        from grounded_text.models.ensemble import build_snapshot_ensemble
+        from grounded_text.training.callbacks import load_snapshot_towers
+
+        chosen = snapshot.best(run.config.train.ensemble_size)
+        run.export_tower = build_snapshot_ensemble(load_snapshot_towers([snapshot.paths[i] for i in chosen]))
+        image_tower = build_snapshot_ensemble(load_snapshot_towers([snapshot.image_paths[i] for i in chosen]),
+                                              name="image_snapshot_ensemble")
+        run.exported = {"kind": "snapshot_ensemble", "snapshots": [str(snapshot.paths[i]) for i in chosen],
+                        "snapshot_epochs": [snapshot.epochs[i] for i in chosen],
+                        "ranked_on": "val_rsum (dev retrieval)",
+                        "all_snapshots": [{"epoch": e, "val_rsum": v} for e, v in zip(snapshot.epochs,
+                                                                                       snapshot.scores)]}
+    run.export_dir = export_text_tower(run.export_tower, run.out / "export", config)
+    run.space_dirs = {name: str(export_text_tower(tower, run.out / f"export_{name}", config))
+                      for name, tower in model.spaces.items()}
+    run.image_export_dir = export_image_tower(image_tower, run.out / IMAGE_EXPORT_DIR, config)
+
+
+def record(run: Run, *, t_start: float, evaluate: bool = True, verbose="auto") -> dict:
+    """Step 5: the STS evaluation of the exports (chief only, when ``evaluate`` and the data
+    has ``sts/``) with their model cards, then ``metrics.json``; the run is marked complete.
+
+    Args:
+      run: the run, exported.
+      t_start: ``time.perf_counter()`` at the run's start (``timing_seconds.total``).
+      evaluate, verbose: see ``train``.
+
+    Returns:
+      The ``metrics.json`` content.
+    """
+    metrics = _metrics(run)
+    if evaluate and run.chief and run.sts_dir.is_dir():
+        _evaluate(run, metrics, verbose)
+    metrics["timing_seconds"]["total"] = time.perf_counter() - t_start
+    if run.tracker.resumed:
+        metrics["resumed"] = {"from_epoch": run.initial_epoch}
+    payload = json.dumps(metrics, indent=2).encode("utf-8")
+    atomic_write(run.out / "metrics.json", lambda f: f.write(payload))
+    run.tracker.finish()
+    if not run.chief:
+        shutil.rmtree(run.out, ignore_errors=True)
+    return metrics
+
+
+def _metrics(run: Run) -> dict:
+    """``metrics.json`` before the evaluation: config, data counts, history, selection,
+    parameters, exports, fit time, distribution."""
+    setup, cb = run.setup, run.cb
+    model, flickr = setup.model, setup.flickr
+    return {
+        "config": run.config.to_dict(),
+        "data": {
+            "data_dir": str(setup.root),
+            "feature_file": flickr.store.path,
+            "feature_dim": flickr.store.dim,
+            "images_with_features": flickr.num_images_with_features,
+            "dropped_captions_without_features": flickr.dropped_captions,
+            "train_pairs": len(setup.train_pairs),
+            "train_images": setup.train_pairs.num_images,
+            "dev_pairs": len(setup.dev_pairs),
+            "vocabulary_size": len(setup.vocabulary),
+        },
+        "selection": {"monitor": run.monitor, "mode": run.mode, "best_epoch": run.best_epoch,
+                      "best_value": float(run.scores[run.best_epoch - 1])},
+        "history": run.tracker.history,  # every epoch, the resumed run's earlier ones included
+        "sts_validation_subsets": cb["sts"].history if cb["sts"] else [],
+        "dev_retrieval": cb["retrieval"].history if cb["retrieval"] else [],
+        "parameters": {
+            "text_tower": int(model.text_tower.count_params()),
+            "image_tower": int(model.image_tower.count_params()),
+            "train_model": int(model.train_model.count_params()),
+        },
+        "exported": run.exported,
+        "timing_seconds": {"fit": run.fit_seconds},
+        "export_dir": str(run.export_dir),
+        "image_export_dir": str(run.image_export_dir),
+        "spaces": run.space_dirs,
+        "distribution": {"strategy": run.config.train.strategy, "replicas": setup.strategy.num_replicas_in_sync,
+                         "precision": setup.precision, "chief": run.chief},
+    }
+
+
+def _evaluate(run: Run, metrics: dict, verbose) -> None:
+    """Sets ``metrics["evaluation"]``: the STS report of ``export/`` and its headline figures
+    (``timing_seconds.evaluate`` times that), and each space's headline (the space ``export/``
+    holds is not scored twice); every export's model card is rewritten with its figures."""
+    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
+
+    t_eval = time.perf_counter()
+    report = evaluate_sts(load_encoder(run.export_dir), run.sts_dir)
+    metrics["evaluation"] = evaluation = {"sts": report, "headline": headline_figures(report)}
+    metrics["timing_seconds"]["evaluate"] = time.perf_counter() - t_eval
+    write_card(run.export_dir, run.export_tower, run.config, evaluation["headline"])
+    table = format_markdown(report, f"{run.config.model.name}: STS (cosine, unsupervised) of {run.export_dir}")
+    if verbose in (0, "0"):
+        # verbose=0 prints nothing; the headline figures are in metrics.json (and the CLI's summary).
+        log.debug("%s", table)
+    else:
+        print(table)
+    evaluation["spaces"] = {}
+    spaces = run.setup.model.spaces
+    for name, space_dir in run.space_dirs.items():
+        headline = evaluation["headline"] if spaces[name] is run.export_tower else \
+            headline_figures(evaluate_sts(load_encoder(space_dir), run.sts_dir))
+        evaluation["spaces"][name] = headline
+        write_card(space_dir, spaces[name], run.config, headline)
+
+
+def write_card(export_dir, tower, config: ExperimentConfig, headline: dict | None) -> Path:
+    """The model card of one export (``grounded_text.export.write_model_card``) with its
+    evaluation figures, its real width (``tower``'s output, float32[B, width]) and parameters."""
+    from grounded_text.export import write_model_card
+
+    return write_model_card(export_dir, config.to_dict(), headline, embedding_dim=int(tower.output.shape[-1]),
+                            parameters=int(tower.count_params()))
