@@ -193,7 +193,11 @@ def resolve_config(config: ExperimentConfig) -> ExperimentConfig:
         not ``0 < lr_min <= learning_rate``; ``captions_per_image < 2`` or not dividing
         ``batch_size`` for the grouped sampler.
     """
-    config = fill_config(config)
+    from grounded_text.config_cli import check_config
+
+    # Values typed and range-checked first, as for flags and files: a config built in code
+    # (the API, the experiments) gets the same checks.
+    config = fill_config(check_config(config))
     _check(config)
     return _mark(config)
 

@@ -154,8 +154,8 @@ def test_resolve_config_fills_preset_choices_and_keeps_explicit_ones():
 @pytest.mark.parametrize(
     "cfg, match",
     [
-        (ExperimentConfig(model=ModelConfig(name="nope")), "Unknown model"),
-        (ExperimentConfig(model=ModelConfig(loss="nope")), "Unknown loss"),
+        (ExperimentConfig(model=ModelConfig(name="nope")), "model.name = 'nope' is not one of"),
+        (ExperimentConfig(model=ModelConfig(loss="nope")), "model.loss = 'nope' is not one of"),
         (ExperimentConfig(model=ModelConfig(name="bordes_cg_pg"), data=DataConfig(sampler="random")), "grouped"),
         (ExperimentConfig(model=ModelConfig(name="bordes_cg_pg"), data=DataConfig(one_caption_per_image=True)),
          "captions"),
@@ -165,7 +165,8 @@ def test_resolve_config_fills_preset_choices_and_keeps_explicit_ones():
         (ExperimentConfig(train=TrainConfig(select_on="best")), "select_on"),
         (ExperimentConfig(model=ModelConfig(name="char_gru_attention"), train=TrainConfig(ensemble_size=0)),
          "ensemble_size"),
-        (ExperimentConfig(model=ModelConfig(name="vete_rnn", encoder={"layers": 2})), "no encoder parameter"),
+        (ExperimentConfig(model=ModelConfig(name="vete_rnn", encoder={"layers": 2})),
+         "'vete_rnn' has no parameter 'layers'"),
     ],
 )
 def test_resolve_config_rejects_bad_combinations(cfg, match):

@@ -404,7 +404,7 @@ def test_duplicate_ids_in_a_feature_file_are_an_error_naming_the_id(tmp_path):
 def test_evaluate_on_a_model_with_another_signature_prints_one_clear_line(tmp_path, capsys):
     import keras
 
-    from grounded_text import evaluate
+    from grounded_text.evaluate import main as evaluate_main
     from grounded_text.export import export_image_tower
 
     image_tower = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
@@ -413,7 +413,7 @@ def test_evaluate_on_a_model_with_another_signature_prints_one_clear_line(tmp_pa
     sts.mkdir(parents=True)
     (sts / "STS2016.input.news.txt").write_text("".join(f"sentence number {i}\tother {i}\n" for i in range(300)))
     (sts / "STS2016.gs.news.txt").write_text("3\n" * 300)
-    rc = evaluate.main(["--model", str(tmp_path / "image_export"), "--sts-dir", str(tmp_path / "sts")])
+    rc = evaluate_main(["--model", str(tmp_path / "image_export"), "--sts-dir", str(tmp_path / "sts")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("error: ") and "not a text-embedding SavedModel" in err
@@ -422,7 +422,7 @@ def test_evaluate_on_a_model_with_another_signature_prints_one_clear_line(tmp_pa
 
 
 def test_unwritable_json_or_out_is_caught_before_the_evaluation(tmp_path, capsys):
-    from grounded_text import evaluate
+    from grounded_text.evaluate import main as evaluate_main
 
     blocker = tmp_path / "file.txt"
     blocker.write_text("x")
@@ -430,7 +430,7 @@ def test_unwritable_json_or_out_is_caught_before_the_evaluation(tmp_path, capsys
     for flags, what in ((["--json", str(tmp_path / "missing" / "r.json")], "--json"),
                         (["--json", str(blocker / "r.json")], "--json"),
                         (["--out", str(blocker / "report"), "--sections", "sts"], "--out")):
-        assert evaluate.main(["--model", model, "--sts-dir", str(tmp_path), *flags]) == 2
+        assert evaluate_main(["--model", model, "--sts-dir", str(tmp_path), *flags]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: {what} ") and "Traceback" not in err, err
 

@@ -262,9 +262,9 @@ def test_glove_batching_invariant_and_errors(glove):
 
 
 def test_cli_transfer_report_on_a_slice(data_dir, tmp_path, capsys):
-    from grounded_text import evaluate
+    from grounded_text.evaluate import main as evaluate_main
 
-    rc = evaluate.main([
+    rc = evaluate_main([
         "--baseline", "glove", "--transfer", "MR", "MRPC", "SNLI", "--senteval-dir", str(data_dir / "senteval"),
         "--sts-dir", str(data_dir / "sts"), "--no-sts", "--max-examples", "200", "--kfold", "3",
         "--report-dir", str(tmp_path),

@@ -56,7 +56,7 @@ def test_resolution_is_marked_idempotent_and_undone_by_an_edit():
     cfg.model.encoder["cell"] = "gru"  # edited after resolution: resolved again on use
     assert not resolve.is_resolved(cfg) and not resolve.is_resolved(cfg.model)
     cfg.train.epochs = 0
-    with pytest.raises(ValueError, match="epochs must be >= 1"):
+    with pytest.raises(ValueError, match="epochs must be an integer >= 1"):
         resolve.ensure_resolved(cfg)
     assert not resolve.is_resolved(dataclasses.replace(resolve.resolve_config(raw)))
 

@@ -102,7 +102,7 @@ def resolve(preset: str, overrides: dict | None = None, base: str = "record") ->
       ValueError: unknown base or preset, an override that is no config field (``ConfigError``),
         ``model.name`` among a record's overrides, and ``resolve_config``'s checks.
     """
-    from grounded_text.models.registry import preset_config, resolve_config
+    from grounded_text.resolve import preset_config, resolve_config
 
     overrides = overrides or {}
     if base == "record":
