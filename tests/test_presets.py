@@ -49,7 +49,7 @@ def _layers(gm):
 
 
 def _one(gm, cls_name):
-    found = [l for l in _layers(gm) if type(l).__name__ == cls_name]
+    found = [lay for lay in _layers(gm) if type(lay).__name__ == cls_name]
     assert len(found) >= 1, cls_name
     return found[0]
 
@@ -91,7 +91,8 @@ def test_record_round_trips_and_every_value_is_explained(name):
 
 def test_records_hold_the_papers_values():
     c = preset_config("char_gru_attention")
-    assert (c.text.lowercase, c.data.batch_size, c.data.bucket_by_length, c.model.embedding_dim) == (False, 32, True, 2048)
+    assert (c.text.lowercase, c.data.batch_size, c.data.bucket_by_length, c.model.embedding_dim) == \
+        (False, 32, True, 2048)
     assert c.model.encoder["units"] == 1024 and c.model.encoder["char_dim"] == 20
     assert c.model.encoder["pooling"] == "attention" and c.model.encoder["attention_units"] == 128
     assert c.model.loss_params == {"margin": 0.2, "direction_weight": 1.0, "negatives": "all"}
@@ -203,7 +204,7 @@ def _observed(name: str, gm) -> dict:
     """What the built model does, keyed like the record's leaves."""
     out = {}
     builder = RECORDS[name].builder
-    loss = [l for l in _layers(gm) if type(l).__name__.endswith("Loss")][0]
+    loss = [lay for lay in _layers(gm) if type(lay).__name__.endswith("Loss")][0]
     out["model.loss"] = {"PearsonCorrelationLoss": "pearson", "TripletRankingLoss": "triplet",
                          "GroundingLoss": "grounding"}[type(loss).__name__]
     for k in ("margin", "direction_weight", "negatives", "k", "alpha_cluster", "alpha_perceptual"):
@@ -214,7 +215,7 @@ def _observed(name: str, gm) -> dict:
         text_out = int(gm.spaces["textual"].output.shape[-1])
     if builder.startswith("vete_"):
         image_dense = _one(gm, "Dense") if builder == "vete_bow" else [
-            l for l in _layers(gm) if l.name == "image_projection"][0]
+            lay for lay in _layers(gm) if lay.name == "image_projection"][0]
         assert image_dense.units == text_out  # the affine image branch maps to N
     if builder in ("vete_bow", "vete_rnn", "vete_cnn", "bordes_cg_pg", "two_branch_khard"):
         out["text.lowercase"] = _one(gm, "TextPreprocessor").lowercase
@@ -242,8 +243,8 @@ def _observed(name: str, gm) -> dict:
                     "model.encoder.filters": cnn.convs[0].filters, "model.encoder.dropout": cnn.drop.rate,
                     "model.encoder.trainable_embeddings": cnn.embedding.trainable})
     if builder == "two_branch_khard":
-        text_branch = [l for l in _layers(gm) if l.name == "text_branch"][0]
-        image_branch = [l for l in _layers(gm) if l.name == "image_branch"][0]
+        text_branch = [lay for lay in _layers(gm) if lay.name == "text_branch"][0]
+        image_branch = [lay for lay in _layers(gm) if lay.name == "image_branch"][0]
         for branch in (text_branch, image_branch):
             assert [d.units for d in branch.hidden] == [d.units for d in text_branch.hidden]
             assert [d.rate for d in branch.drops] == [text_branch.dropout] * len(branch.hidden)
@@ -398,7 +399,7 @@ def test_mixed_float16_train_step_keeps_float32_outputs(name):
     # would lose the small differences that dynamic loss scaling relies on.
     loss = gm.train_model(x, training=False)
     assert loss.dtype == tf.float32 and loss.shape == () and np.isfinite(loss.numpy())
-    assert all(l.dtype == tf.float32 for l in gm.train_model.losses)
+    assert all(loss.dtype == tf.float32 for loss in gm.train_model.losses)
     assert gm.train_model.optimizer.__class__.__name__ == "LossScaleOptimizer"  # dynamic loss scaling
 
 
@@ -465,8 +466,8 @@ def test_ablation_table_reads_metrics(tmp_path):
     (tmp_path / "vete_bow__mobilenet_v1_075" / "metrics.json").write_text(json.dumps(m))
     rows = [("vete_bow@mobilenet_v1_075", {}), ("vete_rnn", {})]
     md = ablation.table(ablation.ZOO, tmp_path, rows).splitlines()
-    assert md[2] == ("| vete_bow@mobilenet_v1_075 | vete_bow | pearson | mobilenet_v1_075 (768) | 5 | epoch 4 | 0.712 | "
-                     "0.400 | 0.500 | – | 12 | 1,234 |")
+    assert md[2] == ("| vete_bow@mobilenet_v1_075 | vete_bow | pearson | mobilenet_v1_075 (768) | 5 | epoch 4 "
+                     "| 0.712 | 0.400 | 0.500 | – | 12 | 1,234 |")
     assert "(not run)" in md[3] and md[3].count("|") == md[2].count("|")
 
 

@@ -30,9 +30,16 @@ import keras
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.branches import GroundedProjection
 from grounded_text.layers.rnn_encoder import RNNEncoder
-from grounded_text.models.components import (GROUNDING_KEYS, RNN_KEYS, build_identity_image_tower,
-                                              family_loss, init_word_embeddings, require_params,
-                                              rnn_encoder_kwargs, word_preprocessor)
+from grounded_text.models.components import (
+    GROUNDING_KEYS,
+    RNN_KEYS,
+    build_identity_image_tower,
+    family_loss,
+    init_word_embeddings,
+    require_params,
+    rnn_encoder_kwargs,
+    word_preprocessor,
+)
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
 BORDES_KEYS = RNN_KEYS + ("projection", "grounded_hidden", "grounded_dim", "export_space")

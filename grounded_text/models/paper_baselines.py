@@ -35,17 +35,30 @@ import keras
 import numpy as np
 
 from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.language_model import RecurrentLanguageModel, ZeroImage
 from grounded_text.layers.rnn_encoder import RNNEncoder
 from grounded_text.layers.text_preprocessor import BOS, EOS, PADDING_ID
-from grounded_text.losses.baselines import (CaptionToImageLoss, ImageRegressionLoss, NextTokenLoss,
-                                            PCAProjection, SameImagePartner, WordImagePairs, fit_pca)
-from grounded_text.models.components import (build_affine_image_tower, build_identity_image_tower, family_loss,
-                                              init_word_embeddings, require_embedding_dim, require_params,
-                                              word_preprocessor)
+from grounded_text.losses.baselines import (
+    CaptionToImageLoss,
+    ImageRegressionLoss,
+    NextTokenLoss,
+    PCAProjection,
+    SameImagePartner,
+    WordImagePairs,
+    fit_pca,
+)
+from grounded_text.models.components import (
+    build_affine_image_tower,
+    build_identity_image_tower,
+    family_loss,
+    init_word_embeddings,
+    require_embedding_dim,
+    require_params,
+    word_preprocessor,
+)
 from grounded_text.models.grounded_model import GroundedModel, TrainModel
-from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 
 LM_KEYS = ("word_dim",)
 WORD_LEVEL_KEYS = ("trainable_embeddings",)

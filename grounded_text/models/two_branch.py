@@ -15,8 +15,14 @@ import keras
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.branches import MLPBranch
-from grounded_text.models.components import (TRIPLET_KEYS, family_loss, init_word_embeddings,
-                                              require_embedding_dim, require_params, word_preprocessor)
+from grounded_text.models.components import (
+    TRIPLET_KEYS,
+    family_loss,
+    init_word_embeddings,
+    require_embedding_dim,
+    require_params,
+    word_preprocessor,
+)
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
 TWO_BRANCH_KEYS = ("word_dim", "trainable_embeddings", "hidden_units", "dropout", "batch_norm")
