@@ -106,15 +106,17 @@ def train(
     """
     import keras
 
-    from grounded_text.training.distribute import make_strategy
+    from grounded_text.training import run_dir
+    from grounded_text.training.distribute import is_chief, make_strategy
 
     t_start = time.perf_counter()
     # Distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
-        return _train(config, data_dir, output_dir, strategy, evaluate=evaluate, verbose=verbose, t_start=t_start,
-                      resume=resume, overwrite=overwrite)
+        with run_dir.guard_run(output_dir, enabled=is_chief(strategy)):  # run_dir: lock, failed state, full disk
+            return _train(config, data_dir, output_dir, strategy, evaluate=evaluate, verbose=verbose,
+                          t_start=t_start, resume=resume, overwrite=overwrite)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
@@ -249,6 +251,7 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
             resume_state = run_dir.check_run_dir(output_dir, resolve_config(config).to_dict(), resume=resume,
                                                  overwrite=overwrite)
         setup = prepare_training(config, data_dir, strategy=strategy)
+        fingerprint = run_dir.check_data(resume_state, setup)  # run_dir: data fingerprint, checked on --resume
     config, root, flickr, model = setup.config, setup.root, setup.flickr, setup.model
     train_pairs, dev_pairs, vocabulary = setup.train_pairs, setup.dev_pairs, setup.vocabulary
     train_ds, dev_ds = setup.train_ds, setup.dev_ds
@@ -315,11 +318,13 @@ def _train(config, data_dir, output_dir, strategy, *, evaluate, verbose, t_start
     tracker = run_dir.RunTracker(out, config.to_dict(), model.train_model, epochs=config.train.epochs,
                                  monitor=monitor, mode=mode, best_checkpoint=best_cb, best_path=best_path,
                                  sts_cb=sts_cb, retrieval_cb=retrieval_cb, snapshot_cb=snapshot_cb,
-                                 resume_state=resume_state)
+                                 resume_state=resume_state,
+                                 data_fingerprint=fingerprint)  # run_dir: recorded in run_state.json
     initial_epoch = tracker.start()
     callbacks = tracker.callbacks(callbacks, data_epoch=setup.data_epoch, steps_per_epoch=setup.steps_per_epoch,
                                   steps_per_execution=config.train.steps_per_execution,
-                                  learning_rate=config.train.learning_rate)
+                                  learning_rate=config.train.learning_rate,
+                                  setup=setup, snapshots=config.train.snapshots)  # run_dir: collapse, disk space
 
     t_fit = time.perf_counter()
     try:
@@ -520,8 +525,12 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     # The flags are good: now the TensorFlow side.
-    from grounded_text.models.registry import resolve_config
-    from grounded_text.training import run_dir
+    try:  # run_dir: Ctrl-C while TensorFlow loads is one line, exit 130
+        from grounded_text.models.registry import resolve_config
+        from grounded_text.training import run_dir
+    except KeyboardInterrupt:
+        print("interrupted while starting (loading TensorFlow): nothing was written.", file=sys.stderr)
+        return 130
 
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
     try:
@@ -543,6 +552,7 @@ def main(argv=None) -> int:
         if not run_dir.is_usage_error(e):
             raise
         print(f"error: {e}", file=sys.stderr)
+        run_dir.exit_after_storage_error(e, 2)  # run_dir: a failed HDF5 write would crash the exit (rc 139)
         return 2
     print(json.dumps({"best_epoch": metrics["selection"]["best_epoch"],
                       "headline": metrics.get("evaluation", {}).get("headline"),
