@@ -211,4 +211,3 @@ def load_snapshot_towers(paths, text_tower=None) -> list:
         else:
             raise ValueError(f"load_snapshot_towers: unknown snapshot file {path} (.keras or .weights.h5).")
     return towers
-
