@@ -424,10 +424,10 @@ _STORAGE_TEXT = (("No space left on device", errno.ENOSPC), ("errno = 28", errno
 
 def storage_error(e: BaseException) -> tuple[int, str | None, bool] | None:
     """``(errno, path, hdf5)`` when ``e`` (or an exception it was raised from or during, unless
-    ``raise ... from None`` hid it) is a
-    write that failed for lack of space or on a read-only file system, else None. Finds
-    Python's ``OSError``, h5py's ``OSError``/``RuntimeError`` (errno in the message) and
-    TensorFlow's errors (``No space left on device`` in the message)."""
+    ``raise ... from None`` hid it) is a write that failed for lack of space or on a read-only
+    file system, else None. Finds Python's ``OSError``, h5py's ``OSError``/``RuntimeError``
+    (errno in the message) and TensorFlow's errors (``No space left on device`` in the
+    message)."""
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -652,7 +652,8 @@ class DiskSpaceCheck(keras.callbacks.Callback):
     the resume checkpoint (``W + O``, staged beside the previous one) and the copy of a new best
     (``W``), and snapshots (``2 W``) when ``snapshots``; each HDF5 file adds 10 % and
     ``H5_FILE_BYTES`` + ``H5_VARIABLE_BYTES`` per variable (measured: a 121 kB, 3-variable
-    model makes a 406 kB file). The exports need at least ``3 W`` (their graphs vary by
+    model makes a 406 kB file). ``checkpoints/best`` and ``last`` are rewritten in place, so
+    their current sizes count as free. The exports need at least ``3 W`` (their graphs vary by
     model, so they are not counted: the estimate stays a lower bound there). ``MARGIN`` covers
     the state, metrics and TensorBoard events. A write that fails anyway (another process
     filling the disk, an export graph larger than the space left) is caught by ``guard_run``.
@@ -660,6 +661,7 @@ class DiskSpaceCheck(keras.callbacks.Callback):
 
     MARGIN = 256 << 10
     H5_FILE_BYTES = 128 << 10
+    REWRITTEN = ("checkpoints/best.weights.h5", "checkpoints/last.weights.h5")
     H5_VARIABLE_BYTES = 64 << 10
 
     def __init__(self, out, train_model, *, snapshots: bool = False):
@@ -677,7 +679,8 @@ class DiskSpaceCheck(keras.callbacks.Callback):
         optimizer = getattr(train_model, "optimizer", None)
         extra, m = size(optimizer.variables) if optimizer is not None and optimizer.built else (2 * weights, 2 * n + 2)
         files = 3 + 2 * bool(snapshots)  # best, last, best copy (+ text and image snapshots)
-        self.epoch_bytes = files * h5(weights, n) + h5(weights + extra, n + m) + self.MARGIN
+        self.weights_file = h5(weights, n)
+        self.epoch_bytes = files * self.weights_file + h5(weights + extra, n + m) + self.MARGIN
         self.export_bytes = 3 * weights + self.MARGIN
 
     def _check(self, needed: int, what: str) -> None:
@@ -691,7 +694,9 @@ class DiskSpaceCheck(keras.callbacks.Callback):
         self._check(self.epoch_bytes, "an epoch's checkpoints")
 
     def on_epoch_end(self, epoch, logs=None):
-        self._check(self.epoch_bytes, f"epoch {int(epoch) + 1}'s checkpoints")
+        reused = sum(min((self.out / name).stat().st_size, self.weights_file) for name in self.REWRITTEN
+                     if (self.out / name).is_file())
+        self._check(self.epoch_bytes - reused, f"epoch {int(epoch) + 1}'s checkpoints")
 
     def on_train_end(self, logs=None):
         self._check(self.export_bytes, "the exports")
