@@ -13,7 +13,8 @@ run directory lives here.
   (Adam moments and the step counter, hence the learning-rate schedule) and the random
   states of its layers (``keras.random.SeedGenerator``: loss permutations, dropout) to
   ``resume/epoch-NNNN.weights.h5``, copies ``checkpoints/best.weights.h5`` to
-  ``resume/best.weights.h5`` when the epoch is the new best, then writes ``run_state.json``
+  ``resume/best-NNNN.best.weights.h5`` when the epoch is the new best (a new name: the
+  committed state's copy stays whole until the next commit), then writes ``run_state.json``
   atomically: the config, the epochs done, the per-epoch history (what ``metrics.json``
   reports), the STS / dev-retrieval callbacks' histories, the snapshots (paths, epochs,
   scores) and the best value and epoch of the selection. That write is the commit point: a
