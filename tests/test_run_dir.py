@@ -423,6 +423,16 @@ def test_a_run_directory_holds_one_run_at_a_time(tmp_path):
     assert not (tmp_path / "b").exists()  # the folders it created for the lock are gone
     with guard_run(out, enabled=False), guard_run(out, enabled=False):  # non-chief workers take no lock
         pass
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if not os.access(locked, os.W_OK):  # root may write anyway
+            with pytest.raises(RunDirError, match=r"--output-dir '.*locked/run': cannot create it or its lock file"):
+                with guard_run(locked / "run"):
+                    pass
+    finally:
+        locked.chmod(0o700)
 
 
 def test_a_second_train_into_a_directory_in_use_is_refused(data_dir, tmp_path):

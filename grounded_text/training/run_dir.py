@@ -523,7 +523,8 @@ def guard_run(out: str | Path, *, enabled: bool = True):
       enabled: False for the non-chief workers of a multi-worker run (they write elsewhere).
 
     Raises:
-      RunDirError: another run holds the lock (the message names its pid).
+      RunDirError: another run holds the lock (the message names its pid); ``out`` or its lock
+        file cannot be created (permissions).
       StorageFull: see above.
     """
     out = Path(out)
@@ -535,8 +536,15 @@ def guard_run(out: str | Path, *, enabled: bool = True):
         if parent.exists():
             break
         created.append(parent)
-    out.mkdir(parents=True, exist_ok=True)
-    fd = _lock(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = _lock(out)
+    except OSError as e:
+        found = storage_error(e)
+        if found is not None:
+            raise StorageFull(storage_message(out, found[0], found[1]), found[1]) from None
+        raise RunDirError(f"--output-dir {str(out)!r}: cannot create it or its lock file ({e.strerror or e}).") \
+            from None
     try:
         yield
     except TrainingDiverged as e:
