@@ -106,9 +106,11 @@ def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
 
 
 def main(argv=None) -> int:
-    """The CLI. Exit status: 0 done; 2 bad flags, config, data or run directory (one ``error: ...``
-    line); 1 training diverged (``error: training diverged ...``); 130 interrupted (Ctrl-C:
-    one line with the last checkpoint and the command that resumes)."""
+    """The CLI. Exit status: 0 done; 2 bad flags, config, data, a run directory in use or
+    holding another run, or a full disk (one ``error: ...`` line); 1 training diverged (a
+    NaN/Inf loss) or collapsed (the text tower maps a probe batch to nearly one vector; the
+    run is marked ``failed``); 130 interrupted (Ctrl-C: one line with the last checkpoint and
+    the command that resumes, or, while TensorFlow loads, that nothing was written)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
@@ -119,8 +121,12 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    # The flags are good: now the TensorFlow side.
-    from grounded_text.training import run_dir
+    # The flags are good: now the TensorFlow side (Ctrl-C while it loads: one line, exit 130).
+    try:
+        from grounded_text.training import run_dir
+    except KeyboardInterrupt:
+        print("interrupted while starting (loading TensorFlow): nothing was written.", file=sys.stderr)
+        return 130
 
     try:
         metrics = train(config, args.data_dir, args.output_dir, evaluate=args.evaluate, verbose=args.verbose,
@@ -135,6 +141,7 @@ def main(argv=None) -> int:
         if not run_dir.is_usage_error(e):
             raise
         print(f"error: {e}", file=sys.stderr)
+        run_dir.exit_after_storage_error(e, 2)  # a failed HDF5 write would otherwise crash the exit (rc 139)
         return 2
     print(json.dumps({"best_epoch": metrics["selection"]["best_epoch"],
                       "headline": metrics.get("evaluation", {}).get("headline"),

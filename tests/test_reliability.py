@@ -561,8 +561,9 @@ def test_interrupted_message_fits_how_far_the_run_got(tmp_path):
     from grounded_text.training.run_dir import RunDirError, check_run_dir, interrupted_message, write_state
 
     out, argv = tmp_path / "run", ["--output-dir", str(tmp_path / "run"), "--overwrite", "--epochs", "9"]
-    assert interrupted_message(out, argv).startswith("interrupted before training started: nothing of this run "
-                                                     f"was saved; run `python -m grounded_text.train --output-dir {out}")
+    assert interrupted_message(out, argv).startswith(
+        f"interrupted before training started: nothing of this run was saved; run `python -m grounded_text.train "
+        f"--output-dir {out}")
     out.mkdir()
     write_state(out, {"version": 1, "status": "running", "config": {}, "epochs": 9, "epochs_done": 0,
                       "checkpoint": None})

@@ -90,18 +90,21 @@ def train(
     """
     import keras
 
-    from grounded_text.training.distribute import make_strategy
+    from grounded_text.training import run_dir
+    from grounded_text.training.distribute import is_chief, make_strategy
 
     t_start = time.perf_counter()
     # Distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
     previous_policy = keras.mixed_precision.global_policy().name
     try:
-        run = prepare(config, data_dir, output_dir, strategy, resume=resume, overwrite=overwrite)
-        fit(run, verbose=verbose, callbacks=callbacks)
-        select(run)
-        export(run)
-        return record(run, t_start=t_start, evaluate=evaluate, verbose=verbose)
+        # The run directory's lock, its "failed" state on a collapse, and a full disk's one-line error.
+        with run_dir.guard_run(output_dir, enabled=is_chief(strategy)):
+            run = prepare(config, data_dir, output_dir, strategy, resume=resume, overwrite=overwrite)
+            fit(run, verbose=verbose, callbacks=callbacks)
+            select(run)
+            export(run)
+            return record(run, t_start=t_start, evaluate=evaluate, verbose=verbose)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
@@ -294,6 +297,7 @@ class Run:
     out: Path  # the run directory (a temporary folder on non-chief workers)
     chief: bool
     resume_state: dict | None
+    data_fingerprint: dict | None = None  # feature file, split ids, vocabulary: checked on --resume
     select_on: str = ""
     monitor: str = ""
     mode: str = ""
@@ -344,6 +348,7 @@ def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume:
                 raise run_dir.RunDirError("--resume is not supported with --strategy multi_worker.")
             resume_state = run_dir.check_run_dir(output_dir, config.to_dict(), resume=resume, overwrite=overwrite)
         setup = prepare_training(config, data_dir, strategy=strategy)
+        fingerprint = run_dir.check_data(resume_state, setup)  # --resume on other data is refused
     # Non-chief workers write to a temporary folder (TF multi-worker guide), removed at the end.
     out = Path(output_dir) if chief else Path(tempfile.mkdtemp(prefix="grounded_text_worker_"))
     if chief and overwrite:
@@ -353,7 +358,7 @@ def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume:
     config_text = config_toml(setup.config).encode("utf-8")
     atomic_write(out / "config.toml", lambda f: f.write(config_text))
     write_vocabulary(setup.vocabulary, out / "vocab.txt")
-    return Run(setup, out, chief, resume_state)
+    return Run(setup, out, chief, resume_state, fingerprint)
 
 
 def _watch(run: Run) -> list:
@@ -438,11 +443,13 @@ def fit(run: Run, *, verbose="auto", callbacks=()) -> None:
     run.tracker = tracker = run_dir.RunTracker(
         run.out, config.to_dict(), setup.model.train_model, epochs=config.train.epochs, monitor=run.monitor,
         mode=run.mode, best_checkpoint=cb["best"], best_path=run.best_path, sts_cb=cb["sts"],
-        retrieval_cb=cb["retrieval"], snapshot_cb=cb["snapshot"], resume_state=run.resume_state)
+        retrieval_cb=cb["retrieval"], snapshot_cb=cb["snapshot"], resume_state=run.resume_state,
+        data_fingerprint=run.data_fingerprint)
     run.initial_epoch = tracker.start()
     ours = tracker.callbacks(ours, data_epoch=setup.data_epoch, steps_per_epoch=setup.steps_per_epoch,
                              steps_per_execution=config.train.steps_per_execution,
-                             learning_rate=config.train.learning_rate)
+                             learning_rate=config.train.learning_rate, setup=setup,
+                             snapshots=config.train.snapshots)  # collapse guard, disk-space check
     t_fit = time.perf_counter()
     try:
         if run.initial_epoch < config.train.epochs:
