@@ -14,6 +14,8 @@ import inspect
 import keras
 import tensorflow as tf
 
+from grounded_text._compat import track_variable
+
 
 @keras.saving.register_keras_serializable(package="grounded_text")
 class HubTextEmbedding(keras.layers.Layer):
@@ -73,7 +75,7 @@ class HubTextEmbedding(keras.layers.Layer):
             initializer=variable, trainable=trainable and self.trainable, dtype=variable.dtype,
             shape=variable.shape, name=variable.name.replace("/", "_").replace(":", "_"),
         )
-        self._track_variable(kv)
+        track_variable(self, kv)
 
     def call(self, inputs, training=False):
         if self._accepts_training:
