@@ -6,9 +6,9 @@ text-embedding convention (``docs/common_saved_model_apis/text.md``):
 
 * ``__call__(sentences, training=False)``: ``tf.string`` [batch] → ``float32`` [batch, N];
   ``training`` is a Python bool and both values are traced; for a bag-of-words tower
-  (``bag_of_words_chain``: VETE-BOW and its variants, which compute the same in training
-  and inference) ``__call__`` has one concrete function, ``training`` is accepted and
-  ignored, and the serving graph pools the ragged ids (``pool_bag_of_words``) instead of
+  (``layers.bow_encoder.bag_of_words_chain``: VETE-BOW and its variants, which compute the
+  same in training and inference) ``__call__`` has one concrete function, ``training`` is
+  accepted and ignored, and the serving graph pools the ragged ids (``pool_bag_of_words``) instead of
   padding them: same tokens and ids, embeddings equal to 1e-6 (docs/performance.md);
 * ``variables``, ``trainable_variables`` (what fine-tuning updates) and
   ``regularization_losses`` (a list of zero-argument ``tf.function``s, one per regularised
@@ -20,7 +20,7 @@ text-embedding convention (``docs/common_saved_model_apis/text.md``):
   tower has a ``TextPreprocessor``, and ``assets/config.json`` (the training config);
 * ``model_card.md`` beside ``saved_model.pb``: TF Hub model-card metadata
   (module-type text-embedding, fine-tunable, format saved_model_2, architecture, training
-  data, evaluation table) — see ``write_model_card``.
+  data, evaluation table) — see ``grounded_text.model_card.write_model_card``.
 
 **Input limits** (bounded time and memory for any input): each sentence is cut to its first
 ``MAX_SENTENCE_BYTES`` bytes (a cut UTF-8 character becomes U+FFFD) and, when it has more

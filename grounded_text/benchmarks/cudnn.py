@@ -26,13 +26,6 @@ import numpy as np
 from grounded_text._compat import flatten_layers, rnn_cudnn_argument_checks
 
 
-def _keras_argument_checks():
-    """Keras' own argument predicates ``(gru_check, lstm_check, source)``; a copy of
-    their conditions where this Keras version does not have them under these names
-    (``grounded_text._compat.rnn_cudnn_argument_checks``)."""
-    return rnn_cudnn_argument_checks()
-
-
 def gpu_available() -> bool:
     """Keras' own test (``_is_gpu_available``: a logical GPU device exists)."""
     import tensorflow as tf
@@ -64,7 +57,8 @@ def rnn_cudnn_report(model) -> list[dict]:
     and ``on_this_machine`` (eligible and a GPU visible)."""
     import keras
 
-    gru_check, lstm_check, source = _keras_argument_checks()
+    # Keras' own predicates, or a copy of their conditions where Keras no longer has them.
+    gru_check, lstm_check, source = rnn_cudnn_argument_checks()
     gpu = gpu_available()
     rows = []
     for layer in recurrent_layers(model):
