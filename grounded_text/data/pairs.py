@@ -20,7 +20,6 @@ from grounded_text.data.flickr8k import SPLITS, Caption, read_flickr8k
 from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY  # noqa: F401 (re-exported)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class CaptionPairs:
     """Captions of one split, each with the feature row of its image.
@@ -195,15 +194,7 @@ def make_dataset(
     served by ``make_streaming_dataset`` (same batches, rows streamed from disk).
     """
     if pairs.streamed:  # rows stay on disk
-        from grounded_text.data.streaming import make_streaming_dataset
-
-        if bucket_by_length:
-            # The streaming store shuffles rows through a bounded buffer; sorting pools by
-            # length would need the captions up front, which the store does not keep.
-            warnings.warn("make_dataset: length bucketing is not available for a streaming feature store; "
-                          "serving shuffled pairs.", stacklevel=2)
-        return make_streaming_dataset(pairs, batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
-                                      epoch=epoch)
+        return _streaming_dataset(pairs, batch_size, shuffle, seed, drop_remainder, bucket_by_length, epoch)
     if len(pairs) == 0:
         raise ValueError("make_dataset: the split has no caption/image pairs.")
     if batch_size < 1:
@@ -224,21 +215,9 @@ def make_dataset(
         if bucket_pool < 1:
             raise ValueError(f"make_dataset: bucket_pool must be >= 1, got {bucket_pool}.")
         lengths = np.fromiter((len(c) for c in pairs.captions.tolist()), dtype=np.int64, count=n)
-        orders = _bucketed_orders(lengths, batch_size, num_batches, bucket_pool, seed, shuffle, epoch)
-    elif shuffle and epoch is not None:
-        orders = tf.data.Dataset.from_tensors(tf.constant(seed, tf.int64)).map(
-            lambda s: tf.random.experimental.stateless_shuffle(
-                tf.range(n, dtype=tf.int64), seed=tf.stack([s, tf.cast(epoch.read_value(), tf.int64)])))
-    elif shuffle:
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
-        orders = seeds.map(lambda s: tf.random.experimental.stateless_shuffle(
-            tf.range(n, dtype=tf.int64), seed=tf.stack([s, s // 2])))
+        ds = _bucketed_orders(lengths, batch_size, num_batches, bucket_pool, seed, shuffle, epoch)
     else:
-        orders = tf.data.Dataset.from_tensors(tf.range(n, dtype=tf.int64))
-    if bucket_by_length:
-        ds = orders
-    else:
-        ds = orders.flat_map(lambda order: tf.data.Dataset.range(num_batches).map(
+        ds = _epoch_orders(n, shuffle, seed, epoch).flat_map(lambda order: tf.data.Dataset.range(num_batches).map(
             lambda k: order[k * batch_size:(k + 1) * batch_size]))
     ds = ds.apply(tf.data.experimental.assert_cardinality(num_batches))
     ds = ds.map(
@@ -248,6 +227,34 @@ def make_dataset(
         deterministic=True,
     )
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _streaming_dataset(pairs: CaptionPairs, batch_size: int, shuffle: bool, seed: int, drop_remainder: bool,
+                       bucket_by_length: bool, epoch: tf.Variable | None) -> tf.data.Dataset:
+    """``make_dataset`` for pairs joined to a streaming store (``make_streaming_dataset``)."""
+    from grounded_text.data.streaming import make_streaming_dataset
+
+    if bucket_by_length:
+        # The streaming store shuffles rows through a bounded buffer; sorting pools by
+        # length would need the captions up front, which the store does not keep.
+        warnings.warn("make_dataset: length bucketing is not available for a streaming feature store; "
+                      "serving shuffled pairs.", stacklevel=3)
+    return make_streaming_dataset(pairs, batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
+                                  epoch=epoch)
+
+
+def _epoch_orders(n: int, shuffle: bool, seed: int, epoch: tf.Variable | None) -> tf.data.Dataset:
+    """One element per iteration: the epoch's order of the n pairs (int64 [n]); see
+    ``make_dataset``'s ``shuffle``, ``seed`` and ``epoch``."""
+    if shuffle and epoch is not None:
+        return tf.data.Dataset.from_tensors(tf.constant(seed, tf.int64)).map(
+            lambda s: tf.random.experimental.stateless_shuffle(
+                tf.range(n, dtype=tf.int64), seed=tf.stack([s, tf.cast(epoch.read_value(), tf.int64)])))
+    if shuffle:
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
+        return seeds.map(lambda s: tf.random.experimental.stateless_shuffle(
+            tf.range(n, dtype=tf.int64), seed=tf.stack([s, s // 2])))
+    return tf.data.Dataset.from_tensors(tf.range(n, dtype=tf.int64))
 
 
 def _bucketed_orders(lengths: np.ndarray, batch_size: int, num_batches: int, pool: int, seed: int,

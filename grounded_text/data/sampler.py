@@ -80,35 +80,9 @@ def make_grouped_dataset(
     Raises:
       ValueError: P or C < 1, or no image has at least C captions.
     """
-    if pairs.streamed:  # its rows stay on disk: no random access per image
-        raise ValueError("make_grouped_dataset: the grouped sampler needs an in-memory (.npz) feature store; "
-                         f"got {type(pairs.features).__name__} (a streaming store): use the random sampler.")
-    if images_per_batch < 1:
-        raise ValueError(f"make_grouped_dataset: images_per_batch must be >= 1, got {images_per_batch}.")
-    if captions_per_image < 1:
-        raise ValueError(
-            f"make_grouped_dataset: captions_per_image must be >= 1, got {captions_per_image}."
-        )
-    table, counts, rows = caption_groups(pairs)
-    eligible = counts >= captions_per_image
-    if not eligible.any():
-        raise ValueError(
-            f"make_grouped_dataset: no image has {captions_per_image} captions "
-            f"(most captions per image: {int(counts.max()) if counts.size else 0})."
-        )
-    if not eligible.all():
-        warnings.warn(
-            f"make_grouped_dataset: left out {int((~eligible).sum())} image(s) with fewer than "
-            f"{captions_per_image} captions.",
-            stacklevel=2,
-        )
-    table, counts, rows = table[eligible], counts[eligible], rows[eligible]
+    _check_grouped_arguments(pairs, images_per_batch, captions_per_image)
+    table, counts, rows = _eligible_groups(pairs, images_per_batch, captions_per_image, drop_remainder)
     num_images = table.shape[0]
-    if drop_remainder and num_images < images_per_batch:
-        raise ValueError(
-            f"make_grouped_dataset: {num_images} eligible image(s) < images_per_batch={images_per_batch} "
-            "with drop_remainder=True (no batch)."
-        )
 
     used = np.unique(rows)
     remap = np.full(pairs.features.shape[0], -1, dtype=np.int64)
@@ -121,23 +95,7 @@ def make_grouped_dataset(
     local_t = tf.constant(remap[rows])
     c = captions_per_image
 
-    images = tf.data.Dataset.range(num_images)
-    if shuffle and epoch is not None:
-        def epoch_order(e):
-            e = tf.cast(e, tf.int64)
-            order = tf.random.experimental.stateless_shuffle(tf.range(num_images, dtype=tf.int64),
-                                                             seed=tf.stack([tf.constant(seed, tf.int64), e]))
-            keys = tf.random.stateless_uniform([num_images, 2], seed=tf.stack([tf.constant(seed + 1, tf.int64), e]),
-                                               minval=None, maxval=None, dtype=tf.int64)
-            return tf.data.Dataset.from_tensor_slices((order, keys))
-
-        images = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(
-            lambda _: epoch.read_value()).flat_map(epoch_order).apply(
-            tf.data.experimental.assert_cardinality(num_images))
-    elif shuffle:
-        images = images.shuffle(num_images, seed=seed, reshuffle_each_iteration=True)
-        keys = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)
-        images = tf.data.Dataset.zip(images, keys.batch(2))
+    images = _image_order(num_images, seed, shuffle, epoch)
     if shuffle:
         def choose(image, key):
             n = tf.gather(counts_t, image)
@@ -162,3 +120,69 @@ def make_grouped_dataset(
     ds = images.batch(images_per_batch, drop_remainder=drop_remainder)
     ds = ds.map(assemble, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _check_grouped_arguments(pairs: CaptionPairs, images_per_batch: int, captions_per_image: int) -> None:
+    """``make_grouped_dataset``'s argument checks (its ``Raises``, first part)."""
+    if pairs.streamed:  # its rows stay on disk: no random access per image
+        raise ValueError("make_grouped_dataset: the grouped sampler needs an in-memory (.npz) feature store; "
+                         f"got {type(pairs.features).__name__} (a streaming store): use the random sampler.")
+    if images_per_batch < 1:
+        raise ValueError(f"make_grouped_dataset: images_per_batch must be >= 1, got {images_per_batch}.")
+    if captions_per_image < 1:
+        raise ValueError(
+            f"make_grouped_dataset: captions_per_image must be >= 1, got {captions_per_image}."
+        )
+
+
+def _eligible_groups(pairs: CaptionPairs, images_per_batch: int, captions_per_image: int, drop_remainder: bool):
+    """``caption_groups`` of the images with at least C captions (the others left out with a
+    warning).
+
+    Raises:
+      ValueError: no image has C captions, or fewer than P do and ``drop_remainder``.
+    """
+    table, counts, rows = caption_groups(pairs)
+    eligible = counts >= captions_per_image
+    if not eligible.any():
+        raise ValueError(
+            f"make_grouped_dataset: no image has {captions_per_image} captions "
+            f"(most captions per image: {int(counts.max()) if counts.size else 0})."
+        )
+    if not eligible.all():
+        warnings.warn(
+            f"make_grouped_dataset: left out {int((~eligible).sum())} image(s) with fewer than "
+            f"{captions_per_image} captions.",
+            stacklevel=3,
+        )
+    table, counts, rows = table[eligible], counts[eligible], rows[eligible]
+    if drop_remainder and table.shape[0] < images_per_batch:
+        raise ValueError(
+            f"make_grouped_dataset: {table.shape[0]} eligible image(s) < images_per_batch={images_per_batch} "
+            "with drop_remainder=True (no batch)."
+        )
+    return table, counts, rows
+
+
+def _image_order(num_images: int, seed: int, shuffle: bool, epoch: tf.Variable | None) -> tf.data.Dataset:
+    """One epoch of image indices 0..num_images-1: in order (``shuffle`` False), else shuffled
+    and each paired with a stateless seed (int64 [2]) for its caption choice; with ``epoch``,
+    both are a pure function of ``(seed, epoch)`` read at each iteration's start."""
+    images = tf.data.Dataset.range(num_images)
+    if shuffle and epoch is not None:
+        def epoch_order(e):
+            e = tf.cast(e, tf.int64)
+            order = tf.random.experimental.stateless_shuffle(tf.range(num_images, dtype=tf.int64),
+                                                             seed=tf.stack([tf.constant(seed, tf.int64), e]))
+            keys = tf.random.stateless_uniform([num_images, 2], seed=tf.stack([tf.constant(seed + 1, tf.int64), e]),
+                                               minval=None, maxval=None, dtype=tf.int64)
+            return tf.data.Dataset.from_tensor_slices((order, keys))
+
+        images = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(
+            lambda _: epoch.read_value()).flat_map(epoch_order).apply(
+            tf.data.experimental.assert_cardinality(num_images))
+    elif shuffle:
+        images = images.shuffle(num_images, seed=seed, reshuffle_each_iteration=True)
+        keys = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)
+        images = tf.data.Dataset.zip(images, keys.batch(2))
+    return images

@@ -105,7 +105,7 @@ def load_encoder(path: str | Path, batch_size: int = 512) -> Encoder:
     import tensorflow_hub as hub
     import tensorflow_text  # noqa: F401  (registers the ops the module uses)
 
-    from grounded_text.export import recover_export
+    from grounded_text.durable import recover_export
 
     recover_export(path)
     if not (Path(path) / "saved_model.pb").is_file():

@@ -1,11 +1,14 @@
-"""Bag-of-words sentence encoder (VETE-BOW, Kurach et al. 2017, §4 and Table 3)."""
+"""Bag-of-words sentence encoder (VETE-BOW, Kurach et al. 2017, §4 and Table 3), and its
+serving math: ``bag_of_words_chain`` recognises a text tower that is exactly string →
+``TextPreprocessor`` → ``BagOfWordsEncoder``, and ``pool_bag_of_words`` computes that tower
+on ragged ids (the exported tower's fast path, ``grounded_text.export``)."""
 
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
 
-from grounded_text.layers.text_preprocessor import PADDING_ID
+from grounded_text.layers.text_preprocessor import PADDING_ID, TextPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
@@ -110,3 +113,90 @@ class BagOfWordsEncoder(keras.layers.Layer):
             trainable_embeddings=self.trainable_embeddings,
         )
         return config
+
+
+def layer_chain(model: keras.Model) -> list | None:
+    """The layers of ``model`` in call order when it is a plain chain, else ``None``.
+
+    A plain chain: one input, one output, and each layer called exactly once within the
+    model, with no keyword tensors, on the previous layer's output (the first on the
+    input). Read from the model's functional config (``get_config()["layers"]`` and their
+    ``inbound_nodes``, Keras's saving format), which lists only this model's calls: a
+    layer shared with another model still counts once here. A model without a functional
+    config (subclassed) is not a chain.
+
+    Returns:
+      ``[layer, ...]`` without the ``InputLayer``, or ``None``.
+    """
+    try:
+        config = model.get_config()
+    except (NotImplementedError, TypeError, ValueError, KeyError, AttributeError):
+        return None
+    specs = config.get("layers") if isinstance(config, dict) else None
+    if not specs or specs[0].get("class_name") != "InputLayer" or specs[0].get("inbound_nodes"):
+        return None
+    previous = specs[0]["name"]
+    for spec in specs[1:]:
+        nodes = spec.get("inbound_nodes") or []
+        if len(nodes) != 1 or nodes[0].get("kwargs"):
+            return None
+        args = nodes[0].get("args") or []
+        if len(args) != 1 or not isinstance(args[0], dict) or args[0].get("class_name") != "__keras_tensor__":
+            return None
+        if args[0]["config"]["keras_history"][0] != previous:
+            return None
+        previous = spec["name"]
+    if config.get("output_layers") not in ([previous, 0, 0], [[previous, 0, 0]]):
+        return None
+    return [model.get_layer(spec["name"]) for spec in specs[1:]]
+
+
+def bag_of_words_chain(text_tower: keras.Model):
+    """``(preprocessor, encoder)`` when ``text_tower`` is exactly string → ``TextPreprocessor`` →
+    ``BagOfWordsEncoder`` (``layer_chain``) with float32 weights and compute (VETE-BOW and its
+    BOW-sum and frozen-GloVe variants), else ``None``. Such a tower computes the same in
+    training and inference (no dropout, no batch statistics), and ``pool_bag_of_words``
+    computes it without a padded batch."""
+    layers = [layer for layer in text_tower.layers if not isinstance(layer, keras.layers.InputLayer)]
+    if len(layers) != 2 or not (isinstance(layers[0], TextPreprocessor) and type(layers[1]) is BagOfWordsEncoder):
+        return None
+    chain = layer_chain(text_tower)
+    if chain is None or len(chain) != 2 or chain[0] is not layers[0] or chain[1] is not layers[1]:
+        return None
+    pre, enc = chain
+    if enc.compute_dtype != "float32" or enc.embedding.embeddings.dtype != "float32":
+        return None
+    return pre, enc
+
+
+def pool_bag_of_words(preprocessor: TextPreprocessor, encoder: BagOfWordsEncoder, sentences) -> tf.Tensor:
+    """``encoder(preprocessor(sentences))`` computed on the ragged ids.
+
+    One fused gather + per-sentence sum of the embedding rows (``tf.sparse.segment_sum``)
+    over the word ids, plus the ``<S>`` and ``</S>`` rows added to every sentence, instead of
+    padding to [B, T], gathering [B, T, N] and masking; then the encoder's pooling (mean or
+    sum) and L2 normalisation (``BagOfWordsEncoder``; Kurach et al. 2017, §4). Equal to the
+    Keras layers up to float32 summation order.
+
+    Args:
+      preprocessor, encoder: a ``bag_of_words_chain`` pair.
+      sentences: ``tf.string`` [B].
+
+    Returns:
+      ``float32`` [B, N].
+    """
+    table = getattr(encoder.embedding.embeddings, "value", encoder.embedding.embeddings)
+    ids, row_splits = preprocessor.flat_ids(sentences)
+    batch = tf.shape(row_splits, out_type=tf.int64)[0] - 1
+    rows = tf.ragged.row_splits_to_segment_ids(row_splits)
+    summed = tf.sparse.segment_sum(table, ids, rows, num_segments=batch)
+    count = tf.cast(row_splits[1:] - row_splits[:-1], tf.float32)[:, None]
+    if preprocessor.boundary_tokens:
+        bos, eos = preprocessor.boundary_ids
+        summed = summed + (table[bos] + table[eos])
+        count = count + 2.0
+    if encoder.pooling == "mean":
+        summed = summed / tf.maximum(count, 1.0)
+    if encoder.normalize:
+        summed = tf.math.l2_normalize(summed, axis=-1, epsilon=1e-24)
+    return summed

@@ -16,6 +16,8 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from grounded_text._compat import track_variable
+
 
 @keras.saving.register_keras_serializable(package="grounded_text")
 class HubTextEmbedding(keras.layers.Layer):
@@ -78,7 +80,7 @@ class HubTextEmbedding(keras.layers.Layer):
             initializer=variable, trainable=trainable and self.trainable, dtype=variable.dtype,
             shape=variable.shape, name=variable.name.replace("/", "_").replace(":", "_"),
         )
-        self._track_variable(kv)
+        track_variable(self, kv)
 
     def call(self, inputs, training=False):
         inputs = tf.convert_to_tensor(inputs, dtype_hint=tf.string)

@@ -6,6 +6,7 @@ import dataclasses
 
 import keras
 
+from grounded_text._compat import distribute_strategy, in_multi_worker_mode, symbolic_build
 from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 
 
@@ -30,8 +31,8 @@ class TrainModel(keras.Model):
         return super().__call__(inputs, *args, **kwargs)
 
     def _multi_worker(self) -> bool:
-        strategy = getattr(self, "_distribute_strategy", None)
-        return bool(strategy is not None and getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+        strategy = distribute_strategy(self)
+        return bool(strategy is not None and in_multi_worker_mode(strategy))
 
     def train_step(self, data):
         """Under ``MultiWorkerMirroredStrategy`` Keras 3 reduces the step's
@@ -51,9 +52,9 @@ class TrainModel(keras.Model):
         ``strategy.reduce("MEAN")``, which fails on the ``tf.string`` captions.
         Only the batch's specs matter for that build, so the first replica's
         local batch is used instead."""
-        strategy = getattr(self, "_distribute_strategy", None)
+        strategy = distribute_strategy(self)
         if strategy is None or iterator is None:
-            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+            return symbolic_build(TrainModel, self, iterator=iterator, data_batch=data_batch)
         import tensorflow as tf
 
         for _, _, it in iterator:
@@ -62,7 +63,7 @@ class TrainModel(keras.Model):
                 lambda x: strategy.experimental_local_results(x)[0]
                 if isinstance(x, tf.distribute.DistributedValues) else x, batch)
             break
-        return super()._maybe_symbolic_build(data_batch=data_batch)
+        return symbolic_build(TrainModel, self, data_batch=data_batch)
 
 
 @dataclasses.dataclass

@@ -31,6 +31,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from grounded_text._compat import in_multi_worker_mode
 from grounded_text.config import STRATEGIES  # noqa: F401 (re-exported)
 
 log = logging.getLogger("grounded_text.distribute")
@@ -87,7 +88,7 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     when the cluster has no chief (the TF multi-worker guide's rule).
     """
     resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)():
+    if resolver is None or not in_multi_worker_mode(strategy):
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
     return task_type is None or task_type == "chief" or (

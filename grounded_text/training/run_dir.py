@@ -250,7 +250,7 @@ def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: boo
         says which flag applies); ``resume`` with nothing to resume, a finished run, or a
         different config (the differing fields are listed).
     """
-    from grounded_text.export import recover_export
+    from grounded_text.durable import recover_export
 
     out = Path(out)
     if resume and overwrite:

@@ -38,6 +38,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from grounded_text._compat import keras_application_weight_hash, keras_home
+
 _GCS = "https://storage.googleapis.com/"
 _KERAS_APPS = _GCS + "tensorflow/keras-applications/"
 _PROBE_HOST = ("storage.googleapis.com", 443)
@@ -81,15 +83,11 @@ class NetworkSpec:
 
 
 def _resnet_hash(name: str) -> str | None:
-    from keras.src.applications import resnet
-
-    return resnet.WEIGHTS_HASHES.get(name, (None, None))[1]
+    return keras_application_weight_hash("resnet", name)
 
 
 def _efficientnet_hash(key: str) -> str | None:
-    from keras.src.applications import efficientnet
-
-    return efficientnet.WEIGHTS_HASHES.get(key, (None, None))[1]
+    return keras_application_weight_hash("efficientnet", key)
 
 
 def _specs() -> dict[str, NetworkSpec]:
@@ -160,9 +158,7 @@ def keras_cache_dir() -> Path:
     time), else Keras's own home (``~/.keras``, or ``/tmp/.keras`` when home is read-only)."""
     home = os.environ.get("KERAS_HOME")
     if not home:
-        from keras.src.backend import config as _config
-
-        home = _config.keras_home()
+        home = keras_home()
     return Path(os.path.expanduser(home)) / "models"
 
 

@@ -1,0 +1,91 @@
+"""The TF Hub model card written beside an exported text tower (``model_card.md``).
+
+The card follows the TF Hub model-card markdown style: metadata lines ``<!-- key: value -->``,
+then an overview, usage, the evaluation table and the training config. It is written
+atomically, since evaluation rewrites it in a live export.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from grounded_text.durable import atomic_write
+
+MODEL_CARD = "model_card.md"
+
+
+def write_model_card(
+    export_dir: str | Path,
+    config: dict,
+    evaluation: dict | None = None,
+    *,
+    embedding_dim: int | None = None,
+    parameters: int | None = None,
+) -> Path:
+    """Writes ``export_dir/model_card.md`` in the TF Hub model-card markdown style.
+
+    Metadata lines (``<!-- key: value -->``): module-type ``text-embedding``,
+    fine-tunable ``true``, format ``saved_model_2``, network-architecture, dataset,
+    language, license; then an overview, usage and the evaluation table
+    (``evaluation``: ``{figure name: value}``; "not evaluated" when ``None``).
+
+    Args:
+      export_dir: the export folder (must exist).
+      config: the training config (``{"model": {...}, "data": {...}, ...}``), JSON-serialisable
+        (other objects are written with ``str``).
+      evaluation: ``{figure name: float or None}``, shown to 4 decimals.
+      embedding_dim: N of the float32 [batch, N] output.
+      parameters: the tower's parameter count.
+
+    Returns:
+      The card's path.
+    """
+    model = config.get("model", {})
+    data = config.get("data", {})
+    name = model.get("name", "text_tower")
+    arch = model.get("architecture") or f"{name} (grounded_text), N={embedding_dim}"
+    captions = "one caption per image" if data.get("one_caption_per_image") else "all captions"
+    # The run's dataset: "flickr8k", or a prepared / TFDS export folder (named by its folder).
+    dataset = str(data.get("dataset") or "flickr8k")
+    dataset = dataset if dataset == "flickr8k" else (Path(dataset).name or dataset)
+    lines = [
+        f"# Module grounded_text/{name}",
+        "",
+        "<!-- module-type: text-embedding -->",
+        "<!-- fine-tunable: true -->",
+        "<!-- format: saved_model_2 -->",
+        f"<!-- network-architecture: {arch} -->",
+        f"<!-- dataset: {dataset} -->",
+        "<!-- language: en -->",
+        "<!-- license: apache-2.0 -->",
+        "",
+        "## Overview",
+        "",
+        f"Visually grounded sentence encoder `{name}` trained by grounded_text on {dataset} train "
+        f"({captions}) against precomputed `{data.get('features', '?')}` image features. "
+        f"Output: float32 [batch, {embedding_dim}] L2-normalised embeddings; {parameters} parameters.",
+        "",
+        "## Usage",
+        "",
+        "```python",
+        "import tensorflow as tf, tensorflow_text, tensorflow_hub as hub",
+        "encoder = hub.load(PATH)  # import tensorflow_text first: the tokeniser ops live in the graph",
+        'embeddings = encoder(tf.constant(["a dog runs on the beach"]))',
+        "```",
+        "",
+        "## Evaluation (cosine similarity, unsupervised; Pearson r)",
+        "",
+        "| figure | value |",
+        "|---|---:|",
+    ]
+    if evaluation:
+        for key, value in evaluation.items():
+            lines.append(f"| {key} | {'n/a' if value is None else f'{value:.4f}'} |")
+    else:
+        lines.append("| not evaluated | — |")
+    lines += ["", "## Training config", "", "```json", json.dumps(config, indent=2, default=str), "```", ""]
+    path = Path(export_dir) / MODEL_CARD
+    text = "\n".join(lines).encode("utf-8")
+    atomic_write(path, lambda f: f.write(text))  # rewritten in a live export after evaluation
+    return path
