@@ -138,6 +138,19 @@ def flatten_layers(layer) -> list:
     return list(layer._flatten_layers(include_self=True, recursive=True))
 
 
+def in_safe_mode() -> bool | None:
+    """Keras' current safe-mode setting while deserialising (``keras.src.saving.
+    serialization_lib.in_safe_mode``): ``True``/``False`` inside ``load_model(safe_mode=...)``,
+    else ``None`` unless ``keras.config.enable_unsafe_deserialization()`` was called.
+
+    If gone: ``ImportError`` when a ``.keras`` file holding a ``HubTextEmbedding`` is loaded
+    (its refusal under safe mode, as Keras' ``TFSMLayer`` refuses).
+    """
+    from keras.src.saving import serialization_lib
+
+    return serialization_lib.in_safe_mode()
+
+
 def track_variable(layer, variable) -> None:
     """Adds the Keras ``variable`` to ``layer``'s weights (``Layer._track_variable``), as
     ``keras.layers.TFSMLayer`` does for the variables of a loaded SavedModel.

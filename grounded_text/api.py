@@ -153,8 +153,8 @@ def load(path_or_handle: str | os.PathLike) -> TextEncoder:
     import tensorflow_hub as hub
     import tensorflow_text  # noqa: F401  (registers the ops the module uses)
 
+    from grounded_text.durable import recover_export
     from grounded_text.evaluation.encoders import check_text_encoder
-    from grounded_text.export import recover_export
 
     path = Path(os.fspath(path_or_handle)).expanduser()
     if path.exists() or "://" not in str(path_or_handle):

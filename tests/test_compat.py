@@ -110,6 +110,16 @@ def test_flatten_layers_finds_layers_nested_in_custom_layers():
     assert holder.gru not in model.layers  # what the public list misses
 
 
+def test_in_safe_mode_follows_load_model_and_the_global_switch():
+    from keras.src.saving import serialization_lib
+
+    assert _compat.in_safe_mode() in (None, True)
+    with serialization_lib.SafeModeScope(False):
+        assert _compat.in_safe_mode() is False
+    with serialization_lib.SafeModeScope(True):
+        assert _compat.in_safe_mode() is True
+
+
 def test_track_variable_makes_an_outside_variable_a_layer_weight():
     layer = keras.layers.Layer()
     variable = keras.Variable(np.ones((2, 3), np.float32), trainable=True, name="outside")

@@ -103,9 +103,9 @@ class HubTextEmbedding(keras.layers.Layer):
           ValueError: safe mode is on (pass ``safe_mode=False`` to ``keras.saving.load_model``
             for an artifact you trust, or call ``keras.config.enable_unsafe_deserialization()``).
         """
-        from keras.src.saving import serialization_lib
+        from grounded_text._compat import in_safe_mode
 
-        if (safe_mode if safe_mode is not None else serialization_lib.in_safe_mode()) is not False:
+        if (safe_mode if safe_mode is not None else in_safe_mode()) is not False:
             raise ValueError(
                 f"Refusing to deserialize HubTextEmbedding({config.get('handle')!r}): it loads an external "
                 "SavedModel, whose graph can run arbitrary code. If you trust the file, pass safe_mode=False "

@@ -611,9 +611,9 @@ def _evaluate(run: Run, metrics: dict, verbose) -> None:
 
 
 def write_card(export_dir, tower, config: ExperimentConfig, headline: dict | None) -> Path:
-    """The model card of one export (``grounded_text.export.write_model_card``) with its
+    """The model card of one export (``grounded_text.model_card.write_model_card``) with its
     evaluation figures, its real width (``tower``'s output, float32[B, width]) and parameters."""
-    from grounded_text.export import write_model_card
+    from grounded_text.model_card import write_model_card
 
     return write_model_card(export_dir, config.to_dict(), headline, embedding_dim=int(tower.output.shape[-1]),
                             parameters=int(tower.count_params()))
