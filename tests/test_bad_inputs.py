@@ -490,3 +490,16 @@ def test_senteval_parallel_snli_files_keep_their_pairing(tmp_path):
     assert len(dev.labels) == 2 and dev.sentences2 == ["A person moves .", "A cat runs ."]
     assert dev.sentences == ["A man walks .", "A dog sits ."]
     assert dev.labels.tolist() == [0, 2]  # SNLI_CLASSES: entailment, neutral, contradiction
+
+
+def test_a_missing_feature_file_names_the_command_that_makes_it(tmp_path):
+    from grounded_text.data.features import resolve_features_path
+
+    with pytest.raises(FileNotFoundError) as e:
+        resolve_features_path(tmp_path, "resnet50")
+    images, out = tmp_path / "flickr8k" / "images", tmp_path / "flickr8k" / "features" / "resnet50.npz"
+    assert f"Make it with: grounded-text features --images {images} --out {out} --cnn resnet50" in str(e.value)
+    with pytest.raises(FileNotFoundError, match="'efficientnet_lite0' is not a network that grounded-text features "
+                                                "builds .*--cnn efficientnet_b0, then train with --features "
+                                                "efficientnet_b0"):
+        resolve_features_path(tmp_path, "efficientnet_lite0")

@@ -114,7 +114,26 @@ def resolve_features_path(root: str | Path, name: str) -> Path:
             return path
         if (base / name / "manifest.json").is_file():
             return base / name
-    raise FileNotFoundError(f"No feature file {name!r} under {str(root)!r}.")
+    raise FileNotFoundError(f"No feature file {name!r} under {str(root)!r} (looked for "
+                            f"{Path(root) / 'flickr8k' / 'features' / (name + '.npz')}). {_how_to_make(root, name)}")
+
+
+def _how_to_make(root: str | Path, name: str) -> str:
+    """The command that makes feature file ``name`` from the Flickr8k photos under ``root``,
+    or, for a network ``grounded-text features`` does not build, one it does."""
+    from grounded_text.vision.networks import NETWORK_NAMES
+
+    stem = Path(name).stem
+    images = Path(root) / "flickr8k" / "images"
+
+    def command(cnn: str) -> str:
+        out = Path(root) / "flickr8k" / "features" / f"{cnn}.npz"
+        return f"grounded-text features --images {images} --out {out} --cnn {cnn}"
+
+    if stem in NETWORK_NAMES:
+        return f"Make it with: {command(stem)}"
+    return (f"{stem!r} is not a network that grounded-text features builds ({', '.join(NETWORK_NAMES)}): "
+            f"make one of those, e.g. {command('efficientnet_b0')}, then train with --features efficientnet_b0.")
 
 
 def check_npz_members(path: str | Path, names=("ids", "features")) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
