@@ -1,7 +1,8 @@
 """The TF Hub model card written beside an exported text tower (``model_card.md``).
 
-The card follows the TF Hub model-card markdown style: metadata lines ``<!-- key: value -->``,
-then an overview, usage, the evaluation table and the training config. It is written
+The card follows the TF Hub / Kaggle Models card style: metadata lines ``<!-- key: value -->``,
+then overview (with the paper), intended use, limitations, training data and its terms, usage,
+the evaluation table and the training config. It is written
 atomically, since evaluation rewrites it in a live export.
 """
 
@@ -13,6 +14,27 @@ from pathlib import Path
 from grounded_text.durable import atomic_write
 
 MODEL_CARD = "model_card.md"
+
+
+#: dataset → its terms of use, as its publishers state them.
+DATA_TERMS = {
+    "flickr8k": "Flickr8k (Hodosh, Young & Hockenmaier 2013, JAIR 47): captions released by the University "
+                "of Illinois for research use (their request form's terms); the photos stay under their Flickr "
+                "owners' terms.",
+    "coco_captions": "COCO captions (Chen et al. 2015): annotations under CC BY 4.0; the images under the Flickr "
+                     "terms of use.",
+}
+
+
+def _data_licence(dataset: str) -> str:
+    return DATA_TERMS.get(dataset, f"`{dataset}`: see that dataset's own terms of use.")
+
+
+def _paper_lines(name: str) -> list[str]:
+    from grounded_text.presets import PRESETS
+
+    record = PRESETS.get(name)
+    return ["", f"Configuration from: {record.paper}."] if record is not None else []
 
 
 def write_model_card(
@@ -27,8 +49,9 @@ def write_model_card(
 
     Metadata lines (``<!-- key: value -->``): module-type ``text-embedding``,
     fine-tunable ``true``, format ``saved_model_2``, network-architecture, dataset,
-    language, license; then an overview, usage and the evaluation table
-    (``evaluation``: ``{figure name: value}``; "not evaluated" when ``None``).
+    language, license; then an overview (and the preset's paper), intended use, limitations,
+    training data and its terms, usage and the evaluation table (``evaluation``: ``{figure
+    name: value}``; "not evaluated" when ``None``).
 
     Args:
       export_dir: the export folder (must exist).
@@ -65,6 +88,33 @@ def write_model_card(
         f"Visually grounded sentence encoder `{name}` trained by grounded_text on {dataset} train "
         f"({captions}) against precomputed `{data.get('features', '?')}` image features. "
         f"Output: float32 [batch, {embedding_dim}] L2-normalised embeddings; {parameters} parameters.",
+        *_paper_lines(name),
+        "",
+        "## Intended use",
+        "",
+        "Sentence embeddings of short English text for semantic similarity (cosine) and caption/image "
+        "retrieval, as a light encoder, a frozen feature for a downstream model, or a module to fine-tune; "
+        "and reproducing the papers' grounded encoders. It maps text to vectors: it does not generate, "
+        "classify or answer on its own.",
+        "",
+        "## Limitations",
+        "",
+        "- English only: the vocabulary and the training text are English image captions.",
+        "- Trained on descriptions of everyday photos (people, animals, scenes): it is weak on questions, "
+        "definitions, negation, abstract, technical or domain-specific language, and long documents. "
+        "A pretrained transformer is the better general-purpose choice.",
+        "- Inputs are cut to their first 16,384 bytes and 512 words; in word models, words outside the "
+        "training vocabulary share out-of-vocabulary buckets.",
+        "- Captions written by crowd workers carry their assumptions (e.g. about gender and age); the "
+        "embeddings can reproduce them.",
+        "- Model selection may have used STS 2016 (see the config's `select_on`), so its STS16 figures "
+        "are not an unseen test.",
+        "",
+        "## Training data",
+        "",
+        f"{_data_licence(dataset)} Image features: `{data.get('features', '?')}`, a CNN pretrained on "
+        "ImageNet (ImageNet's terms of access limit its images to non-commercial research and education: "
+        "check whether they bind your use of weights trained on them).",
         "",
         "## Usage",
         "",
@@ -72,6 +122,9 @@ def write_model_card(
         "import tensorflow as tf, tensorflow_text, tensorflow_hub as hub",
         "encoder = hub.load(PATH)  # import tensorflow_text first: the tokeniser ops live in the graph",
         'embeddings = encoder(tf.constant(["a dog runs on the beach"]))',
+        "",
+        "import grounded_text as gt  # or, with NumPy out and batching:",
+        'gt.load(PATH).encode(["a dog runs on the beach"])',
         "```",
         "",
         "## Evaluation (cosine similarity, unsupervised; Pearson r)",
