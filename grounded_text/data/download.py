@@ -151,7 +151,7 @@ class Remote:
         and a gold file of equal length; ``scored pairs`` 0 means any positive number.
       max_unpacked: cap on the bytes the archive unpacks to (and on its download).
       max_members: cap on the archive's entries (``None``: ``MAX_MEMBERS``).
-      files: ``(pattern, count)``: the number of members whose path matches the ``fnmatch``
+      files: ``(pattern, count)``: the exact number of members whose path matches the ``fnmatch``
         pattern (e.g. ``"Flicker8k_Dataset/*.jpg"``); each ``.jpg``/``.jpeg`` member must
         also start with the JPEG signature.
       approx_bytes: the download's size in bytes, rounded, for ``list`` and the docs
@@ -810,7 +810,8 @@ def verify_structure(remote: Remote, path: Path, *, sample: bool = False) -> Non
         if m is not None:
             sts[m.group("what"), m.group("subset")] = lines
     for pattern, want in remote.files:
-        if not _close(counts[pattern], want, sample):
+        # A release's photos are counted exactly (no re-saved copy adds or drops one).
+        if not (1 <= counts[pattern] <= want if sample else counts[pattern] == want):
             problems.append(f"{counts[pattern]} members match {pattern!r}, expected {want}"
                             + (" at most" if sample else ""))
     for key, want in remote.rows:
@@ -1106,8 +1107,8 @@ def format_list() -> str:
         for r in d.remotes:
             size = r.size or r.approx_bytes
             about = "" if r.size else "about "
-            lines.append(f"{'':<16} {r.url} ({'sha256 pinned' if r.sha256 else 'structure-checked'}"
-                         + (f", {about}{_size(size)}" if size else "") + ")")
+            lines.append(f"{'':<16} {r.url} ({'sha256 pinned' if r.sha256 else 'structure-checked'})"
+                         + (f" {about}{_size(size)}" if size else ""))
     return "\n".join(lines)
 
 
