@@ -133,6 +133,14 @@ LITE0_CONFIG = {
     "activation": "relu6",
 }
 LITE0_PRESET = "efficientnet_lite0_ra_imagenet"
+_KAGGLE_HOST = ("www.kaggle.com", 443)
+
+
+def _preset_cached(preset: str) -> bool:
+    """Whether kagglehub holds a copy of the keras-hub ``preset`` (no network needed)."""
+    root = Path(os.environ.get("KAGGLEHUB_CACHE") or "~/.cache/kagglehub").expanduser()
+    folder = root / "models" / "keras" / "efficientnet" / "keras" / preset
+    return folder.is_dir() and any(folder.rglob("*.weights.h5"))
 
 
 def _lite_preprocess(x):
@@ -171,14 +179,19 @@ def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_
     if weights is None:
         backbone = hub.models.EfficientNetBackbone(input_shape=tuple(input_shape), **LITE0_CONFIG)
     else:
+        hint = (f"ImageNet weights for efficientnet_lite0 (keras-hub preset {LITE0_PRESET!r}, fetched from Kaggle "
+                "Models into $KAGGLEHUB_CACHE, by default ~/.cache/kagglehub) are not available")
+        advice = (". Connect once to download them, pass --weights PATH to a .weights.h5 file for the same "
+                  "architecture, or use --weights none (random initialisation, for testing only).")
+        # Like imagenet_weights_path: a quick probe so an offline machine fails at once
+        # instead of waiting on kagglehub's retries.
+        reason = None if _preset_cached(LITE0_PRESET) else _probe_network(_KAGGLE_HOST, PROBE_TIMEOUT_S)
+        if reason is not None:
+            raise WeightsUnavailableError(f"{hint} (offline? {reason}){advice}")
         try:
             backbone = hub.models.EfficientNetBackbone.from_preset(LITE0_PRESET, input_shape=tuple(input_shape))
-        except Exception as e:  # noqa: BLE001 — offline, no Kaggle access, a damaged cache: one advice.
-            raise WeightsUnavailableError(
-                f"ImageNet weights for efficientnet_lite0 (keras-hub preset {LITE0_PRESET!r}, fetched from Kaggle "
-                f"Models into $KAGGLEHUB_CACHE) are not available ({type(e).__name__}: {e}). Connect once to "
-                "download them, pass --weights PATH to a .weights.h5 file for the same architecture, or use "
-                "--weights none (random initialisation, for testing only).") from e
+        except Exception as e:  # noqa: BLE001 — no Kaggle access, a damaged cache: the same advice.
+            raise WeightsUnavailableError(f"{hint} ({type(e).__name__}: {e}){advice}") from e
     return _pooled(backbone, int(input_shape[0]), "efficientnet_lite0")
 
 
