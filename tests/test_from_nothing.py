@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -95,6 +96,83 @@ class _Mirror:
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+
+# --------------------------------------------------------------------------- efficientnet_lite0
+
+
+def test_efficientnet_lite0_builds_offline_with_the_published_size_and_scaling(data_dir):
+    """``--weights none``: the Lite0 architecture, random weights, no network. Its
+    trainable parameters are the published 4,652,008 of EfficientNet-Lite0 (timm
+    ``efficientnet_lite0``, keras-hub's preset metadata) less the 1280 × 1000 + 1000 of the
+    ImageNet classifier; features are the pooled backbone of (x - 127) / 128."""
+    import keras
+
+    from grounded_text.vision.extractor import extract_features, image_folder_dataset
+    from grounded_text.vision.networks import FeatureNetwork
+
+    keras.utils.set_random_seed(7)
+    net = FeatureNetwork("efficientnet_lite0", weights="none")
+    assert (net.input_size, net.dim, net.weights) == (224, 1280, "none")
+    assert sum(int(np.prod(w.shape)) for w in net.model.trainable_weights) == 4_652_008 - (1280 * 1000 + 1000)
+    folder = data_dir / "flickr8k" / "images"
+    names = sorted(p.name for p in folder.glob("*.jpg"))[:2]
+    rows: dict[str, np.ndarray] = {}
+
+    class Sink:
+        def existing_ids(self):
+            return set()
+
+        def append(self, ids, features):
+            rows.update(zip(ids, features))
+
+        def close(self):
+            return None
+
+    extract_features(image_folder_dataset(folder, names), Sink(), cnn="efficientnet_lite0", crops=1,
+                     batch_size=2, progress=False, network=net)
+    import tensorflow as tf
+
+    # The photos are 224×224 already (the resize is the identity): the reference is the
+    # backbone on (x - 127) / 128 of the decoded pixels.
+    x = np.stack([tf.io.decode_jpeg((folder / n).read_bytes(), channels=3).numpy() for n in names]).astype(np.float32)
+    assert x.shape == (2, 224, 224, 3)
+    ref = net.model((x - 127.0) / 128.0, training=False).numpy()
+    for k, n in enumerate(names):
+        assert rows[n].shape == (1280,) and rows[n].dtype == np.float32
+        np.testing.assert_allclose(rows[n], ref[k], rtol=1e-4, atol=1e-4)
+    assert not np.allclose(rows[names[0]], rows[names[1]])
+
+
+def test_efficientnet_lite0_imagenet_offline_fails_fast_with_advice(tmp_path, monkeypatch):
+    from grounded_text.vision import networks
+
+    monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path))  # nothing cached
+    monkeypatch.setattr(networks, "_probe_network", lambda host, timeout: "no route to host")
+    start = time.perf_counter()
+    with pytest.raises(networks.WeightsUnavailableError, match="offline.*--weights none"):
+        networks.FeatureNetwork("efficientnet_lite0", weights="imagenet")
+    assert time.perf_counter() - start < 60  # no download attempt, no retries
+
+
+def test_a_missing_default_feature_file_names_the_command_that_makes_it(tmp_path):
+    from grounded_text.data.features import resolve_features_path
+
+    with pytest.raises(FileNotFoundError, match="grounded-text features .*--cnn efficientnet_lite0$"):
+        resolve_features_path(tmp_path, "efficientnet_lite0")
+
+
+def test_the_features_cli_offers_efficientnet_lite0():
+    from grounded_text import choices
+    from grounded_text.vision.networks import NETWORK_NAMES
+
+    assert "efficientnet_lite0" in NETWORK_NAMES and choices.NETWORK_NAMES == NETWORK_NAMES
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.features", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "efficientnet_lite0" in proc.stdout
+
+
+# --------------------------------------------------------------------------- the README path
 
 
 def test_the_readme_names_the_install_and_the_environment_it_honours():
