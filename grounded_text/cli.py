@@ -99,8 +99,8 @@ def _data(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: grounded-text data {download,list} ...\n\n"
               "  download NAME... --data-dir DIR   fetch, check and unpack datasets; --mirror URL, --force,\n"
-              "                                    --quiet, --keep-archives (download --help)\n"
-              "  list                              the datasets, their sources and how each is checked")
+              "                                    --quiet, --keep-archives, --sample (download --help)\n"
+              "  list                              the datasets, their sources, sizes and how each is checked")
         return 0
     action, rest = argv[0], argv[1:]
     if action == "list":

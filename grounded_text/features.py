@@ -3,11 +3,13 @@
 ::
 
     python -m grounded_text.features --images DIR --out STORE.npz \\
-        [--cnn inception_v3|resnet152|resnet50|vgg19|efficientnet_b0] [--crops 1|10] \\
-        [--weights imagenet|none|PATH] [--batch-size N] [--ids-file F] [--mixed-precision]
+        [--cnn inception_v3|resnet152|resnet50|vgg19|efficientnet_b0|efficientnet_lite0] \\
+        [--crops 1|10] [--weights imagenet|none|PATH] [--batch-size N] [--ids-file F] [--mixed-precision]
 
 The store is what ``python -m grounded_text.train --features STORE.npz`` reads
-(``ids`` = image file names, ``features`` float32 [n, d]). Re-running with the same
+(``ids`` = image file names, ``features`` float32 [n, d]); ``--cnn efficientnet_lite0``
+into ``DATA/flickr8k/features/efficientnet_lite0.npz`` makes the features the trainer reads
+by default (keras-hub, the ``[images]`` extra; ``--weights none`` builds it offline). Re-running with the same
 ``--out`` resumes: ids already stored (also from an interrupted run) are skipped.
 Images that cannot be decoded are listed (id and reason) and skipped, and so are
 images above ``--max-pixels`` (40 million by default; read from the header, never
@@ -17,7 +19,7 @@ reader of stores is :mod:`grounded_text.data.features`.)
 
 Exit status: 0 on success (even with undecodable images, which are listed); 2 for
 bad arguments, a missing folder/file, an ``--out`` that cannot be written (checked
-before any image is read), or unavailable ImageNet weights.
+before any image is read), unavailable ImageNet weights, or a missing extra.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ def _parse_args(argv):
     )
     parser.add_argument("--images", required=True, help="folder of JPEG/PNG images")
     parser.add_argument("--out", required=True, help="output .npz store (resumed if present)")
-    parser.add_argument("--cnn", default="inception_v3", choices=NETWORK_NAMES)
+    parser.add_argument("--cnn", default="inception_v3", choices=NETWORK_NAMES,
+                        help="the network (default inception_v3); efficientnet_lite0 makes the features "
+                        "train reads by default (needs the [images] extra)")
     parser.add_argument("--crops", default=1, type=int, choices=(1, 10),
                         help="1: whole image resized; 10: ten-crop average")
     parser.add_argument("--weights", default="imagenet",
@@ -62,6 +66,7 @@ def _parse_args(argv):
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
+    from grounded_text._extras import MissingExtraError
     from grounded_text.vision.crops import MAX_IMAGE_PIXELS
     from grounded_text.vision.extractor import (
         extract_features,
@@ -82,7 +87,7 @@ def main(argv=None) -> int:
             batch_size=args.batch_size, progress=not args.no_progress,
             mixed_precision=args.mixed_precision, max_pixels=max_pixels,
         )
-    except (FileNotFoundError, ValueError, WeightsUnavailableError) as e:
+    except (FileNotFoundError, ValueError, WeightsUnavailableError, MissingExtraError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a write failing mid-run (disk full); the batches written so far stay

@@ -499,7 +499,7 @@ def test_a_missing_feature_file_names_the_command_that_makes_it(tmp_path):
         resolve_features_path(tmp_path, "resnet50")
     images, out = tmp_path / "flickr8k" / "images", tmp_path / "flickr8k" / "features" / "resnet50.npz"
     assert f"Make it with: grounded-text features --images {images} --out {out} --cnn resnet50" in str(e.value)
-    with pytest.raises(FileNotFoundError, match="'efficientnet_lite0' is not a network that grounded-text features "
+    with pytest.raises(FileNotFoundError, match="'mobilenet_v1_075' is not a network that grounded-text features "
                                                 "builds .*--cnn efficientnet_b0, then train with --features "
                                                 "efficientnet_b0"):
-        resolve_features_path(tmp_path, "efficientnet_lite0")
+        resolve_features_path(tmp_path, "mobilenet_v1_075")

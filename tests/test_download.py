@@ -551,7 +551,7 @@ def test_every_registry_url_is_https_and_every_file_has_a_structure_check():
     for d in dl.DATASETS.values():
         for r in d.remotes:
             assert r.url.endswith(r.filename) and r.url.startswith("https://"), r
-            assert r.rows or r.sts, r
+            assert r.rows or r.sts or r.files, r
 
 
 def test_pinned_digests_match_the_published_checksum_lists():
@@ -626,3 +626,109 @@ def test_the_real_files_pass_the_shipped_registry(data_dir, tmp_path, capsys):
     recorded = _recorded(data)
     assert _url("mrpc", "msr_paraphrase_train.txt") not in recorded  # pinned
     assert len(recorded) == 14  # every other file: verified, then recorded
+
+
+# --------------------------------------------------------------------------- Flickr8k photos
+
+
+def _jpeg(seed: int) -> bytes:
+    """A small real JPEG (PIL-encoded noise), as the photo archive holds."""
+    import numpy as np
+    from PIL import Image
+
+    buf = io.BytesIO()
+    pixels = np.random.default_rng(seed).integers(0, 256, (8, 8, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def _photo_zip(names: list[str], bad: str | None = None) -> bytes:
+    """The release's layout: ``Flicker8k_Dataset/<id>.jpg`` plus macOS resource forks."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for k, name in enumerate(names):
+            z.writestr(f"Flicker8k_Dataset/{name}", b"not a photo\n" if name == bad else _jpeg(k))
+            z.writestr(f"__MACOSX/Flicker8k_Dataset/._{name}", b"\x00\x05\x16\x07junk")
+    return buf.getvalue()
+
+
+PHOTOS = ["1000268201_693b08cb0e.jpg", "1001773457_577c3a7d70.jpg", "1002674143_1b742ab4b8.jpg"]
+
+
+def _photo_registry(monkeypatch, count: int) -> None:
+    _patch(monkeypatch, lambda r: dataclasses.replace(r, files=(("Flicker8k_Dataset/*.jpg", count),))
+           if r.filename == "Flickr8k_Dataset.zip" else r)
+
+
+def test_the_photo_archive_unpacks_flat_into_flickr8k_images(tmp_path, monkeypatch, capsys):
+    _photo_registry(monkeypatch, 3)
+    archive = _photo_zip(PHOTOS)
+    server = _Server({"Flickr8k_Dataset.zip": archive})
+    try:
+        rc = dl.main(["flickr8k-images", "--data-dir", str(tmp_path), "--mirror", server.url])
+    finally:
+        server.close()
+    assert rc == 0, capsys.readouterr().err
+    images = tmp_path / "flickr8k" / "images"
+    assert sorted(p.name for p in images.iterdir()) == [".download.json", *PHOTOS]  # no resource forks
+    with zipfile.ZipFile(io.BytesIO(archive)) as z:
+        assert (images / PHOTOS[1]).read_bytes() == z.read(f"Flicker8k_Dataset/{PHOTOS[1]}")
+    assert "sample" not in json.loads((images / ".download.json").read_text())
+    assert _url("flickr8k-images", "Flickr8k_Dataset.zip") in _recorded(tmp_path)
+
+
+def test_a_photo_that_is_not_a_jpeg_or_a_wrong_count_is_refused(tmp_path, monkeypatch):
+    _photo_registry(monkeypatch, 3)
+    remote = dl.DATASETS["flickr8k-images"].remotes[0]
+    path = tmp_path / "Flickr8k_Dataset.zip"
+    path.write_bytes(_photo_zip(PHOTOS, bad=PHOTOS[2]))
+    with pytest.raises(dl.DownloadError, match=f"Flicker8k_Dataset/{PHOTOS[2]} is not a JPEG"):
+        dl.verify_structure(remote, path)
+    path.write_bytes(_photo_zip(PHOTOS[:2]))
+    with pytest.raises(dl.DownloadError, match=r"2 members match 'Flicker8k_Dataset/\*.jpg', expected 3"):
+        dl.verify_structure(remote, path)
+    # The photo archive's own member cap (photos plus resource forks), not the text archives'.
+    with pytest.raises(dl.DownloadError, match="6 entries, over the cap of 5"):
+        dl.verify_structure(dataclasses.replace(remote, max_members=5), _write(tmp_path / "x.zip", _photo_zip(PHOTOS)))
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_a_sample_of_the_photos_needs_sample_and_is_not_recorded(tmp_path, monkeypatch, capsys):
+    """The shipped count (8,091 photos) refuses three photos, unless a sample is accepted
+    (--sample or the environment variable); a sample's digest is never recorded."""
+    assert dl.DATASETS["flickr8k-images"].remotes[0].files == (("Flicker8k_Dataset/*.jpg", 8091),)
+    server = _Server({"Flickr8k_Dataset.zip": _photo_zip(PHOTOS)})
+    try:
+        args = ["flickr8k-images", "--data-dir", str(tmp_path), "--mirror", server.url]
+        assert dl.main(args) == 2
+        assert "3 members match 'Flicker8k_Dataset/*.jpg', expected 8091" in capsys.readouterr().err
+        assert not (tmp_path / "flickr8k" / "images").exists()
+        monkeypatch.setenv(dl.SAMPLE_ENV_VAR, "yes")
+        assert dl.main(args) == 2
+        assert f"${dl.SAMPLE_ENV_VAR} must be 1" in capsys.readouterr().err
+        monkeypatch.setenv(dl.SAMPLE_ENV_VAR, "1")
+        assert dl.main(args) == 0, capsys.readouterr().err
+    finally:
+        server.close()
+    images = tmp_path / "flickr8k" / "images"
+    assert sorted(p.name for p in images.glob("*.jpg")) == PHOTOS
+    assert json.loads((images / ".download.json").read_text())["sample"] is True
+    assert _recorded(tmp_path) == {}
+    # More lines than published is never a sample.
+    remote = dataclasses.replace(dl.DATASETS["flickr8k-images"].remotes[0], files=(("Flicker8k_Dataset/*.jpg", 1),))
+    path = _write(tmp_path / "y.zip", _photo_zip(PHOTOS * 1 + ["1003163366_44323f5815.jpg"]))
+    with pytest.raises(dl.DownloadError, match="expected 1 at most"):
+        dl.verify_structure(remote, path, sample=True)
+
+
+def test_flickr8k_is_captions_splits_and_photos_and_list_states_the_size(capsys):
+    assert dl.expand_names(["flickr8k"]) == ["flickr8k-text", "flickr8k-images"]
+    assert dl.DATASETS["flickr8k-images"].dest == "flickr8k/images"
+    assert dl.main(["--list"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().endswith("Flickr8k_Dataset.zip")
+                or "Flickr8k_Dataset.zip" in x)
+    assert "about 1.1 GB" in line

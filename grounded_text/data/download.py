@@ -3,21 +3,26 @@
 Usage::
 
     grounded-text data download sts sick --data-dir DATA      # or: python -m grounded_text.data.download
+    grounded-text data download flickr8k --data-dir DATA      # captions, splits and photos (~1.1 GB)
     grounded-text data download all --data-dir DATA
     grounded-text data list
 
 Each dataset comes from its official public location (the URLs SentEval's
 ``data/downstream/get_transfer_data.bash`` uses for STS 2012-2016, SICK, MR, CR, SUBJ,
-MPQA, TREC, MRPC and SST-2; the STS wiki for STS-B; the Flickr8k text release), and is
-unpacked into the layout of the data README::
+MPQA, TREC, MRPC and SST-2; the STS wiki for STS-B; for Flickr8k, the widely used public
+copies of the original release archives ``Flickr8k_text.zip`` and ``Flickr8k_Dataset.zip``
+on the ``jbrownlee/Datasets`` GitHub release, since the authors' own download form is
+gone), and is unpacked into the layout of the data README::
 
     DATA/sts/STS1x-en-test/, DATA/sts/STSBenchmark/, DATA/sts/SICK/
     DATA/senteval/{MR,CR,SUBJ,MPQA,TREC,MRPC,SST/binary}/
-    DATA/flickr8k/Flickr8k_text/
+    DATA/flickr8k/Flickr8k_text/, DATA/flickr8k/images/*.jpg
 
 Files are the releases as published (SentEval also tokenises them; the package's readers
-take the raw text). The image features (``flickr8k/features/*.npz``) are not downloadable:
-``python -m grounded_text.features`` computes them from the photos.
+take the raw text). The photo archive is large (about 1.1 GB to download, as much again
+unpacked, 8,091 JPEGs); ``data list`` states each dataset's download size. The image
+features (``flickr8k/features/*.npz``) are not downloadable: ``grounded-text features``
+computes them from the photos.
 
 How a download behaves:
 
@@ -39,9 +44,10 @@ How a download behaves:
   must match it. A file that fails any check is deleted and never recorded. When the
   upstream file changes, ``--force`` downloads it again and replaces the recorded digest
   if the new file passes the structure check.
-* **Bounded unpacking**: an archive may hold at most ``MAX_MEMBERS`` entries and unpack
-  to at most ``max_unpacked`` bytes (default ``MAX_UNPACKED_BYTES``, 128 MiB; the files
-  the readers use from any one archive take under 10 MB); both are checked on the archive's headers before
+* **Bounded unpacking**: an archive may hold at most ``max_members`` entries (default
+  ``MAX_MEMBERS``) and unpack to at most ``max_unpacked`` bytes (default
+  ``MAX_UNPACKED_BYTES``, 128 MiB; the files the readers use from any one text archive take
+  under 10 MB; the Flickr8k photo archive has its own, larger caps); both are checked on the archive's headers before
   anything is extracted and on the bytes actually read while extracting. Members with an
   absolute path or ``..``, links and device files are refused.
 * **Atomic**: a dataset is unpacked into a temporary folder beside its destination and
@@ -51,6 +57,11 @@ How a download behaves:
 * **Mirrors**: ``--mirror URL`` or ``$GROUNDED_TEXT_DOWNLOAD_BASE`` fetches every file
   as ``URL/<file name>`` instead (a folder holding the archives under their registry
   file names), e.g. a lab cache or the tests' local server. The same checks apply.
+* **Samples**: a mirror may serve a *sample* of a release (fewer lines or photos, e.g. a
+  test fixture or a small lab copy). It is accepted only with ``--sample`` or
+  ``$GROUNDED_TEXT_DOWNLOAD_SAMPLE=1``: every check stays, except that member line and
+  photo counts may be lower than published (at least one each, never more). A sample's
+  digest is not recorded, and the dataset's ``.download.json`` says ``"sample": true``.
 * **Offline**: an unreachable host fails within a few seconds with
   ``error: cannot reach <host> ...`` (exit 2), with no retries.
 """
@@ -83,6 +94,8 @@ import zlib
 from pathlib import Path, PurePosixPath
 
 MIRROR_ENV_VAR = "GROUNDED_TEXT_DOWNLOAD_BASE"
+#: Set to 1 to accept a mirror's sample of a release (see the module docstring).
+SAMPLE_ENV_VAR = "GROUNDED_TEXT_DOWNLOAD_SAMPLE"
 #: Seconds to resolve and connect to a host: an offline machine answers in about this long.
 CONNECT_TIMEOUT_S = 2.0
 #: Seconds a transfer may stall before it is reported (the partial file stays, to resume).
@@ -100,7 +113,7 @@ MAX_BACKOFF_S = 30.0
 TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})
 #: Default cap on the bytes one archive unpacks to (all members, wanted or not).
 MAX_UNPACKED_BYTES = 128 << 20
-#: Cap on the number of entries of one archive.
+#: Default cap on the number of entries of one archive.
 MAX_MEMBERS = 10_000
 #: Relative tolerance of the line counts of ``verify_structure`` (at least 2 lines): copies
 #: re-saved by redistributors differ by a blank or stray line, a wrong file by far more.
@@ -136,7 +149,13 @@ class Remote:
         for ``kind="file"``, the file name).
       sts: for an STS test archive, ``(subset, scored pairs)``: each subset needs an input
         and a gold file of equal length; ``scored pairs`` 0 means any positive number.
-      max_unpacked: cap on the bytes the archive unpacks to.
+      max_unpacked: cap on the bytes the archive unpacks to (and on its download).
+      max_members: cap on the archive's entries (``None``: ``MAX_MEMBERS``).
+      files: ``(pattern, count)``: the exact number of members whose path matches the ``fnmatch``
+        pattern (e.g. ``"Flicker8k_Dataset/*.jpg"``); each ``.jpg``/``.jpeg`` member must
+        also start with the JPEG signature.
+      approx_bytes: the download's size in bytes, rounded, for ``list`` and the docs
+        (``size`` is the exact one, when published).
     """
 
     url: str
@@ -147,6 +166,9 @@ class Remote:
     rows: tuple[tuple[str, int], ...] = ()
     sts: tuple[tuple[str, int], ...] = ()
     max_unpacked: int = MAX_UNPACKED_BYTES
+    max_members: int | None = None
+    files: tuple[tuple[str, int], ...] = ()
+    approx_bytes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,14 +284,25 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("flickr8k-text", "flickr8k/Flickr8k_text",
             (Remote(_FLICKR8K + "Flickr8k_text.zip", "Flickr8k_text.zip", "zip",
                     rows=(("Flickr8k.token.txt", 40460), ("Flickr_8k.trainImages.txt", 6000),
-                          ("Flickr_8k.devImages.txt", 1000), ("Flickr_8k.testImages.txt", 1000))),),
+                          ("Flickr_8k.devImages.txt", 1000), ("Flickr_8k.testImages.txt", 1000)),
+                    approx_bytes=2_300_000),),
             members=("*.txt",), description="Flickr8k captions and the official train/dev/test split files"),
+    # The photo archive holds Flicker8k_Dataset/<id>.jpg (the release's own spelling) and
+    # macOS resource forks under __MACOSX/ (skipped), so it needs higher caps than the
+    # text archives: 8,091 photos, about 1.1 GB packed and unpacked (JPEGs do not compress).
+    Dataset("flickr8k-images", "flickr8k/images",
+            (Remote(_FLICKR8K + "Flickr8k_Dataset.zip", "Flickr8k_Dataset.zip", "zip",
+                    files=(("Flicker8k_Dataset/*.jpg", 8091),), max_unpacked=3 << 30, max_members=20_000,
+                    approx_bytes=1_115_000_000),),
+            members=("*.jpg",), folder="Flicker8k_Dataset",
+            description="Flickr8k photos, 8,091 JPEGs (download about 1.1 GB; research use, (c) their owners)"),
 )}
 
 #: Names that stand for several datasets.
 GROUPS: dict[str, tuple[str, ...]] = {
     "sts": ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb"),
     "senteval": ("mr", "cr", "subj", "mpqa", "trec", "mrpc", "sst2"),
+    "flickr8k": ("flickr8k-text", "flickr8k-images"),
     "all": tuple(DATASETS),
 }
 
@@ -648,8 +681,8 @@ def _members(remote: Remote, path: Path):
         elif remote.kind == "zip":
             with zipfile.ZipFile(path) as z:
                 infos = z.infolist()
-                if len(infos) > MAX_MEMBERS:
-                    raise _refuse(remote, f"{len(infos)} entries, over the cap of {MAX_MEMBERS}")
+                if len(infos) > (remote.max_members or MAX_MEMBERS):
+                    raise _refuse(remote, f"{len(infos)} entries, over the cap of {remote.max_members or MAX_MEMBERS}")
                 declared = sum(i.file_size for i in infos)
                 if declared > remote.max_unpacked:
                     raise _refuse(remote, f"its entries unpack to {declared} bytes, over the cap of "
@@ -674,8 +707,8 @@ def _members(remote: Remote, path: Path):
                 count = declared = 0
                 for info in t:
                     count += 1
-                    if count > MAX_MEMBERS:
-                        raise _refuse(remote, f"over {MAX_MEMBERS} entries")
+                    if count > (remote.max_members or MAX_MEMBERS):
+                        raise _refuse(remote, f"over {remote.max_members or MAX_MEMBERS} entries")
                     _check_name(remote, info.name)
                     if info.issym() or info.islnk():
                         raise _refuse(remote, f"member {info.name!r} is a link")
@@ -715,23 +748,30 @@ def _skipped(member: str) -> bool:
     return "__MACOSX" in path.parts or path.name.startswith("._") or not path.name
 
 
-def _close(n: int, want: int) -> bool:
-    return abs(n - want) <= max(2, ROW_TOLERANCE * want)
+def _close(n: int, want: int, sample: bool = False) -> bool:
+    slack = max(2, ROW_TOLERANCE * want)
+    return 1 <= n <= want + slack if sample else abs(n - want) <= slack
 
 
-def verify_structure(remote: Remote, path: Path) -> None:
+_JPEG_MAGIC = b"\xff\xd8\xff"
+
+
+def verify_structure(remote: Remote, path: Path, *, sample: bool = False) -> None:
     """Checks that a downloaded file is the expected one before it is trusted.
 
     Checks ``remote.rows`` (each member there, with its number of non-blank lines within
     ``ROW_TOLERANCE`` or 2 lines, decoded as UTF-8 with replacement as the readers do) and
     ``remote.sts`` (each subset's input and gold files present and of equal length, gold
     lines blank or a number in 0..5, scored input lines with two tab-separated
-    sentences, the scored pairs within the tolerance of the count given), while unpacking
-    within the caps of ``_members``.
+    sentences, the scored pairs within the tolerance of the count given) and
+    ``remote.files`` (the number of members matching each pattern; every JPEG member
+    starts with the JPEG signature), while unpacking within the caps of ``_members``.
 
     Args:
       remote: the registry entry.
       path: the complete download.
+      sample: accept a sample of the release: line, pair and file counts may be lower
+        than published (at least 1, never more than the tolerance allows).
 
     Raises:
       DownloadError: listing what is missing or wrong (at most five problems), or see
@@ -740,8 +780,22 @@ def verify_structure(remote: Remote, path: Path) -> None:
     wanted = dict(remote.rows)
     found: dict[str, tuple[str, int]] = {}
     sts: dict[tuple[str, str], list[str]] = {}
+    counts = dict.fromkeys((pattern for pattern, _ in remote.files), 0)
+    problems = []
     for name, read in _members(remote, path):
         if _skipped(name):
+            continue
+        matched = [pattern for pattern in counts if fnmatch.fnmatch(name, pattern)]
+        if matched:
+            for pattern in matched:
+                counts[pattern] += 1
+            if name.lower().endswith((".jpg", ".jpeg")):
+                head = _Head()
+                read(dst=head)
+                if head.data[:3] != _JPEG_MAGIC and len(problems) < 6:
+                    problems.append(f"{name} is not a JPEG (it starts with {head.data[:8]!r})")
+            else:
+                read(dst=_Discard)
             continue
         key = next((k for k in wanted if name == k or name.endswith("/" + k)), None)
         m = _STS_FILE.match(PurePosixPath(name).name) if remote.sts else None
@@ -755,12 +809,17 @@ def verify_structure(remote: Remote, path: Path) -> None:
             found[key] = (name, sum(1 for line in lines if line.strip()))
         if m is not None:
             sts[m.group("what"), m.group("subset")] = lines
-    problems = []
+    for pattern, want in remote.files:
+        # A release's photos are counted exactly (no re-saved copy adds or drops one).
+        if not (1 <= counts[pattern] <= want if sample else counts[pattern] == want):
+            problems.append(f"{counts[pattern]} members match {pattern!r}, expected {want}"
+                            + (" at most" if sample else ""))
     for key, want in remote.rows:
         if key not in found:
             problems.append(f"no member {key!r}")
-        elif not _close(found[key][1], want):
-            problems.append(f"{found[key][0]} has {found[key][1]} non-blank lines, expected {want}")
+        elif not _close(found[key][1], want, sample):
+            problems.append(f"{found[key][0]} has {found[key][1]} non-blank lines, expected {want}"
+                            + (" at most" if sample else ""))
     for subset, want in remote.sts:
         inputs, golds = sts.get(("input", subset)), sts.get(("gs", subset))
         if inputs is None or golds is None:
@@ -785,7 +844,7 @@ def verify_structure(remote: Remote, path: Path) -> None:
                 break
             scored += 1
         else:
-            if scored == 0 or (want and not _close(scored, want)):
+            if scored == 0 or (want and not _close(scored, want, sample)):
                 problems.append(f"STS subset {subset!r} has {scored} scored pairs, expected {want or 'some'}")
     if problems:
         raise DownloadError(f"{remote.filename} is not the expected file: " + "; ".join(problems[:5])
@@ -797,6 +856,18 @@ class _Discard:
 
     @staticmethod
     def write(data: bytes) -> int:
+        return len(data)
+
+
+class _Head:
+    """A sink that keeps the first bytes written (a member's signature) and drops the rest."""
+
+    def __init__(self, keep: int = 16):
+        self.data, self.keep = b"", keep
+
+    def write(self, data: bytes) -> int:
+        if len(self.data) < self.keep:
+            self.data += data[: self.keep - len(self.data)]
         return len(data)
 
 
@@ -839,7 +910,7 @@ def _unpack(dataset: Dataset, remote: Remote, archive: Path, into: Path, written
 
 
 def install(dataset: Dataset, data_dir: Path, *, mirror: str | None = None, force: bool = False,
-            log=print, progress: bool = False, fresh: set[str] | None = None) -> str:
+            log=print, progress: bool = False, fresh: set[str] | None = None, sample: bool = False) -> str:
     """Downloads, checks and unpacks one dataset into ``data_dir/dataset.dest``.
 
     Args:
@@ -853,6 +924,8 @@ def install(dataset: Dataset, data_dir: Path, *, mirror: str | None = None, forc
       progress: show tqdm progress bars on stderr.
       fresh: file names downloaded during this run (shared by the datasets of one
         ``download`` call, so a shared archive is fetched once); updated.
+      sample: accept a sample of the release (``verify_structure``); its digest is not
+        recorded and the marker file says ``"sample": true``.
 
     Returns:
       ``"present"`` (kept, nothing fetched) or ``"installed"``.
@@ -885,14 +958,14 @@ def install(dataset: Dataset, data_dir: Path, *, mirror: str | None = None, forc
             fresh.add(remote.filename)
         digest, to_record = verify(final, remote, cache, force=force, log=log)
         try:
-            verify_structure(remote, final)
+            verify_structure(remote, final, sample=sample)
         except DownloadError as e:
             final.unlink(missing_ok=True)
             message = str(e)
             if "nothing was recorded" not in message:
                 message = message.rstrip(".") + "; it was deleted and nothing was recorded."
             raise DownloadError(message) from None
-        if to_record:
+        if to_record and not sample:
             _record(cache, remote, digest, final.stat().st_size, url)
             log(f"  {remote.filename}: no published checksum; passed the structure check, recorded sha256 "
                 f"{digest} in {cache / CHECKSUMS_FILE}")
@@ -907,8 +980,10 @@ def install(dataset: Dataset, data_dir: Path, *, mirror: str | None = None, forc
         files: list[str] = []
         for remote in dataset.remotes:
             _unpack(dataset, remote, cache / remote.filename, tmp, files)
-        (tmp / MARKER_FILE).write_text(json.dumps({"dataset": dataset.name, "sources": sources,
-                                                   "files": sorted(files)}, indent=2) + "\n", encoding="utf-8")
+        marker = {"dataset": dataset.name, "sources": sources, "files": sorted(files)}
+        if sample:
+            marker["sample"] = True
+        (tmp / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         old = None
         if dest.exists():
             old = dest.parent / f".old-{dest.name}-{os.getpid()}"
@@ -942,7 +1017,7 @@ def expand_names(names: list[str]) -> list[str]:
 
 def download(names: list[str], data_dir: str | os.PathLike, *, mirror: str | None = None,
              force: bool = False, keep_archives: bool = False, log=print,
-             progress: bool | None = None) -> dict[str, str]:
+             progress: bool | None = None, sample: bool | None = None) -> dict[str, str]:
     """Installs the named datasets (see ``install``).
 
     Args:
@@ -953,6 +1028,8 @@ def download(names: list[str], data_dir: str | os.PathLike, *, mirror: str | Non
       keep_archives: keep the downloaded archives in ``data_dir/.downloads``.
       log: where progress lines go.
       progress: tqdm progress bars on stderr; default: when stderr is a terminal.
+      sample: accept a mirror's sample of a release (``install``); default:
+        ``$GROUNDED_TEXT_DOWNLOAD_SAMPLE`` is ``1``.
 
     Returns:
       ``{name: "installed" | "present"}``.
@@ -963,17 +1040,35 @@ def download(names: list[str], data_dir: str | os.PathLike, *, mirror: str | Non
     """
     wanted = expand_names(names)
     mirror = mirror or os.environ.get(MIRROR_ENV_VAR) or None
+    if sample is None:
+        sample = _sample_from_env()
     if progress is None:
         progress = sys.stderr.isatty()
     root = Path(data_dir).expanduser()
     fresh: set[str] = set()
     done = {name: install(DATASETS[name], root, mirror=mirror, force=force, log=log, progress=progress,
-                          fresh=fresh) for name in wanted}
+                          fresh=fresh, sample=sample) for name in wanted}
     if not keep_archives:
         for name in wanted:
             for remote in DATASETS[name].remotes:
                 (root / DOWNLOADS_DIR / remote.filename).unlink(missing_ok=True)
     return done
+
+
+def _sample_from_env() -> bool:
+    """``$GROUNDED_TEXT_DOWNLOAD_SAMPLE``: unset, empty or ``0`` → False; ``1`` → True.
+
+    Raises:
+      ValueError: any other value (the message names the variable).
+    """
+    value = os.environ.get(SAMPLE_ENV_VAR, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"${SAMPLE_ENV_VAR} must be 1 (accept a mirror's sample of a release) or 0, got {value!r}.")
+    return value == "1"
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
 
 
 # --------------------------------------------------------------------------- CLI
@@ -995,6 +1090,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="download again and replace datasets that are already there; a new file that passes "
                         "the structure check replaces the checksum recorded for it")
     p.add_argument("--keep-archives", action="store_true", help="keep the archives in DATA/.downloads")
+    p.add_argument("--sample", action="store_true", default=None,
+                   help="accept a mirror's sample of a release: fewer lines or photos than published "
+                        f"(default: ${SAMPLE_ENV_VAR}=1); every other check applies")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars or progress lines, only the result")
     p.add_argument("--list", action="store_true", help="list the datasets and their sources, then exit")
     return p.parse_args(argv)
@@ -1002,11 +1100,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def format_list() -> str:
     """One line per dataset: name, destination, description; then its source URLs, each
-    marked ``(sha256 pinned)`` or ``(structure-checked)``."""
+    marked ``(sha256 pinned)`` or ``(structure-checked)`` and, where known, its size."""
     lines = []
     for d in DATASETS.values():
-        lines.append(f"{d.name:<14} {d.dest:<26} {d.description}")
-        lines += [f"{'':<14} {r.url} ({'sha256 pinned' if r.sha256 else 'structure-checked'})" for r in d.remotes]
+        lines.append(f"{d.name:<16} {d.dest:<26} {d.description}")
+        for r in d.remotes:
+            size = r.size or r.approx_bytes
+            about = "" if r.size else "about "
+            lines.append(f"{'':<16} {r.url} ({'sha256 pinned' if r.sha256 else 'structure-checked'})"
+                         + (f" {about}{_size(size)}" if size else ""))
     return "\n".join(lines)
 
 
@@ -1028,6 +1130,7 @@ def main(argv=None) -> int:
         return 2
     try:
         names = expand_names(a.names)
+        sample = _sample_from_env() if a.sample is None else True
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -1035,7 +1138,7 @@ def main(argv=None) -> int:
     log = (lambda *args, **kwargs: None) if a.quiet else print
     try:
         done = download(names, data_dir, mirror=a.mirror, force=a.force, keep_archives=a.keep_archives, log=log,
-                        progress=False if a.quiet else None)
+                        progress=False if a.quiet else None, sample=sample)
     except DownloadError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

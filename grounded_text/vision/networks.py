@@ -14,10 +14,22 @@ resnet152          224 px  "caffe": RGB→BGR, minus ImageNet mean    2048    Me
 resnet50           224 px  "caffe"                                  2048    He et al. 2016
 vgg19              224 px  "caffe"                                  512     Kiros et al. 2014; VSE
 efficientnet_b0    224 px  none (rescaling is inside the model)      1280    Tan & Le 2019
+efficientnet_lite0 224 px  (x - 127) / 128 → about [-1, 1]          1280    Tan & Le 2019 (Lite variant);
+                                                                            the package's default features
 =================  ======  =======================================  ======  ==============================
 
 Input to every network here is float32 RGB in [0, 255]; :func:`FeatureNetwork.__call__`
 applies the network's own ``preprocess_input``.
+
+``efficientnet_lite0`` is not in ``keras.applications``: it is keras-hub's
+``EfficientNetBackbone`` (the ``[images]`` extra) in the Lite0 configuration (width and
+depth 1.0, ReLU6, no squeeze-and-excitation, 1280-d head), global-average pooled. Its
+ImageNet weights are keras-hub's ``efficientnet_lite0_ra_imagenet`` preset, fetched by
+keras-hub on first use (from Kaggle Models, cached under ``$KAGGLEHUB_CACHE``, by default
+``~/.cache/kagglehub``). The scaling (x - 127) / 128 is the one of the features the package
+ships for Flickr8k (EfficientNet-Lite0 pre-logits); that shipped file was made with another
+port of the Lite0 ImageNet weights, so features made here are close to it, not bitwise equal.
+``--weights none`` builds the same architecture offline with random weights.
 
 Weights: ``"imagenet"`` (the Keras ImageNet checkpoint, downloaded once into
 ``$KERAS_HOME/models`` or ``~/.keras/models``; offline and not cached this fails fast
@@ -68,6 +80,9 @@ class NetworkSpec:
       notop_origin: its download URL.
       notop_hash: its sha256 / md5 as listed by Keras, or ``None`` where Keras lists none.
       source: the paper.
+      preset: for a keras-hub network, the preset its ImageNet weights come from
+        (``keras_hub.models.EfficientNetBackbone.from_preset``); ``None`` for
+        ``keras.applications`` networks, whose weights are ``notop_file``.
     """
 
     name: str
@@ -80,6 +95,7 @@ class NetworkSpec:
     notop_origin: str
     notop_hash: str | None
     source: str
+    preset: str | None = None
 
 
 def _resnet_hash(name: str) -> str | None:
@@ -88,6 +104,95 @@ def _resnet_hash(name: str) -> str | None:
 
 def _efficientnet_hash(key: str) -> str | None:
     return keras_application_weight_hash("efficientnet", key)
+
+
+#: keras-hub ``EfficientNetBackbone`` arguments of EfficientNet-Lite0: the B0 stage table
+#: (Tan & Le 2019, Table 1) with width and depth 1.0, ReLU6 and no squeeze-and-excitation
+#: (the Lite changes), as keras-hub's converter of the timm ``efficientnet_lite0`` weights
+#: (``keras_hub/src/utils/timm/convert_efficientnet.py``) configures it.
+LITE0_CONFIG = {
+    "stackwise_width_coefficients": [1.0] * 7,
+    "stackwise_depth_coefficients": [1.0] * 7,
+    "stackwise_kernel_sizes": [3, 3, 5, 3, 5, 5, 3],
+    "stackwise_num_repeats": [1, 2, 2, 3, 3, 4, 1],
+    "stackwise_input_filters": [32, 16, 24, 40, 80, 112, 192],
+    "stackwise_output_filters": [16, 24, 40, 80, 112, 192, 320],
+    "stackwise_expansion_ratios": [1, 6, 6, 6, 6, 6, 6],
+    "stackwise_strides": [1, 2, 2, 2, 1, 2, 1],
+    "stackwise_squeeze_and_excite_ratios": [0] * 7,
+    "stackwise_block_types": ["v1"] * 7,
+    "min_depth": None,
+    "include_stem_padding": True,
+    "use_depth_divisor_as_min_depth": True,
+    "cap_round_filter_decrease": True,
+    "stem_conv_padding": "valid",
+    "batch_norm_momentum": 0.9,
+    "batch_norm_epsilon": 1e-5,
+    "dropout": 0,
+    "projection_activation": None,
+    "activation": "relu6",
+}
+LITE0_PRESET = "efficientnet_lite0_ra_imagenet"
+_KAGGLE_HOST = ("www.kaggle.com", 443)
+
+
+def _preset_cached(preset: str) -> bool:
+    """Whether kagglehub holds a copy of the keras-hub ``preset`` (no network needed)."""
+    root = Path(os.environ.get("KAGGLEHUB_CACHE") or "~/.cache/kagglehub").expanduser()
+    folder = root / "models" / "keras" / "efficientnet" / "keras" / preset
+    return folder.is_dir() and any(folder.rglob("*.weights.h5"))
+
+
+def _lite_preprocess(x):
+    """float32 RGB in [0, 255] → (x - 127) / 128, the scaling of the shipped Lite0 features."""
+    return (x - 127.0) / 128.0
+
+
+def _pooled(backbone, size: int, name: str) -> keras.Model:
+    inputs = keras.Input((size, size, 3))
+    outputs = keras.layers.GlobalAveragePooling2D(name="avg_pool")(backbone(inputs))
+    return keras.Model(inputs, outputs, name=name)
+
+
+def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_shape=(224, 224, 3)) -> keras.Model:
+    """EfficientNet-Lite0, global-average pooled: float32 [N, S, S, 3] already scaled by
+    :func:`_lite_preprocess` → float32 [N, 1280]. Same call as a ``keras.applications``
+    constructor, for :class:`FeatureNetwork`.
+
+    Args:
+      include_top, pooling: only ``False`` and ``"avg"`` (pooled features).
+      weights: ``None`` (random, offline) or ``"imagenet"`` (keras-hub's
+        ``efficientnet_lite0_ra_imagenet`` preset, downloaded by keras-hub on first use).
+      input_shape: ``(S, S, 3)``.
+
+    Raises:
+      MissingExtraError: keras-hub is not installed (``pip install 'grounded_text[images]'``).
+      WeightsUnavailableError: ``"imagenet"`` and the preset cannot be fetched or read.
+      ValueError: another ``include_top``/``pooling``/``weights``.
+    """
+    from grounded_text._extras import require
+
+    if include_top or pooling != "avg" or weights not in (None, "imagenet"):
+        raise ValueError("efficientnet_lite0 builds pooled features only (include_top=False, pooling='avg', "
+                         f"weights None or 'imagenet'), got {include_top=}, {pooling=}, {weights=}.")
+    hub = require("keras_hub", "the efficientnet_lite0 network")
+    if weights is None:
+        backbone = hub.models.EfficientNetBackbone(input_shape=tuple(input_shape), **LITE0_CONFIG)
+    else:
+        hint = (f"ImageNet weights for efficientnet_lite0 (keras-hub preset {LITE0_PRESET!r}, fetched from Kaggle "
+                "Models into $KAGGLEHUB_CACHE, by default ~/.cache/kagglehub) are not available")
+        advice = (". Connect once to download them, pass --weights PATH to a .weights.h5 file for the same "
+                  "architecture, or use --weights none (random initialisation, for testing only).")
+        # Like imagenet_weights_path: a quick probe so an offline machine fails at once
+        # instead of waiting on kagglehub's retries.
+        reason = None if _preset_cached(LITE0_PRESET) else _probe_network(_KAGGLE_HOST, PROBE_TIMEOUT_S)
+        if reason is not None:
+            raise WeightsUnavailableError(f"{hint} (offline? {reason}){advice}")
+        try:
+            backbone = hub.models.EfficientNetBackbone.from_preset(LITE0_PRESET, input_shape=tuple(input_shape))
+        except Exception as e:  # noqa: BLE001 — no Kaggle access, a damaged cache: the same advice.
+            raise WeightsUnavailableError(f"{hint} ({type(e).__name__}: {e}){advice}") from e
+    return _pooled(backbone, int(input_shape[0]), "efficientnet_lite0")
 
 
 def _specs() -> dict[str, NetworkSpec]:
@@ -134,11 +239,18 @@ def _specs() -> dict[str, NetworkSpec]:
             _efficientnet_hash("b0"),
             "Tan & Le 2019 (ICML)",
         ),
+        "efficientnet_lite0": NetworkSpec(
+            "efficientnet_lite0", efficientnet_lite0, _lite_preprocess, 224, 1280,
+            "(x - 127) / 128 (range about [-1, 1])",
+            LITE0_PRESET, "kaggle://keras/efficientnet/keras/efficientnet_lite0_ra_imagenet", None,
+            "Tan & Le 2019 (ICML), Lite variant (no squeeze-and-excitation, ReLU6); keras-hub weights",
+            preset=LITE0_PRESET,
+        ),
     }
 
 
 NETWORK_NAMES: tuple[str, ...] = (
-    "inception_v3", "resnet152", "resnet50", "vgg19", "efficientnet_b0",
+    "inception_v3", "resnet152", "resnet50", "vgg19", "efficientnet_b0", "efficientnet_lite0",
 )
 
 
@@ -225,6 +337,8 @@ def _resolve_weights(spec: NetworkSpec, weights) -> str | None:
     if weights is None or (isinstance(weights, str) and weights.lower() == "none"):
         return None
     if isinstance(weights, str) and weights == "imagenet":
+        if spec.preset is not None:
+            return "imagenet"  # keras-hub fetches and caches the preset itself
         return str(imagenet_weights_path(spec))
     path = Path(weights)
     if not path.is_file():
@@ -250,6 +364,7 @@ class FeatureNetwork:
       ValueError: unknown ``cnn``; a weights file that does not fit the architecture.
       FileNotFoundError: ``weights`` is a path that does not exist.
       WeightsUnavailableError: ``"imagenet"`` while offline and not cached.
+      MissingExtraError: ``efficientnet_lite0`` without keras-hub (the ``[images]`` extra).
     """
 
     def __init__(self, cnn: str, weights="imagenet", mixed_precision: bool = False):
@@ -260,10 +375,12 @@ class FeatureNetwork:
             keras.mixed_precision.set_global_policy("mixed_float16")
         try:
             size = self.spec.input_size
+            preset = path == "imagenet" and self.spec.preset is not None
             self.model = self.spec.constructor(
-                include_top=False, weights=None, pooling="avg", input_shape=(size, size, 3)
+                include_top=False, weights="imagenet" if preset else None, pooling="avg",
+                input_shape=(size, size, 3)
             )
-            if path is not None:
+            if path is not None and not preset:
                 try:
                     self.model.load_weights(path)
                 except Exception as e:  # noqa: BLE001

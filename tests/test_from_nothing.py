@@ -1,0 +1,228 @@
+"""The README's "From nothing" commands, run verbatim, from an empty data folder to an
+export that ``grounded_text.load()`` encodes with.
+
+Nothing leaves 127.0.0.1: a local HTTP server stands in for the public locations
+(``GROUNDED_TEXT_DOWNLOAD_BASE``, which the README names). It serves archives the test
+builds from a real slice of the shared data, in the release archives' layouts:
+``Flickr8k_Dataset.zip`` (``Flicker8k_Dataset/<id>.jpg`` plus macOS resource forks) with a
+few hundred of the real test-split photos, ``Flickr8k_text.zip`` with those photos' real
+captions and a train/dev/test split of them (a sample of the release, hence
+``GROUNDED_TEXT_DOWNLOAD_SAMPLE=1``), and the real STS 2012/2013/2016, STS-B and SICK
+archives. The image network gets random weights (``FEATURE_WEIGHTS=none``: no internet for
+the ImageNet weights). Nothing built here is committed; it lives in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+#: Photos served, and how the test split's photos are re-split (train / dev / test).
+N_TRAIN, N_DEV, N_TEST = 160, 40, 40
+
+
+def _section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", text, re.S | re.M)
+    assert m, f"README has no '## {title}' section"
+    return m.group(1)
+
+
+def _bash_blocks(section: str) -> list[str]:
+    return re.findall(r"^```bash\n(.*?)^```", section, re.S | re.M)
+
+
+def _build_mirror(data: Path, out: Path) -> list[str]:
+    """Release-layout archives from the shared data; returns the photo ids served."""
+    out.mkdir()
+    text = data / "flickr8k" / "Flickr8k_text"
+    photos = sorted(p.name for p in (data / "flickr8k" / "images").glob("*.jpg"))[: N_TRAIN + N_DEV + N_TEST]
+    assert len(photos) == N_TRAIN + N_DEV + N_TEST
+    splits = {"train": photos[:N_TRAIN], "dev": photos[N_TRAIN:N_TRAIN + N_DEV], "test": photos[N_TRAIN + N_DEV:]}
+    chosen = set(photos)
+    lines = [line for line in (text / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines()
+             if line.partition("#")[0] in chosen]
+    assert len(lines) == 5 * len(photos)
+    with zipfile.ZipFile(out / "Flickr8k_text.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("Flickr8k.token.txt", "\n".join(lines) + "\n")
+        for split, ids in splits.items():
+            z.writestr(f"Flickr_8k.{split}Images.txt", "\n".join(ids) + "\n")
+    with zipfile.ZipFile(out / "Flickr8k_Dataset.zip", "w", zipfile.ZIP_STORED) as z:
+        for name in photos:
+            z.write(data / "flickr8k" / "images" / name, f"Flicker8k_Dataset/{name}")
+            z.writestr(f"__MACOSX/Flicker8k_Dataset/._{name}", b"\x00\x05\x16\x07")
+    for year in (12, 13, 16):
+        with zipfile.ZipFile(out / f"STS20{year}-en-test.zip", "w", zipfile.ZIP_DEFLATED) as z:
+            for f in sorted((data / "sts" / f"STS{year}-en-test").iterdir()):
+                z.write(f, f"test-gold/{f.name}")
+    with tarfile.open(out / "Stsbenchmark.tar.gz", "w:gz") as t:
+        for f in sorted((data / "sts" / "STSBenchmark").iterdir()):
+            t.add(f, f"stsbenchmark/{f.name}")
+    for split in ("train", "trial", "test_annotated"):
+        with zipfile.ZipFile(out / f"sick_{split}.zip", "w", zipfile.ZIP_DEFLATED) as z:
+            z.write(data / "sts" / "SICK" / f"SICK_{split}.txt", f"SICK_{split}.txt")
+    return photos
+
+
+class _Mirror:
+    """A static file server on 127.0.0.1 (a thread; stopped by ``close``)."""
+
+    def __init__(self, folder: Path):
+        handler = functools.partial(_QuietHandler, directory=str(folder))
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+# --------------------------------------------------------------------------- efficientnet_lite0
+
+
+def test_efficientnet_lite0_builds_offline_with_the_published_size_and_scaling(data_dir):
+    """``--weights none``: the Lite0 architecture, random weights, no network. Its
+    trainable parameters are the published 4,652,008 of EfficientNet-Lite0 (timm
+    ``efficientnet_lite0``, keras-hub's preset metadata) less the 1280 × 1000 + 1000 of the
+    ImageNet classifier; features are the pooled backbone of (x - 127) / 128."""
+    import keras
+
+    from grounded_text.vision.extractor import extract_features, image_folder_dataset
+    from grounded_text.vision.networks import FeatureNetwork
+
+    keras.utils.set_random_seed(7)
+    net = FeatureNetwork("efficientnet_lite0", weights="none")
+    assert (net.input_size, net.dim, net.weights) == (224, 1280, "none")
+    assert sum(int(np.prod(w.shape)) for w in net.model.trainable_weights) == 4_652_008 - (1280 * 1000 + 1000)
+    folder = data_dir / "flickr8k" / "images"
+    names = sorted(p.name for p in folder.glob("*.jpg"))[:2]
+    rows: dict[str, np.ndarray] = {}
+
+    class Sink:
+        def existing_ids(self):
+            return set()
+
+        def append(self, ids, features):
+            rows.update(zip(ids, features))
+
+        def close(self):
+            return None
+
+    extract_features(image_folder_dataset(folder, names), Sink(), cnn="efficientnet_lite0", crops=1,
+                     batch_size=2, progress=False, network=net)
+    import tensorflow as tf
+
+    # The photos are 224×224 already (the resize is the identity): the reference is the
+    # backbone on (x - 127) / 128 of the decoded pixels.
+    x = np.stack([tf.io.decode_jpeg((folder / n).read_bytes(), channels=3).numpy() for n in names]).astype(np.float32)
+    assert x.shape == (2, 224, 224, 3)
+    ref = net.model((x - 127.0) / 128.0, training=False).numpy()
+    for k, n in enumerate(names):
+        assert rows[n].shape == (1280,) and rows[n].dtype == np.float32
+        np.testing.assert_allclose(rows[n], ref[k], rtol=1e-4, atol=1e-4)
+    assert not np.allclose(rows[names[0]], rows[names[1]])
+
+
+def test_efficientnet_lite0_imagenet_offline_fails_fast_with_advice(tmp_path, monkeypatch):
+    from grounded_text.vision import networks
+
+    monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path))  # nothing cached
+    monkeypatch.setattr(networks, "_probe_network", lambda host, timeout: "no route to host")
+    start = time.perf_counter()
+    with pytest.raises(networks.WeightsUnavailableError, match="offline.*--weights none"):
+        networks.FeatureNetwork("efficientnet_lite0", weights="imagenet")
+    assert time.perf_counter() - start < 60  # no download attempt, no retries
+
+
+def test_a_missing_default_feature_file_names_the_command_that_makes_it(tmp_path):
+    from grounded_text.data.features import resolve_features_path
+
+    with pytest.raises(FileNotFoundError, match="grounded-text features .*--cnn efficientnet_lite0$"):
+        resolve_features_path(tmp_path, "efficientnet_lite0")
+
+
+def test_the_features_cli_offers_efficientnet_lite0():
+    from grounded_text import choices
+    from grounded_text.vision.networks import NETWORK_NAMES
+
+    assert "efficientnet_lite0" in NETWORK_NAMES and choices.NETWORK_NAMES == NETWORK_NAMES
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.features", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "efficientnet_lite0" in proc.stdout
+
+
+# --------------------------------------------------------------------------- the README path
+
+
+def test_the_readme_names_the_install_and_the_environment_it_honours():
+    section = _section("From nothing")
+    install, run = _bash_blocks(section)
+    assert ".[images]" in install  # keras-hub builds efficientnet_lite0
+    for name in ("GROUNDED_TEXT_DOWNLOAD_BASE", "GROUNDED_TEXT_DOWNLOAD_SAMPLE", "FEATURE_WEIGHTS"):
+        assert name in section
+    assert "--cnn efficientnet_lite0" in run and "data download flickr8k" in run
+    assert "1.1 GB" in section
+
+
+@pytest.mark.slow
+def test_from_nothing_to_an_export_load_encodes_with(data_dir, tmp_path):
+    run_block = _bash_blocks(_section("From nothing"))[1]
+    photos = _build_mirror(data_dir, tmp_path / "mirror")
+    empty = tmp_path / "data"
+    empty.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "GROUNDED_TEXT_DATA": str(empty), "GROUNDED_TEXT_DOWNLOAD_SAMPLE": "1",
+           "FEATURE_WEIGHTS": "none",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(README.parent), os.environ.get("PYTHONPATH")) if p)}
+    env.pop("PYTHONHASHSEED", None)
+    assert shutil.which("grounded-text", path=env.get("PATH")), "the grounded-text console script is not installed"
+    mirror = _Mirror(tmp_path / "mirror")
+    env["GROUNDED_TEXT_DOWNLOAD_BASE"] = mirror.url
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", run_block], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=1200)
+    finally:
+        mirror.close()
+    seconds = time.perf_counter() - start
+    print(f"from nothing: {seconds:.0f} s")
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])
+    assert proc.stdout.strip().splitlines()[-1] == "(1, 128)"
+    # The layout the readers take, with the served photos and captions.
+    assert sorted(p.name for p in (empty / "flickr8k" / "images").glob("*.jpg")) == photos
+    assert (empty / "flickr8k" / "Flickr8k_text" / "Flickr_8k.devImages.txt").read_text().split() == photos[
+        N_TRAIN:N_TRAIN + N_DEV]
+    for folder in ("STS12-en-test", "STS16-en-test", "STSBenchmark", "SICK"):
+        assert any((empty / "sts" / folder).iterdir()), folder
+    with np.load(empty / "flickr8k" / "features" / "efficientnet_lite0.npz") as store:
+        assert sorted(store["ids"].tolist()) == photos
+        assert store["features"].shape == (len(photos), 1280) and store["features"].dtype == np.float32
+        assert np.isfinite(store["features"]).all()
+    # The export encodes in this process too: distinct sentences, distinct unit-scale rows.
+    import grounded_text as gt
+
+    vectors = gt.load(work / "runs" / "from_nothing" / "export").encode(["a dog runs", "two people on a bench"])
+    assert vectors.shape == (2, 128) and np.isfinite(vectors).all()
+    assert not np.allclose(vectors[0], vectors[1])
