@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grounded_text.experiments.figures import fmt_figure
 from grounded_text.experiments.plans import RunPlan
-from grounded_text.experiments.report import markdown_table
+from grounded_text.experiments.report import fmt, markdown_table
 from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 
@@ -55,6 +55,9 @@ class Paper:
     figures: dict  # headline label → PaperFigure
     data_differences: tuple  # (aspect, the paper, ours; "{features}" etc. filled from the runs)
     notes: tuple = ()
+    figures_key: str = ""  # the paper's key in grounded_text.paper_figures
+    published: tuple = ()  # Published rows: the paper's tables beside ours
+    derived_means: tuple = ()  # (table, column, years): year means of a table's subsets (derived_means)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,14 +267,86 @@ def setup_lines(results: dict) -> list[str]:
 
 
 def figure_lines(results: dict) -> list[str]:
-    """The figures table: paper, ours, ours − paper, the source of the paper's figure."""
+    """The headline figures table: paper, ours, ours − paper, the source of the paper's figure."""
     main = next((r["run"] for r in results["figures"] if r["run"]), None)
-    rows = [(r["measure"], fmt_figure(r["paper"], r["measure"]) if r["paper"] is not None else "not reported here",
+    rows = [(r["measure"], fmt_figure(r["paper"], r["measure"]) if r["paper"] is not None else "not in the paper",
              fmt_figure(r["ours"], r["measure"]), fmt_figure(r["difference"], r["measure"], signed=True),
              r["source"] or "–") for r in results["figures"]]
-    return [f"Figures (ours: run `{main}`; “–” = not reported here / not measured):", ""] + markdown_table(
+    return [f"Headline figures (ours: run `{main}`; “–” = not measured):", ""] + markdown_table(
         ["measure", "paper", "ours", "ours − paper", "source of the paper's figure"], rows,
         ["---", "---:", "---:", "---:", "---"])
+
+
+def _digits(scale: str) -> int:
+    return 3 if scale.startswith(("Pearson r", "Spearman")) and "× 100" not in scale else 1
+
+
+def _ci(ci, digits: int) -> str:
+    return "—" if not ci else f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]"
+
+
+def comparison_lines(results: dict) -> list[str]:
+    """One table per paper table: the paper's figure and 95 % interval, ours and ours, the
+    difference (same test set only) and what ours is measured on."""
+    rows = results.get("comparison") or []
+    if not rows:
+        return []
+    lines = ["The paper's figures beside ours (on the paper's scale; 95 % intervals: the paper's as printed, "
+             "ours from the evaluation report: Fisher z for correlations, Wilson for R@K, a bootstrap over "
+             "queries for medr; “—” = no interval printed / none computed; ours − paper only on the same test "
+             "set):", ""]
+    several = len(results["protocol"].get("spaces") or []) > 1
+    for table in dict.fromkeys(r["table"] for r in rows):
+        trs = [r for r in rows if r["table"] == table]
+        lines += [f"{table} ({trs[0]['scale']}; paper: trained on {trs[0]['training_data']}, features "
+                  f"{trs[0]['image_features']}):", ""]
+        body = []
+        for r in trs:
+            d = _digits(r["scale"])
+            body.append([r["row"] or "(unlabelled row)", r["measure"], fmt(r["paper"], d), _ci(r["paper_ci"], d),
+                         fmt(r["ours"], d), _ci(r["ours_ci"], d), fmt(r["difference"], d, signed=True),
+                         (f"`{r['run']}`" + (f" ({r['space']})" if several else "")) if r["run"] else "–",
+                         r["compared"]])
+        lines += markdown_table(["paper row", "measure", "paper", "paper 95 % CI", "ours", "our 95 % CI",
+                                 "ours − paper", "our run", "compared on"], body,
+                                ["---", "---", "---:", "---:", "---:", "---:", "---:", "---", "---"]) + [""]
+    return lines
+
+
+def derived_lines(results: dict) -> list[str]:
+    rows = results.get("derived_means") or []
+    if not rows:
+        return []
+    body = [[r["measure"], fmt(r["paper"], 1), fmt(r["ours"], 1), "—", fmt(r["difference"], 1, signed=True)]
+            for r in rows]
+    return ["Year means (Pearson r × 100): the paper prints none, so its figure here is the unweighted mean of its "
+            "printed subset figures, and ours the unweighted mean of our subset figures. No interval (“—”): the "
+            "subsets differ in size and difficulty, so neither a bootstrap over subsets nor a pooled Fisher z "
+            "would be a valid 95 % interval for this mean.", ""] + markdown_table(
+        ["measure", "paper (derived)", "ours", "our 95 % CI", "ours − paper"], body,
+        ["---", "---:", "---:", "---:", "---:"]) + [""]
+
+
+def paired_lines(results: dict) -> list[str]:
+    """The paired tests: Williams' test for STS correlations, paired bootstrap for R@K."""
+    lines = []
+    for comp in results.get("paired_tests") or []:
+        body = []
+        for label, t in comp["tests"].items():
+            is_r = " R@" not in label
+            test = "Williams (Steiger's T₂)" if is_r else "paired bootstrap (1,000)"
+            body.append([label, fmt(t["a"], 3 if is_r else 1), fmt(t["b"], 3 if is_r else 1), f"{t['n']:,}",
+                         fmt(t["p"], 3, small=2), test])
+        lines += ["", f"Paired test, {comp['comparison']} (`{comp['a']}` vs `{comp['b']}`, the same pairs / "
+                      "queries):", ""]
+        lines += markdown_table(["measure", comp["a"], comp["b"], "n", "p (two-sided)", "test"], body,
+                                ["---", "---:", "---:", "---:", "---:", "---"])
+    return lines
+
+
+def verdict_lines(results: dict) -> list[str]:
+    lines = results.get("verdict") or []
+    return ["", "Verdict:", ""] + [f"* {line}" for line in lines] if lines else []
 
 
 def ablation_lines(results: dict) -> list[str]:
@@ -313,8 +388,322 @@ def gap_lines(results: dict) -> list[str]:
 
 
 def format_paper_markdown(results: dict) -> str:
-    """The paper's section: setup, figures (paper, ours, difference), ablations, gaps, notes."""
-    lines = setup_lines(results) + figure_lines(results) + ablation_lines(results) + gap_lines(results)
+    """The paper's section: setup, the paper's tables beside ours (with 95 % intervals), derived
+    year means, headline figures, ablations, paired tests, the verdict, gaps, notes."""
+    lines = (setup_lines(results) + comparison_lines(results) + derived_lines(results) + figure_lines(results)
+             + ablation_lines(results) + paired_lines(results) + verdict_lines(results) + gap_lines(results))
     for note in results.get("notes", []):
         lines += ["", note]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the papers' tables beside ours
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """One row of a paper's table (``grounded_text.paper_figures``) and what of ours stands beside it.
+
+    Attributes:
+      table: ``"Table 2"``.
+      row: the row label as recorded, or ``"*"``: every row of ``columns``.
+      run: the run of ours that trained the same model, or None (none of ours does).
+      block: restricts to the table's sub-block (``"1k results"``), or None.
+      columns: restricts to these columns; ``()``: every column of the row.
+      space: our space (``""``: the protocol's first).
+      ours: ``{column or "block row": our key}``: our figure on the same test set where the
+        record names none (e.g. Merkx & Frank's supervised STS-B/SICK-R).
+      nearest: ``{column: (our key, text)}``: our nearest measure where the paper's test set is
+        not ours (``text`` says on what ours is measured); never differenced.
+    """
+
+    table: str
+    row: str
+    run: str | None
+    block: str | None = None
+    columns: tuple = ()
+    space: str = ""
+    ours: dict = dataclasses.field(default_factory=dict)
+    nearest: dict = dataclasses.field(default_factory=dict)
+
+
+def _dig(node, keys):
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return node
+
+
+def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
+    """Our figure ``key`` (the ``ours`` keys of ``grounded_text.paper_figures``, plus
+    ``supervised/...``, ``structure/...``, ``same_image/...``) from one space's evaluation.
+
+    Returns:
+      ``{"value": float|None, "ci": [lo, hi]|None, "n": int|None, "protocol": str|None}`` on
+      our scale (correlations as r, R@K in %, medr in ranks). Year means have no interval: an
+      unweighted mean of correlations over subsets of different sizes has no standard error
+      we can state honestly, so ``ci`` is None there.
+    """
+    out = {"value": None, "ci": None, "n": None, "protocol": None}
+    if not key or not isinstance(ev, dict):
+        return out
+    parts = key.split("/")
+    node = None
+    if parts[0].startswith("STS1") and len(parts) == 2:
+        year = (ev.get("sts") or {}).get(parts[0]) or {}
+        if parts[1] == "mean":
+            out["value"] = _dig(year, [stat, "mean"])
+            return out
+        node = _dig(year, ["subsets", parts[1]])
+    elif parts[0] in ("STSBenchmark", "SICK"):
+        node = _dig(ev.get("sts"), [parts[0], "/".join(parts[1:])])
+    elif parts[0] == "supervised":
+        node = _dig(ev.get("supervised_sts"), [parts[1], "/".join(parts[2:])])
+    elif parts[0] in ("flickr8k_1k", "all"):
+        ret = ev.get("retrieval") or {}
+        metric = parts[2]
+        out.update(value=_dig(ret, [parts[1], metric]), ci=_dig(ret, [parts[1], f"{metric}_ci95"]),
+                   protocol=ret.get("protocol"), n=ret.get("n_images"))
+        return out
+    elif parts[0] == "structure":
+        st = ev.get("structure") or {}
+        out["value"] = _dig(st, ["rho_vis", "spearman"]) if parts[1] == "rho_vis" else st.get(parts[1])
+        return out
+    elif parts[0] == "same_image":  # "same_image/*": the one split scored (its name says how many images)
+        sets = ev.get("same_image") or {}
+        node = next(iter(sets.values()), None) if parts[1] == "*" else sets.get("/".join(parts[1:]))
+    elif parts[0] == "transfer":
+        out["value"] = _dig(ev.get("transfer"), [parts[1], "acc"])
+        return out
+    if isinstance(node, dict):
+        out.update(value=node.get(stat), ci=node.get(f"{stat}_ci95"), n=node.get("n"))
+    return out
+
+
+def _scale_of(fig) -> float:
+    return 100.0 if "× 100" in fig.scale else 1.0
+
+
+def _stat_of(fig) -> str:
+    return "spearman" if "Spearman" in fig.scale else "pearson"
+
+
+def _label(fig, spec: Published) -> str:
+    if spec.row == "*":
+        return f"{fig.block} {fig.row}".strip() if fig.block else fig.row
+    return f"{fig.block}: {fig.column}" if fig.block else fig.column
+
+
+def _selected(paper_key: str, spec: Published) -> list:
+    from grounded_text.paper_figures import figures
+
+    return [f for f in figures(paper_key, spec.table) if (spec.row == "*" or f.row == spec.row)
+            and (spec.block is None or f.block == spec.block) and (not spec.columns or f.column in spec.columns)]
+
+
+def comparison_rows(paper, runs: dict) -> list[dict]:
+    """Every recorded paper figure of ``paper.published`` beside ours, on the paper's scale.
+
+    Each row: ``table``, ``row`` (as recorded), ``measure`` (our label), ``column``, ``scale``,
+    ``paper``, ``paper_ci`` (the paper's printed 95 % interval or None), ``ours``, ``ours_ci``
+    (ours × the paper's scale factor), ``difference`` (ours − paper, only on the same test set),
+    ``compared`` (``"same test set"``, ``"nearest: ..."``, or why there is no figure of ours),
+    ``run``, ``space``, ``training_data``, ``image_features`` (the paper's, from the record).
+    """
+    rows = []
+    first_space = paper.protocol.spaces[0][0]
+    for spec in paper.published:
+        space = spec.space or first_space
+        node = runs.get(spec.run, {}) if spec.run else {}
+        ok = node.get("status") == "ok"
+        ev = (node.get("evaluation") or {}).get(space, {}) if ok else {}
+        for fig in _selected(paper.figures_key, spec):
+            label = _label(fig, spec)
+            scale, stat = _scale_of(fig), _stat_of(fig)
+            key = spec.ours.get(label, spec.ours.get(fig.column, fig.ours))
+            nearest = None if key else spec.nearest.get(fig.column)
+            mine = read_ours(ev, key, stat) if key else {"value": None}
+            if key and mine["value"] is None and spec.nearest.get(fig.column):  # e.g. STS14 not in our data
+                nearest, key = spec.nearest[fig.column], None
+            if not key:
+                mine = read_ours(ev, nearest[0] if nearest else None, stat)
+            if key and key.split("/")[0] == "flickr8k_1k" and mine["protocol"] not in (None, "flickr8k_1k"):
+                nearest, key = (key, f"ours on retrieval protocol `{mine['protocol']}` ({mine['n']} images), "
+                                     "not the paper's 1,000-image test"), None
+            if spec.run is None:
+                compared = "none of our runs trains this model"
+            elif not ok:
+                compared = f"run `{spec.run}` not scored ({node.get('status', 'not planned')})"
+            elif key and key.startswith("supervised/"):
+                compared = ("same test set; regressor: ours ridge on [u, v, |u−v|, u*v], the paper's SentEval's"
+                            if mine["value"] is not None else "ours: supervised STS not measured")
+            elif key:
+                compared = ("same test set" if mine["value"] is not None
+                            else f"ours: `{key}` not measured (not in our data or not in this run)")
+            elif nearest:
+                compared = f"nearest: {nearest[1]}"
+            else:
+                compared = "no measure of ours on this test set"
+            value = None if mine["value"] is None else mine["value"] * scale
+            ci = None if not mine["ci"] else [c * scale for c in mine["ci"]]
+            same = compared.startswith("same test set")
+            rows.append({"table": fig.table, "row": fig.row, "block": fig.block, "column": fig.column,
+                         "measure": label, "scale": fig.scale, "paper": fig.value,
+                         "paper_ci": list(fig.ci95) if fig.ci95 else None, "ours": value, "ours_ci": ci,
+                         "difference": value - fig.value if same and value is not None else None,
+                         "compared": compared, "run": spec.run, "space": space,
+                         "training_data": fig.training_data, "image_features": fig.image_features})
+    return rows
+
+
+def derived_means(paper, runs: dict) -> list[dict]:
+    """Year means of Merkx & Frank's Table 5 (the unweighted mean of its printed subset
+    figures; the paper prints no year mean) beside ours, for ``paper.derived_means``:
+    ``[{"measure", "paper", "ours", "difference", "run"}]`` (Pearson r × 100, no interval)."""
+    from grounded_text.paper_figures import figures
+
+    if not paper.derived_means:
+        return []
+    table, column, years = paper.derived_means
+    run = main_run(paper, runs)
+    ev = (runs.get(run, {}).get("evaluation") or {}).get(paper.protocol.spaces[0][0], {}) if run else {}
+    recs = [f for f in figures(paper.figures_key, table) if f.column == column and f.ours]
+    theirs, mine = {}, {}
+    for y in years:
+        vals = [f.value for f in recs if f.ours.startswith(y + "/")]
+        theirs[y] = sum(vals) / len(vals) if vals else None
+        ours = read_ours(ev, f"{y}/mean")["value"]
+        mine[y] = None if ours is None else 100 * ours
+    label_all = "mean of " + "/".join(years).replace("/STS", "/") + " means"
+    out = [(f"{y} mean", theirs[y], mine[y]) for y in years]
+    all_t = None if any(theirs[y] is None for y in years) else sum(theirs.values()) / len(years)
+    all_m = None if any(mine[y] is None for y in years) else sum(mine.values()) / len(years)
+    out.append((label_all, all_t, all_m))
+    return [{"measure": m, "paper": t, "ours": o, "difference": None if t is None or o is None else o - t,
+             "run": run} for m, t, o in out]
+
+
+# ----------------------------------------------------------------------------- paired tests
+
+
+def _sts_label(key: str) -> str:
+    year, _, sub = key.partition("/")
+    return {"STSBenchmark/test": "STS-B test r (cosine)", "SICK/test": "SICK-R test r (cosine)"}.get(
+        key, f"{year} {sub} r")
+
+
+def paired_sts(a: dict, b: dict) -> dict:
+    """Williams' test (``grounded_text.evaluation.stats.williams_test``) of Pearson r(gold, a)
+    = r(gold, b) on every STS set both prediction dicts hold (``scoring.predictions``).
+
+    Returns:
+      ``{label: {"a": r, "b": r, "n": n, "p": p}}``; a set with constant predictions is left out.
+    """
+    import numpy as np
+
+    from grounded_text.evaluation.stats import williams_test
+
+    out = {}
+    sa, sb = a.get("sts") or {}, b.get("sts") or {}
+    for key in sa:
+        if key not in sb or len(sa[key]) != len(sb[key]):
+            continue
+        x, y, gold = np.asarray(sa[key], float), np.asarray(sb[key], float), np.asarray(a["gold"][key], float)
+        if len(gold) < 4 or min(np.ptp(x), np.ptp(y), np.ptp(gold)) == 0:
+            continue
+        r12, r13, r23 = (float(np.corrcoef(u, v)[0, 1]) for u, v in ((gold, x), (gold, y), (x, y)))
+        clip = [min(1.0, max(-1.0, r)) for r in (r12, r13, r23)]
+        p = williams_test(*clip, len(gold))["p_value"]
+        out[_sts_label(key)] = {"a": r12, "b": r13, "n": int(len(gold)), "p": p}
+    return out
+
+
+def paired_retrieval(a: dict, b: dict, ks=(1, 5, 10)) -> dict:
+    """Paired bootstrap (``stats.paired_bootstrap``, 1,000 resamples, seed 0) of R@K between
+    two encoders on the same queries, from their per-query ranks (pessimistic ranks: a tie
+    never counts for the ground truth, so these R@K can sit below the report's expected R@K).
+
+    Returns:
+      ``{"caption→image R@1": {"a": %, "b": %, "n": queries, "p": p}, ...}``.
+    """
+    import numpy as np
+
+    from grounded_text.evaluation.stats import paired_bootstrap
+
+    out = {}
+    for direction, label in (("caption_to_image", "caption→image"), ("image_to_caption", "image→caption")):
+        ra, rb = (np.asarray((p.get("ranks") or {}).get(direction, ()), float) for p in (a, b))
+        if ra.size < 2 or ra.size != rb.size:
+            continue
+        for k in ks:
+            ha, hb = (ra <= k).astype(float), (rb <= k).astype(float)
+            res = paired_bootstrap(ha, hb, np.mean)
+            out[f"{label} R@{k}"] = {"a": 100 * ha.mean(), "b": 100 * hb.mean(), "n": int(ra.size),
+                                     "p": res["p_value"]}
+    return out
+
+
+def paired_tests(paper, runs: dict, predictions: dict) -> list[dict]:
+    """The paired tests of ``paper``'s comparisons on the same pairs / queries.
+
+    ``predictions``: ``{run: {space: scoring.predictions(...)}}``. Compared: every ablation
+    setting against the ablation's first setting (same space), and, where the protocol scores
+    several spaces, every other space against the first within each run.
+
+    Returns:
+      ``[{"comparison", "a", "b", "tests": {label: {"a", "b", "n", "p"}}, "test"}]``.
+    """
+    out = []
+    space0 = paper.protocol.spaces[0][0]
+
+    def add(title, a_name, b_name, pa, pb):
+        tests = {**paired_sts(pa, pb), **paired_retrieval(pa, pb)}
+        if tests:
+            out.append({"comparison": title, "a": a_name, "b": b_name, "tests": tests})
+
+    for group, rows in ablation_tables(paper, runs).items():
+        ok = [r for r in rows if r["status"] == "ok" and space0 in predictions.get(r["run"], {})]
+        for r in ok[1:]:
+            add(f"{group}: {r['setting']} vs {ok[0]['setting']}", r["run"], ok[0]["run"],
+                predictions[r["run"]][space0], predictions[ok[0]["run"]][space0])
+    for run, spaces in predictions.items():
+        names = [s for s, _ in paper.protocol.spaces if s in spaces]
+        for other in names[1:]:
+            add(f"`{run}`: {other} vs {names[0]} space", f"{run}:{other}", f"{run}:{names[0]}", spaces[other],
+                spaces[names[0]])
+    return out
+
+
+# ----------------------------------------------------------------------------- verdict
+
+
+def verdict(paper, results: dict) -> list[str]:
+    """Which same-test-set figures agree with the paper and which not, with the documented
+    differences of data, features and budget (from the records; nothing else is claimed)."""
+    rows = [r for r in results.get("comparison", []) if r["difference"] is not None]
+    if not rows:
+        return ["No figure of ours was measured on the paper's own test sets in this run; every figure above is "
+                "the paper's, beside our nearest measure where we have one."]
+    in_paper = [r for r in rows if r["paper_ci"] and r["paper_ci"][0] <= r["ours"] <= r["paper_ci"][1]]
+    in_ours = [r for r in rows if r["ours_ci"] and r["ours_ci"][0] <= r["paper"] <= r["ours_ci"][1]]
+    agree = {id(r) for r in in_paper + in_ours}
+    above = [r for r in rows if id(r) not in agree and r["difference"] > 0]
+    below = [r for r in rows if id(r) not in agree and r["difference"] < 0]
+
+    def names(rs):
+        return ", ".join(r["measure"] for r in rs) or "none"
+
+    lines = [f"{len(rows)} figures on the paper's own test sets: ours inside the paper's 95 % interval: "
+             f"{len(in_paper)} ({names(in_paper)}); the paper's value inside our 95 % interval: {len(in_ours)} "
+             f"({names(in_ours)}); above both: {len(above)} ({names(above)}); below both: {len(below)} "
+             f"({names(below)}). Without a printed interval (e.g. medr) only our interval is checked."]
+    diffs = [f"training data (paper: {t}; ours: {results['ours_data']})"
+             for t in dict.fromkeys(r["training_data"] for r in rows) if t and t != results["ours_data"]]
+    diffs += [f"image features (paper: {f}; ours: {results['ours_features']})"
+              for f in dict.fromkeys(r["image_features"] for r in rows) if f and f != results["ours_features"]]
+    if results.get("budget") != "full":
+        diffs.append(f"training budget (`{results.get('budget')}`: {results.get('budget_description')})")
+    if diffs:
+        lines.append("Documented differences that may account for the gaps: " + "; ".join(diffs) + ".")
+    return lines
