@@ -129,7 +129,8 @@ def test_docs_writer_tables_and_section_update(tmp_path):
     # Running merckx_frank again replaces its section only.
     rp.write_docs(docs, {"merckx_frank": _fake_results("merckx_frank", {"STS12 MSRvid r": 0.8}, "cmd2")})
     text = docs.read_text()
-    assert text.count("reproduce:merckx_frank:start") == 1 and "`cmd2`" in text and "0.700" not in text
+    assert text.count("reproduce:merckx_frank:start") == 1 and "`cmd2`" in text
+    assert "| STS12 MSRvid r | 0.799 | 0.700 |" not in text and "| STS12 MSRvid r | 0.799 | 0.800 |" in text
     assert "| STS12 mean r | not in the paper | 0.500 |" in text
 
 
@@ -191,7 +192,10 @@ def test_smoke_budget_writes_results(smoke_all, paper):
     figures = {r["measure"]: r for r in res["figures"]}
     for label, fig in rp.PAPERS[paper].figures.items():
         assert figures[label]["paper"] == fig.value
-        assert figures[label]["difference"] == pytest.approx(figures[label]["ours"] - fig.value)
+        if " R@" in label or label.endswith("medr"):  # the smoke slice is not the paper's 1,000-image test
+            assert figures[label]["difference"] is None
+        else:
+            assert figures[label]["difference"] == pytest.approx(figures[label]["ours"] - fig.value)
     assert (out / paper / "results.md").read_text().startswith("## ")
     text = docs.read_text()
     assert f"<!-- reproduce:{paper}:start -->" in text and "| measure | paper | ours | ours − paper |" in text

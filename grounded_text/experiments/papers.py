@@ -146,18 +146,62 @@ def main_run(paper, runs: dict) -> str | None:
     return next((s.name for s in paper.runs if s.main and runs.get(s.name, {}).get("status") == "ok"), None)
 
 
+def headline_label(key: str, stat: str = "pearson") -> str | None:
+    """The headline label (``grounded_text.experiments.figures`` families) of one of our keys
+    (``read_ours``), or None where the headline has no such figure."""
+    sym = "ρ" if stat == "spearman" else "r"
+    parts = key.split("/")
+    if parts[0].startswith("STS1") and len(parts) == 2:
+        return f"{parts[0]} {parts[1]} {sym}"
+    fixed = {"STSBenchmark/test": f"STS-B test {sym} (cosine)", "SICK/test": f"SICK-R test {sym} (cosine)",
+             "supervised/STSBenchmark/test": "STS-B test r (supervised)",
+             "supervised/SICK/test": "SICK-R test r (supervised)"}
+    if key in fixed:
+        return fixed[key]
+    if parts[0] == "flickr8k_1k":
+        return {"caption_to_image": "caption→image", "image_to_caption": "image→caption"}[parts[1]] + " " + parts[2]
+    return None
+
+
+def published_figures(paper, run: str | None) -> dict:
+    """``{headline label: PaperFigure}`` of the recorded figures of ``paper.published`` rows that
+    ``run`` trains, on the headline's scale (correlations as r), for the headline table."""
+    from grounded_text.paper_figures import PAPERS as SOURCES
+
+    several = len(paper.protocol.spaces) > 1
+    out = {}
+    for spec in paper.published:
+        if spec.run is None or spec.run != run:
+            continue
+        for fig in _selected(paper.figures_key, spec):
+            key = spec.ours.get(_label(fig, spec), spec.ours.get(fig.column, fig.ours))
+            label = headline_label(key, _stat_of(fig)) if key else None
+            if label is None:
+                continue
+            label = (f"{spec.space or paper.protocol.spaces[0][0]}: " if several else "") + label
+            source = (f"{SOURCES[paper.figures_key].split(',')[0]}, {fig.table}, row {fig.row or '(unlabelled)'}, "
+                      f"{fig.column}")
+            out.setdefault(label, PaperFigure(fig.value / _scale_of(fig), source))
+    return out
+
+
 def figure_rows(paper, runs: dict) -> list[dict]:
     """Paper figure vs ours (the main run): every headline figure, then every recorded figure
-    not among them; ``difference`` = ours − paper where both exist."""
+    not among them (``paper.figures``, then the recorded figures of its ``published`` rows);
+    ``difference`` = ours − paper where both exist on the same test set (a retrieval figure
+    of ours on another protocol than the paper's 1,000-image test is not differenced)."""
     main = main_run(paper, runs)
     ours = runs[main]["headline"] if main else {}
-    figs = paper.figures
+    figs = {**published_figures(paper, main), **paper.figures}
+    protocols = {(ev.get("retrieval") or {}).get("protocol") for ev in
+                 ((runs.get(main) or {}).get("evaluation") or {}).values() if isinstance(ev, dict)} - {None}
     rows = []
     for label in list(ours) + [f for f in figs if f not in ours]:
         fig, mine = figs.get(label), ours.get(label)
+        other_test = (" R@" in label or label.endswith("medr")) and protocols and protocols != {"flickr8k_1k"}
+        diff = None if fig is None or mine is None or other_test else mine - fig.value
         rows.append({"measure": label, "paper": fig.value if fig else None, "source": fig.source if fig else None,
-                     "ours": mine, "difference": None if fig is None or mine is None else mine - fig.value,
-                     "run": main})
+                     "ours": mine, "difference": diff, "run": main})
     return rows
 
 
