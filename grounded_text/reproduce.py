@@ -56,67 +56,10 @@ __all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "Paper", "PaperFigure",
 log = logging.getLogger("grounded_text.reproduce")
 
 
-MF_TABLE5 = "Merckx & Frank 2019, Table 5, Flickr8k column"
-MF_RETRIEVAL = "Merckx & Frank 2019, Table 2, Flickr8k 1k-test retrieval, ResNet-152 10-crop features"
 _FEATURES = ("image features", "InceptionV3, 2048-d", "{features}")
 _STS_YEARS = ("STS years", "held-out STS14/15 reported in the papers' protocol", "{sts_years}")
 _K = "model.loss_params.k"
 
-
-def _mf_table5(label: str, keys) -> PaperFigure:
-    """A headline figure of Merkx & Frank's Table 5 (char-GRU, Flickr8k) as Pearson r: one subset's
-    figure / 100, or the unweighted mean of several (the paper prints no year mean)."""
-    from grounded_text.paper_figures import figures
-
-    vals = [f.value for f in figures("merkx2019_char_grounding", "Table 5") if f.column == "char-GRU (Flickr8k)"
-            and (f"{f.block} {f.row}" in keys or f.ours in keys)]
-    if len(vals) != len(keys):
-        raise AssertionError(f"{label}: {len(vals)} of {len(keys)} Table 5 figures found")
-    source = MF_TABLE5 + ("" if len(keys) == 1 else f" (mean of its {len(keys)} subset figures)")
-    return PaperFigure(round(sum(vals) / len(vals) / 100, 3), source)
-
-
-def _mf_table2(column: str) -> PaperFigure:
-    from grounded_text.paper_figures import figures
-
-    (fig,) = [f for f in figures("merkx2019_char_grounding", "Table 2") if f.row == "char-GRU" and f.column == column]
-    return PaperFigure(fig.value, MF_RETRIEVAL)
-
-
-_MF_STS12 = ("STS12/MSRpar", "STS12/MSRvid", "STS12/SMTeuroparl", "STS12/surprise.OnWN", "STS12/surprise.SMTnews")
-_MF_STS13 = ("STS13/FNWN", "STS13/headlines", "STS13/OnWN")
-_MF_STS16 = ("STS16/answer-answer", "STS16/headlines", "STS16/plagiarism", "STS16/postediting",
-             "STS16/question-question")
-_VETE_NEAREST = {
-    "images2014": ("STSBenchmark/test/captions", "ours on STS-B test, captions genre (STS 2014 is not in our data)"),
-    "images2015": ("STSBenchmark/test/captions", "ours on STS-B test, captions genre (STS 2015 is not in our data)"),
-    "COCO-Test": ("same_image/*", "ours on the same kind of test built from Flickr8k test captions (§4.3)"),
-    "Pin-Test": ("same_image/*", "ours on the same kind of test built from Flickr8k test captions (§4.3)"),
-}
-_BORDES_NEAREST = {m: (f"structure/{k}", f"ours{extra} on Flickr8k test (paper: MS COCO val, 5K images)")
-                   for m, k, extra in (("mNNO", "mNNO@10", ": mNNO@10"), ("ρ_vis", "rho_vis", ": Spearman ρ_vis"),
-                                       ("C_inter", "C_inter", ""), ("C_intra", "C_intra", ""))}
-_RET = {"image→sentence": "image_to_caption", "sentence→image": "caption_to_image",
-        "caption→image": "caption_to_image", "image→caption": "image_to_caption"}
-
-
-def _retrieval_nearest(columns, text: str) -> dict:
-    return {c: (f"flickr8k_1k/{_RET[c.split(' ')[0]]}/{c.split(' ')[1]}", text) for c in columns}
-
-
-_KOLLURU_COLS = tuple(f"{d} R@{k}" for d in ("image→sentence", "sentence→image") for k in (1, 5, 10))
-_MF_RET_COLS = tuple(f"{d} {m}" for d in ("caption→image", "image→caption") for m in ("R@1", "R@5", "R@10", "medr"))
-
-
-def _kolluru_rows():
-    out = []
-    for table, data in (("Table 1", "Flickr30K"), ("Table 2", "MSCOCO")):
-        near = _retrieval_nearest(_KOLLURU_COLS, f"ours on Flickr8k test retrieval (paper: {data} 1,000-image test)")
-        for net in ("VGG19", "ResNet50"):
-            for k, run in ((1, "two_branch_khard_k1"), (10, "two_branch_khard_k10")):
-                out.append(Published(table, f"Our model with {net} image encoder and $K = {k}$ hard negative", run,
-                                     nearest=near))
-    return tuple(out)
 
 PAPERS: dict[str, Paper] = {
     "vete": Paper(
@@ -136,13 +79,7 @@ PAPERS: dict[str, Paper] = {
                           figures=("sts", "same_image")),
         figures={},
         figures_key="kurach2017_vete",
-        published=(
-            *(Published("Table 1", row, run, nearest=_VETE_NEAREST)
-              for row, run in (("VETE-BOW", "vete_bow"), ("VETE-RNN", "vete_rnn"), ("VETE-CNN", "vete_cnn"))),
-            *(Published("Table 4", row, run) for row, run in (("Pearson", "vete_bow"),
-                                                               ("Covariance", "vete_bow_covariance"),
-                                                               ("Rank loss", "vete_bow_rank"))),
-        ),
+        published=papers.PUBLISHED["vete"],
         data_differences=(("training data", "MS COCO and larger caption sets", "{dataset}"), _FEATURES,
                           ("same-image test", "COCO-Test / Pin-Test (§4.3)", "Flickr8k test captions"), _STS_YEARS),
     ),
@@ -157,11 +94,7 @@ PAPERS: dict[str, Paper] = {
                           figures=(("sts", {"spearman": True}), "structure", "transfer")),
         figures={},
         figures_key="bordes2019_grounded_space",
-        # Table 1 is grounding only (no textual loss), as our run: C_g + P_g is printed as '+P_a'.
-        published=(Published("Table 1", "$+{\\bf P}_a$", "bordes_cg_pg", space="textual", nearest=_BORDES_NEAREST),
-                   Published("Table 1", "$+{\\bf P}_a$", "bordes_cg_pg", space="grounded", nearest=_BORDES_NEAREST),
-                   Published("Table 1", "${\\bf P}_g$", None),
-                   Published("Table 1", "$\\mathbf{C}_g$", None)),
+        published=papers.PUBLISHED["bordes"],
         data_differences=(("training data", "MS COCO (grounding) + BookCorpus (textual loss L_T)",
                            "{dataset}; no textual loss (C_g + P_g only)"), _FEATURES, _STS_YEARS),
         notes=("The textual space is `export_textual/` (or `export/` for runs that predate it) and the "
@@ -180,7 +113,7 @@ PAPERS: dict[str, Paper] = {
         protocol=Protocol(("retrieval",), description=(scoring.RETRIEVAL,), figures=("retrieval", "rsum")),
         figures={},
         figures_key="kolluru_two_branch",
-        published=_kolluru_rows(),
+        published=papers.PUBLISHED["kolluru"],
         data_differences=(("training data", "not recorded here", "{dataset}"),
                           ("image features", "VGG19 / ResNet50 (§4.4.1)", "{features}")),
         notes=("The preset's K = 1 is the thesis's choice (it finds K = 1 best and K = 10 worse); "
@@ -194,24 +127,8 @@ PAPERS: dict[str, Paper] = {
         protocol=Protocol(("sts", "supervised", "retrieval"),
                           description=(scoring.STS_ALL, scoring.SUPERVISED, scoring.RETRIEVAL),
                           figures=(("sts", {"subsets": True}), "mean_of_year_means", "supervised", "retrieval")),
-        figures={"STS12 MSRvid r": _mf_table5("STS12 MSRvid r", ("STS12/MSRvid",)),
-                 "STS12 mean r": _mf_table5("STS12 mean r", _MF_STS12),
-                 "STS13 mean r": _mf_table5("STS13 mean r", _MF_STS13),
-                 "STS16 mean r": _mf_table5("STS16 mean r", _MF_STS16),
-                 "mean of STS12/13/16 means r": PaperFigure(0.589, MF_TABLE5 + " (mean of its three year means)"),
-                 "STS-B test r (supervised)": _mf_table5("STS-B", ("STS-B STS 12-16",)),
-                 "SICK-R test r (supervised)": _mf_table5("SICK-R", ("SICK Relatedness",)),
-                 **{c: _mf_table2(c) for c in _MF_RET_COLS}},
-        figures_key="merkx2019_char_grounding",
-        published=(
-            Published("Table 5", "*", "char_gru_attention", columns=("char-GRU (Flickr8k)",),
-                      ours={"STS-B STS 12-16": "supervised/STSBenchmark/test",
-                            "SICK Relatedness": "supervised/SICK/test"}),
-            Published("Table 2", "char-GRU", "char_gru_attention"),
-            *(Published("Table 3", "char-GRU", "char_gru_attention", block=b, nearest=_retrieval_nearest(
-                _MF_RET_COLS, f"ours on Flickr8k test retrieval (paper: MSCOCO, {b})"))
-              for b in ("1k results", "5k results")),
-        ),
+        figures=papers.mf_headline_figures(), figures_key="merkx2019_char_grounding",
+        published=papers.PUBLISHED["merckx_frank"],
         derived_means=("Table 5", "char-GRU (Flickr8k)", ("STS12", "STS13", "STS16")),
         data_differences=(("training data", "Flickr8k (and MS COCO, not compared here)", "{dataset}"),
                           ("image features", "ResNet-152, 2048-d, mean of 10 crops", "{features}"),
@@ -403,23 +320,7 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
     return results
 
 
-DOCS_HEADER = """# Reproducing the papers
-
-Written by `python -m grounded_text.reproduce PAPER --budget BUDGET --output-dir DIR --write-docs
-docs/reproduction.md` (one section per paper, replaced when that paper is run again). Each run is a
-preset record (`grounded_text.presets`) trained by `grounded_text.train.train` and scored by the
-package's evaluation code (`grounded_text.evaluation`). Each section sets the paper's figures
-(`grounded_text.paper_figures`: every cell of the papers' tables, with its table, row, 95 %
-interval where printed, training data and image features) beside ours with its 95 % interval and
-the difference, wherever the test set is the same; where the paper measured on data we lack, its
-figure stands beside our nearest measure, labelled as such and not differenced. Paired tests
-(Williams' test for STS correlations, a paired bootstrap for R@K) compare encoders scored on the
-same pairs, and a verdict per paper says which figures agree within the intervals. Budgets:
-`full` = the records as the papers train them, `cpu` = what fits 2 CPU cores, `smoke` = a
-64-image plumbing check (its figures mean nothing). `--from-runs DIR` scores runs trained
-separately with `python -m grounded_text.train`. A paper without a section below has not been
-put in this report yet.
-"""
+DOCS_HEADER = papers.DOCS_HEADER
 
 
 def write_docs(path: str | Path, results_by_paper: dict) -> Path:
