@@ -218,3 +218,20 @@ def test_verdict_counts_agreement_and_names_documented_differences():
     assert f"ours inside the paper's 95 % interval: {len(inside)} " in text
     assert "ResNet-152" in text and "efficientnet_lite0" in text and "training budget (`cpu`" in text
     assert "Verdict:" in papers.format_paper_markdown(res)
+
+
+def test_headline_table_takes_the_papers_figure_wherever_it_is_recorded():
+    res = fake_results("merckx_frank")
+    runs = res["runs"]
+    runs["char_gru_attention"]["headline"] = {"STS12 MSRpar r": 0.5, "STS-B test r (cosine)": 0.4,
+                                              "caption→image R@1": 20.0}
+    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merckx_frank"], runs)}
+    assert rows["STS12 MSRpar r"]["paper"] == pytest.approx(0.491)
+    assert rows["STS12 MSRpar r"]["difference"] == pytest.approx(0.5 - 0.491)
+    assert "Table 5" in rows["STS12 MSRpar r"]["source"]
+    assert rows["STS-B test r (cosine)"]["paper"] is None  # the paper reports STS-B supervised only
+    assert rows["caption→image R@1"]["difference"] == pytest.approx(20.0 - 27.5)  # protocol flickr8k_1k
+    for node in runs.values():
+        node["evaluation"]["text"]["retrieval"]["protocol"] = "all"
+    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merckx_frank"], runs)}
+    assert rows["caption→image R@1"]["difference"] is None  # a slice is not the paper's 1,000-image test
