@@ -726,29 +726,31 @@ def paired_tests(paper, runs: dict, predictions: dict) -> list[dict]:
 def verdict(paper, results: dict) -> list[str]:
     """Which same-test-set figures agree with the paper and which not, with the documented
     differences of data, features and budget (from the records; nothing else is claimed)."""
-    rows = [r for r in results.get("comparison", []) if r["difference"] is not None]
-    if not rows:
-        return ["No figure of ours was measured on the paper's own test sets in this run; every figure above is "
-                "the paper's, beside our nearest measure where we have one."]
-    in_paper = [r for r in rows if r["paper_ci"] and r["paper_ci"][0] <= r["ours"] <= r["paper_ci"][1]]
-    in_ours = [r for r in rows if r["ours_ci"] and r["ours_ci"][0] <= r["paper"] <= r["ours_ci"][1]]
-    agree = {id(r) for r in in_paper + in_ours}
-    above = [r for r in rows if id(r) not in agree and r["difference"] > 0]
-    below = [r for r in rows if id(r) not in agree and r["difference"] < 0]
+    every = [r for r in results.get("comparison", []) if r["ours"] is not None]
+    rows = [r for r in every if r["difference"] is not None]
+    if rows:
+        in_paper = [r for r in rows if r["paper_ci"] and r["paper_ci"][0] <= r["ours"] <= r["paper_ci"][1]]
+        in_ours = [r for r in rows if r["ours_ci"] and r["ours_ci"][0] <= r["paper"] <= r["ours_ci"][1]]
+        agree = {id(r) for r in in_paper + in_ours}
+        above = [r for r in rows if id(r) not in agree and r["difference"] > 0]
+        below = [r for r in rows if id(r) not in agree and r["difference"] < 0]
+        several = len({r["space"] for r in rows}) > 1
 
-    several = len({r["space"] for r in rows}) > 1
+        def names(rs):
+            return ", ".join(r["measure"] + (f" ({r['space']})" if several else "") for r in rs) or "none"
 
-    def names(rs):
-        return ", ".join(r["measure"] + (f" ({r['space']})" if several else "") for r in rs) or "none"
-
-    lines = [f"{len(rows)} figures on the paper's own test sets: ours inside the paper's 95 % interval: "
-             f"{len(in_paper)} ({names(in_paper)}); the paper's value inside our 95 % interval: {len(in_ours)} "
-             f"({names(in_ours)}); above both: {len(above)} ({names(above)}); below both: {len(below)} "
-             f"({names(below)}). Without a printed interval (e.g. medr) only our interval is checked."]
+        lines = [f"{len(rows)} figures on the paper's own test sets: ours inside the paper's 95 % interval: "
+                 f"{len(in_paper)} ({names(in_paper)}); the paper's value inside our 95 % interval: {len(in_ours)} "
+                 f"({names(in_ours)}); above both: {len(above)} ({names(above)}); below both: {len(below)} "
+                 f"({names(below)}). Without a printed interval (e.g. medr) only our interval is checked."]
+    else:
+        lines = ["No figure of ours was measured on the paper's own test sets in this run; every figure above is "
+                 "the paper's, beside our nearest measure where we have one (not differenced)."]
+    basis = rows or every
     diffs = [f"training data (paper: {t}; ours: {results['ours_data']})"
-             for t in dict.fromkeys(r["training_data"] for r in rows) if t and t != results["ours_data"]]
+             for t in dict.fromkeys(r["training_data"] for r in basis) if t and t != results["ours_data"]]
     diffs += [f"image features (paper: {f}; ours: {results['ours_features']})"
-              for f in dict.fromkeys(r["image_features"] for r in rows) if f and f != results["ours_features"]]
+              for f in dict.fromkeys(r["image_features"] for r in basis) if f and f != results["ours_features"]]
     if results.get("budget") != "full":
         diffs.append(f"training budget (`{results.get('budget')}`: {results.get('budget_description')})")
     if diffs:
