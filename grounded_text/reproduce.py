@@ -44,24 +44,22 @@ from pathlib import Path
 
 from grounded_text.experiments import papers, scoring
 from grounded_text.experiments.figures import read_families
-from grounded_text.experiments.papers import Budget, Paper, PaperFigure, PlannedRun, RunSpec
+from grounded_text.experiments.papers import Budget, Paper, PaperFigure, PlannedRun, Published, RunSpec
 from grounded_text.experiments.plans import merge_overrides
 from grounded_text.experiments.report import update_sections, write_report
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 
-__all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "Paper", "PaperFigure", "PlannedRun", "RunSpec", "main",
-           "plan_runs", "reproduce_paper", "write_docs"]
+__all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "Paper", "PaperFigure", "PlannedRun", "Published", "RunSpec",
+           "main", "plan_runs", "reproduce_paper", "write_docs"]
 
 log = logging.getLogger("grounded_text.reproduce")
 
 
-MF_TABLE5 = "Merckx & Frank 2019, Table 5, Flickr8k column"
-MF_RETRIEVAL = ("Merckx & Frank 2019, Flickr8k 1k-test retrieval, ResNet-152 10-crop features "
-                "(Table 2 per grounded_text/evaluation/retrieval.py)")
 _FEATURES = ("image features", "InceptionV3, 2048-d", "{features}")
 _STS_YEARS = ("STS years", "held-out STS14/15 reported in the papers' protocol", "{sts_years}")
 _K = "model.loss_params.k"
+
 
 PAPERS: dict[str, Paper] = {
     "vete": Paper(
@@ -80,6 +78,8 @@ PAPERS: dict[str, Paper] = {
         protocol=Protocol(("sts", "same_image"), description=(scoring.STS_ALL, scoring.SAME_IMAGE),
                           figures=("sts", "same_image")),
         figures={},
+        figures_key="kurach2017_vete",
+        published=papers.PUBLISHED["vete"],
         data_differences=(("training data", "MS COCO and larger caption sets", "{dataset}"), _FEATURES,
                           ("same-image test", "COCO-Test / Pin-Test (§4.3)", "Flickr8k test captions"), _STS_YEARS),
     ),
@@ -93,6 +93,8 @@ PAPERS: dict[str, Paper] = {
                           transfer=True, description=(scoring.STS_ALL, scoring.STRUCTURE, scoring.TRANSFER),
                           figures=(("sts", {"spearman": True}), "structure", "transfer")),
         figures={},
+        figures_key="bordes2019_grounded_space",
+        published=papers.PUBLISHED["bordes"],
         data_differences=(("training data", "MS COCO (grounding) + BookCorpus (textual loss L_T)",
                            "{dataset}; no textual loss (C_g + P_g only)"), _FEATURES, _STS_YEARS),
         notes=("The textual space is `export_textual/` (or `export/` for runs that predate it) and the "
@@ -110,6 +112,8 @@ PAPERS: dict[str, Paper] = {
         ),
         protocol=Protocol(("retrieval",), description=(scoring.RETRIEVAL,), figures=("retrieval", "rsum")),
         figures={},
+        figures_key="kolluru_two_branch",
+        published=papers.PUBLISHED["kolluru"],
         data_differences=(("training data", "not recorded here", "{dataset}"),
                           ("image features", "VGG19 / ResNet50 (§4.4.1)", "{features}")),
         notes=("The preset's K = 1 is the thesis's choice (it finds K = 1 best and K = 10 worse); "
@@ -123,12 +127,9 @@ PAPERS: dict[str, Paper] = {
         protocol=Protocol(("sts", "supervised", "retrieval"),
                           description=(scoring.STS_ALL, scoring.SUPERVISED, scoring.RETRIEVAL),
                           figures=(("sts", {"subsets": True}), "mean_of_year_means", "supervised", "retrieval")),
-        figures={"STS12 MSRvid r": PaperFigure(0.799, MF_TABLE5), "STS16 mean r": PaperFigure(0.655, MF_TABLE5),
-                 "mean of STS12/13/16 means r": PaperFigure(0.589, MF_TABLE5),
-                 "caption→image R@1": PaperFigure(27.5, MF_RETRIEVAL),
-                 "caption→image R@10": PaperFigure(70.5, MF_RETRIEVAL),
-                 "image→caption R@1": PaperFigure(38.5, MF_RETRIEVAL),
-                 "image→caption R@10": PaperFigure(79.3, MF_RETRIEVAL)},
+        figures=papers.mf_headline_figures(), figures_key="merkx2019_char_grounding",
+        published=papers.PUBLISHED["merckx_frank"],
+        derived_means=("Table 5", "char-GRU (Flickr8k)", ("STS12", "STS13", "STS16")),
         data_differences=(("training data", "Flickr8k (and MS COCO, not compared here)", "{dataset}"),
                           ("image features", "ResNet-152, 2048-d, mean of 10 crops", "{features}"),
                           ("STS years", "STS12–16 (Table 5)", "{sts_years}")),
@@ -243,8 +244,11 @@ def _train(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir: Pa
     return run_dir, result.metrics
 
 
-def _run_node(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir: Path, data, from_runs) -> dict:
-    """One run's ``results.json`` node: trained (or reused, or found) and scored."""
+def _run_node(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir: Path, data, from_runs,
+              predictions: dict | None = None) -> dict:
+    """One run's ``results.json`` node: trained (or reused, or found) and scored; with
+    ``predictions`` (a dict), ``predictions[run]`` receives the per-space predictions of the
+    paired tests (``scoring.predictions``)."""
     spec, p = planned.spec, PAPERS[paper]
     node: dict = {"preset": planned.preset, "main": spec.main, "groups": [list(g) for g in spec.groups],
                   "overrides": planned.overrides}
@@ -267,7 +271,10 @@ def _run_node(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir:
                                  for k in ("train_images", "feature_file", "feature_dim")}}})
     print(f"[{paper}] {spec.name}: evaluating ({', '.join(p.protocol.sections)}"
           f"{', transfer' if p.protocol.transfer else ''})", flush=True)
-    node["evaluation"] = scoring.score_run(run_dir, p.protocol, BUDGETS[budget].evaluation, data, metrics)
+    keep: dict | None = {} if predictions is not None else None
+    node["evaluation"] = scoring.score_run(run_dir, p.protocol, BUDGETS[budget].evaluation, data, metrics, keep=keep)
+    if keep:
+        predictions[spec.name] = keep
     node["headline"] = headline(paper, node["evaluation"])
     return node
 
@@ -290,7 +297,8 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
     out_dir = Path(output_dir) / paper
     out_dir.mkdir(parents=True, exist_ok=True)
     data = scoring.TestData(root)
-    runs = {planned.spec.name: _run_node(planned, paper, budget, root, out_dir, data, from_runs)
+    predictions: dict = {}
+    runs = {planned.spec.name: _run_node(planned, paper, budget, root, out_dir, data, from_runs, predictions)
             for planned in plan_runs(paper, budget, only, training=from_runs is None)}
     results = {
         "paper": paper, "title": p.title, "citation": p.citation, "budget": budget,
@@ -301,25 +309,18 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
                      "transfer": p.protocol.transfer, "description": list(p.protocol.description)},
         "runs": runs, "figures": papers.figure_rows(p, runs), "ablations": papers.ablation_tables(p, runs),
         "data_differences": papers.data_differences(p, runs, root), "notes": list(p.notes),
-        "seconds": round(time.perf_counter() - t_start, 1),
+        "comparison": papers.comparison_rows(p, runs), "derived_means": papers.derived_means(p, runs),
+        "paired_tests": papers.paired_tests(p, runs, predictions),
+        "ours_data": papers.dataset_text(runs), "ours_features": papers.features_text(runs),
     }
+    results["verdict"] = papers.verdict(p, results)
+    results["seconds"] = round(time.perf_counter() - t_start, 1)
     write_report(results, papers.format_paper_markdown(results), json_path=out_dir / "results.json",
                  markdown_path=out_dir / "results.md")
     return results
 
 
-DOCS_HEADER = """# Reproducing the papers
-
-Written by `python -m grounded_text.reproduce PAPER --budget BUDGET --output-dir DIR --write-docs
-docs/reproduction.md` (one section per paper, replaced when that paper is run again). Each run is a
-preset record (`grounded_text.presets`) trained by `grounded_text.train.train` and scored by the
-package's evaluation code (`grounded_text.evaluation`); the papers' figures are data in
-`grounded_text/reproduce.py` with their table citations, and "not reported here" where this
-repository does not record them. Budgets: `full` = the records as the papers train them, `cpu` =
-what fits 2 CPU cores, `smoke` = a 64-image plumbing check (its figures mean nothing).
-`--from-runs DIR` scores runs trained separately with `python -m grounded_text.train`. A paper
-without a section below has not been put in this report yet.
-"""
+DOCS_HEADER = papers.DOCS_HEADER
 
 
 def write_docs(path: str | Path, results_by_paper: dict) -> Path:

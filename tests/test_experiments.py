@@ -161,3 +161,47 @@ def test_experiments_layer_imports_no_tensorflow():
     code = "import sys, grounded_text.experiments, grounded_text.reproduce; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_predictions_are_the_pairs_behind_the_sts_report(data_dir):
+    import numpy as np
+
+    from grounded_text.evaluation.sts import evaluate_sts
+    from grounded_text.experiments.scoring import predictions
+
+    def encoder(sentences):  # a fixed random bag of characters: fast, deterministic, not constant
+        table = np.random.default_rng(0).normal(size=(256, 8))
+        return np.array([table[[ord(c) % 256 for c in s] or [0]].mean(0) for s in sentences], dtype=np.float32)
+
+    sts_dir = data_dir / "sts"
+    pred = predictions(encoder, sts_dir, sections=("sts",))
+    report = evaluate_sts(encoder, sts_dir)
+    assert set(pred["sts"]) == set(pred["gold"]) and pred["ranks"] == {}
+    for key in ("STS12/MSRvid", "STS16/headlines", "STSBenchmark/test", "SICK/test"):
+        year, _, name = key.partition("/")
+        node = report[year]["subsets"][name] if year.startswith("STS1") else report[year][name]
+        assert len(pred["sts"][key]) == node["n"]
+        assert np.corrcoef(pred["sts"][key], pred["gold"][key])[0, 1] == pytest.approx(node["pearson"], abs=1e-5)
+
+
+def test_predictions_hold_the_retrieval_ranks_of_each_query():
+    import numpy as np
+
+    from grounded_text.experiments.scoring import predictions
+
+    rng = np.random.default_rng(1)
+    feats = rng.normal(size=(4, 5)).astype(np.float32)
+    ids = np.array(["a", "a", "b", "b", "c", "c"])
+    pairs = types.SimpleNamespace(image_ids=ids, feature_rows=np.array([0, 0, 2, 2, 3, 3]), features=feats,
+                                  captions=np.array([f"cap {i}" for i in range(6)]))
+    vecs = rng.normal(size=(6, 5))
+    encoder = lambda s: vecs[[int(x.split()[1]) for x in s]]  # noqa: E731
+    pred = predictions(encoder, None, pairs, lambda x: x, sections=("retrieval",))
+    # Independent reference: cosine, then 1 + the number of other images (captions) scored at least as high.
+    t = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    imgs = feats[[0, 2, 3]] / np.linalg.norm(feats[[0, 2, 3]], axis=1, keepdims=True)
+    sims, own = t @ imgs.T, np.array([0, 0, 1, 1, 2, 2])
+    c2i = [1 + sum(sims[i, j] >= sims[i, own[i]] for j in range(3) if j != own[i]) for i in range(6)]
+    best = [max(sims[own == j, j]) for j in range(3)]
+    i2c = [1 + sum(sims[i, j] >= best[j] for i in range(6) if own[i] != j) for j in range(3)]
+    assert pred["ranks"]["caption_to_image"].tolist() == c2i and pred["ranks"]["image_to_caption"].tolist() == i2c

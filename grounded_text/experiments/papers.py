@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grounded_text.experiments.figures import fmt_figure
 from grounded_text.experiments.plans import RunPlan
-from grounded_text.experiments.report import markdown_table
+from grounded_text.experiments.report import fmt, markdown_table
 from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 
@@ -55,6 +55,9 @@ class Paper:
     figures: dict  # headline label → PaperFigure
     data_differences: tuple  # (aspect, the paper, ours; "{features}" etc. filled from the runs)
     notes: tuple = ()
+    figures_key: str = ""  # the paper's key in grounded_text.paper_figures
+    published: tuple = ()  # Published rows: the paper's tables beside ours
+    derived_means: tuple = ()  # (table, column, years): year means of a table's subsets (derived_means)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,18 +146,62 @@ def main_run(paper, runs: dict) -> str | None:
     return next((s.name for s in paper.runs if s.main and runs.get(s.name, {}).get("status") == "ok"), None)
 
 
+def headline_label(key: str, stat: str = "pearson") -> str | None:
+    """The headline label (``grounded_text.experiments.figures`` families) of one of our keys
+    (``read_ours``), or None where the headline has no such figure."""
+    sym = "ρ" if stat == "spearman" else "r"
+    parts = key.split("/")
+    if parts[0].startswith("STS1") and len(parts) == 2:
+        return f"{parts[0]} {parts[1]} {sym}"
+    fixed = {"STSBenchmark/test": f"STS-B test {sym} (cosine)", "SICK/test": f"SICK-R test {sym} (cosine)",
+             "supervised/STSBenchmark/test": "STS-B test r (supervised)",
+             "supervised/SICK/test": "SICK-R test r (supervised)"}
+    if key in fixed:
+        return fixed[key]
+    if parts[0] == "flickr8k_1k":
+        return {"caption_to_image": "caption→image", "image_to_caption": "image→caption"}[parts[1]] + " " + parts[2]
+    return None
+
+
+def published_figures(paper, run: str | None) -> dict:
+    """``{headline label: PaperFigure}`` of the recorded figures of ``paper.published`` rows that
+    ``run`` trains, on the headline's scale (correlations as r), for the headline table."""
+    from grounded_text.paper_figures import PAPERS as SOURCES
+
+    several = len(paper.protocol.spaces) > 1
+    out = {}
+    for spec in paper.published:
+        if spec.run is None or spec.run != run:
+            continue
+        for fig in _selected(paper.figures_key, spec):
+            key = spec.ours.get(_label(fig, spec), spec.ours.get(fig.column, fig.ours))
+            label = headline_label(key, _stat_of(fig)) if key else None
+            if label is None:
+                continue
+            label = (f"{spec.space or paper.protocol.spaces[0][0]}: " if several else "") + label
+            source = (f"{SOURCES[paper.figures_key].split(',')[0]}, {fig.table}, row {fig.row or '(unlabelled)'}, "
+                      f"{fig.column}")
+            out.setdefault(label, PaperFigure(fig.value / _scale_of(fig), source))
+    return out
+
+
 def figure_rows(paper, runs: dict) -> list[dict]:
     """Paper figure vs ours (the main run): every headline figure, then every recorded figure
-    not among them; ``difference`` = ours − paper where both exist."""
+    not among them (``paper.figures``, then the recorded figures of its ``published`` rows);
+    ``difference`` = ours − paper where both exist on the same test set (a retrieval figure
+    of ours on another protocol than the paper's 1,000-image test is not differenced)."""
     main = main_run(paper, runs)
     ours = runs[main]["headline"] if main else {}
-    figs = paper.figures
+    figs = {**published_figures(paper, main), **paper.figures}
+    protocols = {(ev.get("retrieval") or {}).get("protocol") for ev in
+                 ((runs.get(main) or {}).get("evaluation") or {}).values() if isinstance(ev, dict)} - {None}
     rows = []
     for label in list(ours) + [f for f in figs if f not in ours]:
         fig, mine = figs.get(label), ours.get(label)
+        other_test = (" R@" in label or label.endswith("medr")) and protocols and protocols != {"flickr8k_1k"}
+        diff = None if fig is None or mine is None or other_test else mine - fig.value
         rows.append({"measure": label, "paper": fig.value if fig else None, "source": fig.source if fig else None,
-                     "ours": mine, "difference": None if fig is None or mine is None else mine - fig.value,
-                     "run": main})
+                     "ours": mine, "difference": diff, "run": main})
     return rows
 
 
@@ -264,14 +311,87 @@ def setup_lines(results: dict) -> list[str]:
 
 
 def figure_lines(results: dict) -> list[str]:
-    """The figures table: paper, ours, ours − paper, the source of the paper's figure."""
+    """The headline figures table: paper, ours, ours − paper, the source of the paper's figure."""
     main = next((r["run"] for r in results["figures"] if r["run"]), None)
-    rows = [(r["measure"], fmt_figure(r["paper"], r["measure"]) if r["paper"] is not None else "not reported here",
+    rows = [(r["measure"], fmt_figure(r["paper"], r["measure"]) if r["paper"] is not None else "not in the paper",
              fmt_figure(r["ours"], r["measure"]), fmt_figure(r["difference"], r["measure"], signed=True),
              r["source"] or "–") for r in results["figures"]]
-    return [f"Figures (ours: run `{main}`; “–” = not reported here / not measured):", ""] + markdown_table(
+    return [f"Headline figures (ours: run `{main}`; “–” = not measured):", ""] + markdown_table(
         ["measure", "paper", "ours", "ours − paper", "source of the paper's figure"], rows,
         ["---", "---:", "---:", "---:", "---"])
+
+
+def _digits(scale: str) -> int:
+    """3 decimals for a correlation or cosine as printed (0.861), 1 for ×100, percentages and ranks."""
+    return 1 if any(t in scale for t in ("× 100", "%", "rank")) else 3
+
+
+def _ci(ci, digits: int) -> str:
+    return "—" if not ci else f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]"
+
+
+def comparison_lines(results: dict) -> list[str]:
+    """One table per paper table: the paper's figure and 95 % interval, ours and ours, the
+    difference (same test set only) and what ours is measured on."""
+    rows = results.get("comparison") or []
+    if not rows:
+        return []
+    lines = ["The paper's figures beside ours (on the paper's scale; 95 % intervals: the paper's as printed, "
+             "ours from the evaluation report: Fisher z for correlations, Wilson for R@K, a bootstrap over "
+             "queries for medr; “—” = no interval printed / none computed; ours − paper only on the same test "
+             "set):", ""]
+    several = len(results["protocol"].get("spaces") or []) > 1
+    for table in dict.fromkeys(r["table"] for r in rows):
+        trs = [r for r in rows if r["table"] == table]
+        lines += [f"{table} ({trs[0]['scale']}; paper: trained on {trs[0]['training_data']}, features "
+                  f"{trs[0]['image_features']}):", ""]
+        body = []
+        for r in trs:
+            d = _digits(r["scale"])
+            body.append([r["row"] or "(unlabelled row)", r["measure"], fmt(r["paper"], d), _ci(r["paper_ci"], d),
+                         fmt(r["ours"], d), _ci(r["ours_ci"], d), fmt(r["difference"], d, signed=True),
+                         (f"`{r['run']}`" + (f" ({r['space']})" if several else "")) if r["run"] else "–",
+                         r["compared"]])
+        lines += markdown_table(["paper row", "measure", "paper", "paper 95 % CI", "ours", "our 95 % CI",
+                                 "ours − paper", "our run", "compared on"], body,
+                                ["---", "---", "---:", "---:", "---:", "---:", "---:", "---", "---"]) + [""]
+    return lines
+
+
+def derived_lines(results: dict) -> list[str]:
+    rows = results.get("derived_means") or []
+    if not rows:
+        return []
+    body = [[r["measure"], fmt(r["paper"], 1), fmt(r["ours"], 1), "—", fmt(r["difference"], 1, signed=True)]
+            for r in rows]
+    return ["Year means (Pearson r × 100): the paper prints none, so its figure here is the unweighted mean of its "
+            "printed subset figures, and ours the unweighted mean of our subset figures. No interval (“—”): the "
+            "subsets differ in size and difficulty, so neither a bootstrap over subsets nor a pooled Fisher z "
+            "would be a valid 95 % interval for this mean.", ""] + markdown_table(
+        ["measure", "paper (derived)", "ours", "our 95 % CI", "ours − paper"], body,
+        ["---", "---:", "---:", "---:", "---:"]) + [""]
+
+
+def paired_lines(results: dict) -> list[str]:
+    """The paired tests: Williams' test for STS correlations, paired bootstrap for R@K."""
+    lines = []
+    for comp in results.get("paired_tests") or []:
+        body = []
+        for label, t in comp["tests"].items():
+            is_r = " R@" not in label
+            test = "Williams (Steiger's T₂)" if is_r else "paired bootstrap (1,000)"
+            body.append([label, fmt(t["a"], 3 if is_r else 1), fmt(t["b"], 3 if is_r else 1), f"{t['n']:,}",
+                         fmt(t["p"], 3, small=2), test])
+        lines += ["", f"Paired test, {comp['comparison']} (`{comp['a']}` vs `{comp['b']}`, the same pairs / "
+                      "queries):", ""]
+        lines += markdown_table(["measure", comp["a"], comp["b"], "n", "p (two-sided)", "test"], body,
+                                ["---", "---:", "---:", "---:", "---:", "---"])
+    return lines
+
+
+def verdict_lines(results: dict) -> list[str]:
+    lines = results.get("verdict") or []
+    return ["", "Verdict:", ""] + [f"* {line}" for line in lines] if lines else []
 
 
 def ablation_lines(results: dict) -> list[str]:
@@ -313,8 +433,444 @@ def gap_lines(results: dict) -> list[str]:
 
 
 def format_paper_markdown(results: dict) -> str:
-    """The paper's section: setup, figures (paper, ours, difference), ablations, gaps, notes."""
-    lines = setup_lines(results) + figure_lines(results) + ablation_lines(results) + gap_lines(results)
+    """The paper's section: setup, the paper's tables beside ours (with 95 % intervals), derived
+    year means, headline figures, ablations, paired tests, the verdict, gaps, notes."""
+    lines = (setup_lines(results) + comparison_lines(results) + derived_lines(results) + figure_lines(results)
+             + ablation_lines(results) + paired_lines(results) + verdict_lines(results) + gap_lines(results))
     for note in results.get("notes", []):
         lines += ["", note]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the papers' tables beside ours
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """One row of a paper's table (``grounded_text.paper_figures``) and what of ours stands beside it.
+
+    Attributes:
+      table: ``"Table 2"``.
+      row: the row label as recorded, or ``"*"``: every row of ``columns``.
+      run: the run of ours that trained the same model, or None (none of ours does).
+      block: restricts to the table's sub-block (``"1k results"``), or None.
+      columns: restricts to these columns; ``()``: every column of the row.
+      space: our space (``""``: the protocol's first).
+      ours: ``{column or "block row": our key}``: our figure on the same test set where the
+        record names none (e.g. Merkx & Frank's supervised STS-B/SICK-R).
+      nearest: ``{column: (our key, text)}``: our nearest measure where the paper's test set is
+        not ours (``text`` says on what ours is measured); never differenced.
+    """
+
+    table: str
+    row: str
+    run: str | None
+    block: str | None = None
+    columns: tuple = ()
+    space: str = ""
+    ours: dict = dataclasses.field(default_factory=dict)
+    nearest: dict = dataclasses.field(default_factory=dict)
+
+
+def _dig(node, keys):
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return node
+
+
+def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
+    """Our figure ``key`` (the ``ours`` keys of ``grounded_text.paper_figures``, plus
+    ``supervised/...``, ``structure/...``, ``same_image/...``) from one space's evaluation.
+
+    Returns:
+      ``{"value": float|None, "ci": [lo, hi]|None, "n": int|None, "protocol": str|None}`` on
+      our scale (correlations as r, R@K in %, medr in ranks). Year means have no interval: an
+      unweighted mean of correlations over subsets of different sizes has no standard error
+      we can state honestly, so ``ci`` is None there.
+    """
+    out = {"value": None, "ci": None, "n": None, "protocol": None}
+    if not key or not isinstance(ev, dict):
+        return out
+    parts = key.split("/")
+    node = None
+    if parts[0].startswith("STS1") and len(parts) == 2:
+        year = (ev.get("sts") or {}).get(parts[0]) or {}
+        if parts[1] == "mean":
+            out["value"] = _dig(year, [stat, "mean"])
+            return out
+        node = _dig(year, ["subsets", parts[1]])
+    elif parts[0] in ("STSBenchmark", "SICK"):
+        node = _dig(ev.get("sts"), [parts[0], "/".join(parts[1:])])
+    elif parts[0] == "supervised":
+        node = _dig(ev.get("supervised_sts"), [parts[1], "/".join(parts[2:])])
+    elif parts[0] in ("flickr8k_1k", "all"):
+        ret = ev.get("retrieval") or {}
+        metric = parts[2]
+        out.update(value=_dig(ret, [parts[1], metric]), ci=_dig(ret, [parts[1], f"{metric}_ci95"]),
+                   protocol=ret.get("protocol"), n=ret.get("n_images"))
+        return out
+    elif parts[0] == "structure":
+        st = ev.get("structure") or {}
+        out["value"] = _dig(st, ["rho_vis", "spearman"]) if parts[1] == "rho_vis" else st.get(parts[1])
+        return out
+    elif parts[0] == "same_image":  # "same_image/*": the one split scored (its name says how many images)
+        sets = ev.get("same_image") or {}
+        node = next(iter(sets.values()), None) if parts[1] == "*" else sets.get("/".join(parts[1:]))
+    elif parts[0] == "transfer":
+        out["value"] = _dig(ev.get("transfer"), [parts[1], "acc"])
+        return out
+    if isinstance(node, dict):
+        out.update(value=node.get(stat), ci=node.get(f"{stat}_ci95"), n=node.get("n"))
+    return out
+
+
+def _scale_of(fig) -> float:
+    return 100.0 if "× 100" in fig.scale else 1.0
+
+
+def _stat_of(fig) -> str:
+    return "spearman" if "Spearman" in fig.scale else "pearson"
+
+
+def _label(fig, spec: Published) -> str:
+    if spec.row == "*":
+        return f"{fig.block} {fig.row}".strip() if fig.block else fig.row
+    return f"{fig.block}: {fig.column}" if fig.block else fig.column
+
+
+def _selected(paper_key: str, spec: Published) -> list:
+    from grounded_text.paper_figures import figures
+
+    return [f for f in figures(paper_key, spec.table) if (spec.row == "*" or f.row == spec.row)
+            and (spec.block is None or f.block == spec.block) and (not spec.columns or f.column in spec.columns)]
+
+
+def comparison_rows(paper, runs: dict) -> list[dict]:
+    """Every recorded paper figure of ``paper.published`` beside ours, on the paper's scale.
+
+    Each row: ``table``, ``row`` (as recorded), ``measure`` (our label), ``column``, ``scale``,
+    ``paper``, ``paper_ci`` (the paper's printed 95 % interval or None), ``ours``, ``ours_ci``
+    (ours × the paper's scale factor), ``difference`` (ours − paper, only on the same test set),
+    ``compared`` (``"same test set"``, ``"nearest: ..."``, or why there is no figure of ours),
+    ``run``, ``space``, ``training_data``, ``image_features`` (the paper's, from the record).
+    """
+    rows = []
+    first_space = paper.protocol.spaces[0][0]
+    for spec in paper.published:
+        space = spec.space or first_space
+        node = runs.get(spec.run, {}) if spec.run else {}
+        ok = node.get("status") == "ok"
+        ev = (node.get("evaluation") or {}).get(space, {}) if ok else {}
+        for fig in _selected(paper.figures_key, spec):
+            label = _label(fig, spec)
+            scale, stat = _scale_of(fig), _stat_of(fig)
+            key = spec.ours.get(label, spec.ours.get(fig.column, fig.ours))
+            nearest = None if key else spec.nearest.get(fig.column)
+            mine = read_ours(ev, key, stat) if key else {"value": None}
+            if key and mine["value"] is None and spec.nearest.get(fig.column):  # e.g. STS14 not in our data
+                nearest, key = spec.nearest[fig.column], None
+            if not key:
+                mine = read_ours(ev, nearest[0] if nearest else None, stat)
+            if key and key.split("/")[0] == "flickr8k_1k" and mine["protocol"] not in (None, "flickr8k_1k"):
+                nearest, key = (key, f"ours on retrieval protocol `{mine['protocol']}` ({mine['n']} images), "
+                                     "not the paper's 1,000-image test"), None
+            if spec.run is None:
+                compared = "none of our runs trains this model"
+            elif not ok:
+                compared = f"run `{spec.run}` not scored ({node.get('status', 'not planned')})"
+            elif key and key.startswith("supervised/"):
+                compared = ("same test set; regressor: ours ridge on [u, v, |u−v|, u*v], the paper's SentEval's"
+                            if mine["value"] is not None else "ours: supervised STS not measured")
+            elif key:
+                compared = ("same test set" if mine["value"] is not None
+                            else f"ours: `{key}` not measured (not in our data or not in this run)")
+            elif nearest:
+                compared = f"nearest: {nearest[1]}"
+            else:
+                compared = "no measure of ours on this test set"
+            value = None if mine["value"] is None else mine["value"] * scale
+            ci = None if not mine["ci"] else [c * scale for c in mine["ci"]]
+            same = compared.startswith("same test set")
+            rows.append({"table": fig.table, "row": fig.row, "block": fig.block, "column": fig.column,
+                         "measure": label, "scale": fig.scale, "paper": fig.value,
+                         "paper_ci": list(fig.ci95) if fig.ci95 else None, "ours": value, "ours_ci": ci,
+                         "difference": value - fig.value if same and value is not None else None,
+                         "compared": compared, "run": spec.run, "space": space,
+                         "training_data": fig.training_data, "image_features": fig.image_features})
+    return rows
+
+
+def derived_means(paper, runs: dict) -> list[dict]:
+    """Year means of Merkx & Frank's Table 5 (the unweighted mean of its printed subset
+    figures; the paper prints no year mean) beside ours, for ``paper.derived_means``:
+    ``[{"measure", "paper", "ours", "difference", "run"}]`` (Pearson r × 100, no interval)."""
+    from grounded_text.paper_figures import figures
+
+    if not paper.derived_means:
+        return []
+    table, column, years = paper.derived_means
+    run = main_run(paper, runs)
+    ev = (runs.get(run, {}).get("evaluation") or {}).get(paper.protocol.spaces[0][0], {}) if run else {}
+    recs = [f for f in figures(paper.figures_key, table) if f.column == column and f.ours]
+    theirs, mine = {}, {}
+    for y in years:
+        vals = [f.value for f in recs if f.ours.startswith(y + "/")]
+        theirs[y] = sum(vals) / len(vals) if vals else None
+        ours = read_ours(ev, f"{y}/mean")["value"]
+        mine[y] = None if ours is None else 100 * ours
+    label_all = "mean of " + "/".join(years).replace("/STS", "/") + " means"
+    out = [(f"{y} mean", theirs[y], mine[y]) for y in years]
+    all_t = None if any(theirs[y] is None for y in years) else sum(theirs.values()) / len(years)
+    all_m = None if any(mine[y] is None for y in years) else sum(mine.values()) / len(years)
+    out.append((label_all, all_t, all_m))
+    return [{"measure": m, "paper": t, "ours": o, "difference": None if t is None or o is None else o - t,
+             "run": run} for m, t, o in out]
+
+
+# ----------------------------------------------------------------------------- paired tests
+
+
+def _sts_label(key: str) -> str:
+    year, _, sub = key.partition("/")
+    return {"STSBenchmark/test": "STS-B test r (cosine)", "SICK/test": "SICK-R test r (cosine)"}.get(
+        key, f"{year} {sub} r")
+
+
+def paired_sts(a: dict, b: dict) -> dict:
+    """Williams' test (``grounded_text.evaluation.stats.williams_test``) of Pearson r(gold, a)
+    = r(gold, b) on every STS set both prediction dicts hold (``scoring.predictions``).
+
+    Returns:
+      ``{label: {"a": r, "b": r, "n": n, "p": p}}``; a set with constant predictions is left out.
+    """
+    import numpy as np
+
+    from grounded_text.evaluation.stats import williams_test
+
+    out = {}
+    sa, sb = a.get("sts") or {}, b.get("sts") or {}
+    for key in sa:
+        if key not in sb or len(sa[key]) != len(sb[key]):
+            continue
+        x, y, gold = np.asarray(sa[key], float), np.asarray(sb[key], float), np.asarray(a["gold"][key], float)
+        if len(gold) < 4 or min(np.ptp(x), np.ptp(y), np.ptp(gold)) == 0:
+            continue
+        r12, r13, r23 = (float(np.corrcoef(u, v)[0, 1]) for u, v in ((gold, x), (gold, y), (x, y)))
+        clip = [min(1.0, max(-1.0, r)) for r in (r12, r13, r23)]
+        p = williams_test(*clip, len(gold))["p_value"]
+        out[_sts_label(key)] = {"a": r12, "b": r13, "n": int(len(gold)), "p": p}
+    return out
+
+
+def paired_retrieval(a: dict, b: dict, ks=(1, 5, 10)) -> dict:
+    """Paired bootstrap (``stats.paired_bootstrap``, 1,000 resamples, seed 0) of R@K between
+    two encoders on the same queries, from their per-query ranks (pessimistic ranks: a tie
+    never counts for the ground truth, so these R@K can sit below the report's expected R@K).
+
+    Returns:
+      ``{"caption→image R@1": {"a": %, "b": %, "n": queries, "p": p}, ...}``.
+    """
+    import numpy as np
+
+    from grounded_text.evaluation.stats import paired_bootstrap
+
+    out = {}
+    for direction, label in (("caption_to_image", "caption→image"), ("image_to_caption", "image→caption")):
+        ra, rb = (np.asarray((p.get("ranks") or {}).get(direction, ()), float) for p in (a, b))
+        if ra.size < 2 or ra.size != rb.size:
+            continue
+        for k in ks:
+            ha, hb = (ra <= k).astype(float), (rb <= k).astype(float)
+            res = paired_bootstrap(ha, hb, np.mean)
+            out[f"{label} R@{k}"] = {"a": 100 * ha.mean(), "b": 100 * hb.mean(), "n": int(ra.size),
+                                     "p": res["p_value"]}
+    return out
+
+
+def paired_tests(paper, runs: dict, predictions: dict) -> list[dict]:
+    """The paired tests of ``paper``'s comparisons on the same pairs / queries.
+
+    ``predictions``: ``{run: {space: scoring.predictions(...)}}``. Compared: every ablation
+    setting against the ablation's first setting (same space), and, where the protocol scores
+    several spaces, every other space against the first within each run.
+
+    Returns:
+      ``[{"comparison", "a", "b", "tests": {label: {"a", "b", "n", "p"}}, "test"}]``.
+    """
+    out = []
+    space0 = paper.protocol.spaces[0][0]
+
+    def add(title, a_name, b_name, pa, pb):
+        tests = {**paired_sts(pa, pb), **paired_retrieval(pa, pb)}
+        if tests:
+            out.append({"comparison": title, "a": a_name, "b": b_name, "tests": tests})
+
+    for group, rows in ablation_tables(paper, runs).items():
+        ok = [r for r in rows if r["status"] == "ok" and space0 in predictions.get(r["run"], {})]
+        for r in ok[1:]:
+            add(f"{group}: {r['setting']} vs {ok[0]['setting']}", r["run"], ok[0]["run"],
+                predictions[r["run"]][space0], predictions[ok[0]["run"]][space0])
+    for run, spaces in predictions.items():
+        names = [s for s, _ in paper.protocol.spaces if s in spaces]
+        for other in names[1:]:
+            add(f"`{run}`: {other} vs {names[0]} space", f"{run}:{other}", f"{run}:{names[0]}", spaces[other],
+                spaces[names[0]])
+    return out
+
+
+# ----------------------------------------------------------------------------- verdict
+
+
+def verdict(paper, results: dict) -> list[str]:
+    """Which same-test-set figures agree with the paper and which not, with the documented
+    differences of data, features and budget (from the records; nothing else is claimed)."""
+    every = [r for r in results.get("comparison", []) if r["ours"] is not None]
+    rows = [r for r in every if r["difference"] is not None]
+    if rows:
+        in_paper = [r for r in rows if r["paper_ci"] and r["paper_ci"][0] <= r["ours"] <= r["paper_ci"][1]]
+        in_ours = [r for r in rows if r["ours_ci"] and r["ours_ci"][0] <= r["paper"] <= r["ours_ci"][1]]
+        agree = {id(r) for r in in_paper + in_ours}
+        above = [r for r in rows if id(r) not in agree and r["difference"] > 0]
+        below = [r for r in rows if id(r) not in agree and r["difference"] < 0]
+        several = len({r["space"] for r in rows}) > 1
+
+        def names(rs):
+            return ", ".join(r["measure"] + (f" ({r['space']})" if several else "") for r in rs) or "none"
+
+        lines = [f"{len(rows)} figures on the paper's own test sets: ours inside the paper's 95 % interval: "
+                 f"{len(in_paper)} ({names(in_paper)}); the paper's value inside our 95 % interval: {len(in_ours)} "
+                 f"({names(in_ours)}); above both: {len(above)} ({names(above)}); below both: {len(below)} "
+                 f"({names(below)}). Without a printed interval (e.g. medr) only our interval is checked."]
+    else:
+        lines = ["No figure of ours was measured on the paper's own test sets in this run; every figure above is "
+                 "the paper's, beside our nearest measure where we have one (not differenced)."]
+    basis = rows or every
+    diffs = [f"training data (paper: {t}; ours: {results['ours_data']})"
+             for t in dict.fromkeys(r["training_data"] for r in basis) if t and t != results["ours_data"]]
+    diffs += [f"image features (paper: {f}; ours: {results['ours_features']})"
+              for f in dict.fromkeys(r["image_features"] for r in basis) if f and f != results["ours_features"]]
+    if results.get("budget") != "full":
+        diffs.append(f"training budget (`{results.get('budget')}`: {results.get('budget_description')})")
+    if diffs:
+        lines.append("Documented differences that may account for the gaps: " + "; ".join(diffs) + ".")
+    return lines
+
+
+# ----------------------------------------------------------------------------- the plans' published rows
+
+MF_TABLE5 = "Merckx & Frank 2019, Table 5, Flickr8k column"
+MF_RETRIEVAL = "Merckx & Frank 2019, Table 2, Flickr8k 1k-test retrieval, ResNet-152 10-crop features"
+
+
+def mf_table5(label: str, keys) -> PaperFigure:
+    """A headline figure of Merkx & Frank's Table 5 (char-GRU, Flickr8k) as Pearson r: one subset's
+    figure / 100, or the unweighted mean of several (the paper prints no year mean)."""
+    from grounded_text.paper_figures import figures
+
+    vals = [f.value for f in figures("merkx2019_char_grounding", "Table 5") if f.column == "char-GRU (Flickr8k)"
+            and (f"{f.block} {f.row}" in keys or f.ours in keys)]
+    if len(vals) != len(keys):
+        raise AssertionError(f"{label}: {len(vals)} of {len(keys)} Table 5 figures found")
+    source = MF_TABLE5 + ("" if len(keys) == 1 else f" (mean of its {len(keys)} subset figures)")
+    return PaperFigure(round(sum(vals) / len(vals) / 100, 3), source)
+
+
+def mf_table2(column: str) -> PaperFigure:
+    from grounded_text.paper_figures import figures
+
+    (fig,) = [f for f in figures("merkx2019_char_grounding", "Table 2") if f.row == "char-GRU" and f.column == column]
+    return PaperFigure(fig.value, MF_RETRIEVAL)
+
+
+_MF_STS12 = ("STS12/MSRpar", "STS12/MSRvid", "STS12/SMTeuroparl", "STS12/surprise.OnWN", "STS12/surprise.SMTnews")
+_MF_STS13 = ("STS13/FNWN", "STS13/headlines", "STS13/OnWN")
+_MF_STS16 = ("STS16/answer-answer", "STS16/headlines", "STS16/plagiarism", "STS16/postediting",
+             "STS16/question-question")
+_VETE_NEAREST = {
+    "images2014": ("STSBenchmark/test/captions", "ours on STS-B test, captions genre (STS 2014 is not in our data)"),
+    "images2015": ("STSBenchmark/test/captions", "ours on STS-B test, captions genre (STS 2015 is not in our data)"),
+    "COCO-Test": ("same_image/*", "ours on the same kind of test built from Flickr8k test captions (§4.3)"),
+    "Pin-Test": ("same_image/*", "ours on the same kind of test built from Flickr8k test captions (§4.3)"),
+}
+_BORDES_NEAREST = {m: (f"structure/{k}", f"ours{extra} on Flickr8k test (paper: MS COCO val, 5K images)")
+                   for m, k, extra in (("mNNO", "mNNO@10", ": mNNO@10"), ("ρ_vis", "rho_vis", ": Spearman ρ_vis"),
+                                       ("C_inter", "C_inter", ""), ("C_intra", "C_intra", ""))}
+_RET = {"image→sentence": "image_to_caption", "sentence→image": "caption_to_image",
+        "caption→image": "caption_to_image", "image→caption": "image_to_caption"}
+
+
+def retrieval_nearest(columns, text: str) -> dict:
+    return {c: (f"flickr8k_1k/{_RET[c.split(' ')[0]]}/{c.split(' ')[1]}", text) for c in columns}
+
+
+_KOLLURU_COLS = tuple(f"{d} R@{k}" for d in ("image→sentence", "sentence→image") for k in (1, 5, 10))
+_MF_RET_COLS = tuple(f"{d} {m}" for d in ("caption→image", "image→caption") for m in ("R@1", "R@5", "R@10", "medr"))
+
+
+def kolluru_rows():
+    out = []
+    for table, data in (("Table 1", "Flickr30K"), ("Table 2", "MSCOCO")):
+        near = retrieval_nearest(_KOLLURU_COLS, f"ours on Flickr8k test retrieval (paper: {data} 1,000-image test)")
+        for net in ("VGG19", "ResNet50"):
+            for k, run in ((1, "two_branch_khard_k1"), (10, "two_branch_khard_k10")):
+                out.append(Published(table, f"Our model with {net} image encoder and $K = {k}$ hard negative", run,
+                                     nearest=near))
+    return tuple(out)
+
+
+def mf_headline_figures() -> dict:
+    """Merkx & Frank's figures for the headline table (Pearson r; R@K %, medr)."""
+    return {"STS12 MSRvid r": mf_table5("STS12 MSRvid r", ("STS12/MSRvid",)),
+            "STS12 mean r": mf_table5("STS12 mean r", _MF_STS12),
+            "STS13 mean r": mf_table5("STS13 mean r", _MF_STS13),
+            "STS16 mean r": mf_table5("STS16 mean r", _MF_STS16),
+            "mean of STS12/13/16 means r": PaperFigure(0.589, MF_TABLE5 + " (mean of its three year means)"),
+            "STS-B test r (supervised)": mf_table5("STS-B", ("STS-B STS 12-16",)),
+            "SICK-R test r (supervised)": mf_table5("SICK-R", ("SICK Relatedness",)),
+            **{c: mf_table2(c) for c in _MF_RET_COLS}}
+
+
+# Table 1 of Bordes et al. is grounding only (no textual loss), as our run: C_g + P_g is printed as '+P_a'.
+PUBLISHED = {
+    "vete": (
+        *(Published("Table 1", row, run, nearest=_VETE_NEAREST)
+          for row, run in (("VETE-BOW", "vete_bow"), ("VETE-RNN", "vete_rnn"), ("VETE-CNN", "vete_cnn"))),
+        *(Published("Table 4", row, run) for row, run in (("Pearson", "vete_bow"),
+                                                           ("Covariance", "vete_bow_covariance"),
+                                                           ("Rank loss", "vete_bow_rank"))),
+    ),
+    "bordes": (Published("Table 1", "$+{\\bf P}_a$", "bordes_cg_pg", space="textual", nearest=_BORDES_NEAREST),
+               Published("Table 1", "$+{\\bf P}_a$", "bordes_cg_pg", space="grounded", nearest=_BORDES_NEAREST),
+               Published("Table 1", "${\\bf P}_g$", None),
+               Published("Table 1", "$\\mathbf{C}_g$", None)),
+    "kolluru": kolluru_rows(),
+    "merckx_frank": (
+        Published("Table 5", "*", "char_gru_attention", columns=("char-GRU (Flickr8k)",),
+                  ours={"STS-B STS 12-16": "supervised/STSBenchmark/test",
+                        "SICK Relatedness": "supervised/SICK/test"}),
+        Published("Table 2", "char-GRU", "char_gru_attention"),
+        *(Published("Table 3", "char-GRU", "char_gru_attention", block=b, nearest=retrieval_nearest(
+            _MF_RET_COLS, f"ours on Flickr8k test retrieval (paper: MSCOCO, {b})"))
+          for b in ("1k results", "5k results")),
+    ),
+}
+
+DOCS_HEADER = """# Reproducing the papers
+
+Written by `python -m grounded_text.reproduce PAPER --budget BUDGET --output-dir DIR --write-docs
+docs/reproduction.md` (one section per paper, replaced when that paper is run again). Each run is a
+preset record (`grounded_text.presets`) trained by `grounded_text.train.train` and scored by the
+package's evaluation code (`grounded_text.evaluation`). Each section sets the paper's figures
+(`grounded_text.paper_figures`: every cell of the papers' tables, with its table, row, 95 %
+interval where printed, training data and image features) beside ours with its 95 % interval and
+the difference, wherever the test set is the same; where the paper measured on data we lack, its
+figure stands beside our nearest measure, labelled as such and not differenced. Paired tests
+(Williams' test for STS correlations, a paired bootstrap for R@K) compare encoders scored on the
+same pairs, and a verdict per paper says which figures agree within the intervals. Budgets:
+`full` = the records as the papers train them, `cpu` = what fits 2 CPU cores, `smoke` = a
+64-image plumbing check (its figures mean nothing). `--from-runs DIR` scores runs trained
+separately with `python -m grounded_text.train`. A paper without a section below has not been
+put in this report yet.
+"""

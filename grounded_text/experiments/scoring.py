@@ -96,8 +96,65 @@ def _export_dir(run_dir: Path, candidates) -> Path | None:
     return None
 
 
+def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=None, *,
+                sections=("sts", "retrieval")) -> dict:
+    """The per-pair and per-query predictions behind the STS and retrieval figures, for the
+    paired tests between two encoders (``grounded_text.experiments.papers.paired_tests``).
+
+    Args:
+      encoder: ``list[str] → [n, d]`` (an ``EmbeddingCache`` is reused as is).
+      sts_dir: the STS folder (or None); test_pairs, image_encoder: the retrieval split and tower.
+      sections: which of ``"sts"``, ``"retrieval"``.
+
+    Returns:
+      ``{"sts": {"STS12/MSRvid": float32 [n] cosine, ..., "STSBenchmark/test", "SICK/test"},
+      "gold": {same keys: float32 [n]}, "ranks": {"caption_to_image": int32 [captions],
+      "image_to_caption": int32 [images]}}`` (pessimistic 1-based ranks,
+      ``grounded_text.evaluation.retrieval``); a section not computed is empty.
+    """
+    import warnings
+
+    import numpy as np
+
+    from grounded_text.evaluation.encoders import cached
+
+    cache = cached(encoder)
+    out: dict = {"sts": {}, "gold": {}, "ranks": {}}
+    if "sts" in sections and sts_dir is not None and Path(sts_dir).is_dir():
+        from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
+        from grounded_text.evaluation.sts import cosine_rows
+
+        sets = {}
+        with warnings.catch_warnings():  # the STS report has already warned about skipped subsets
+            warnings.simplefilter("ignore")
+            for year, path in sts_year_dirs(sts_dir).items():
+                sets.update({f"{year}/{name}": pairs for name, pairs in read_sts_year(path, {}).items()})
+        if (Path(sts_dir) / "STSBenchmark").is_dir():
+            sets["STSBenchmark/test"] = read_sts_benchmark(sts_dir, "test")
+        if (Path(sts_dir) / "SICK").is_dir():
+            sets["SICK/test"] = read_sick(sts_dir, "test")
+        for key, pairs in sets.items():
+            cache.add(list(pairs.sentences1) + list(pairs.sentences2))
+            out["sts"][key] = cosine_rows(cache(pairs.sentences1), cache(pairs.sentences2)).astype(np.float32)
+            out["gold"][key] = np.asarray(pairs.scores, dtype=np.float32)
+    if "retrieval" in sections and test_pairs is not None and image_encoder is not None:
+        from grounded_text.evaluation.retrieval import (
+            caption_to_image_ranks,
+            cosine_matrix,
+            image_to_caption_ranks,
+            images_of_pairs,
+        )
+
+        _, caption_image, image_features = images_of_pairs(test_pairs)
+        sims = cosine_matrix(cache(test_pairs.captions.tolist()), image_encoder(image_features))
+        out["ranks"] = {"caption_to_image": caption_to_image_ranks(sims, caption_image).astype(np.int32),
+                        "image_to_caption": image_to_caption_ranks(sims, caption_image).astype(np.int32)}
+    return out
+
+
 def score_encoder(name: str, encoder, protocol: Protocol, settings: EvalSettings, data: TestData, *,
-                  data_cfg: dict | None = None, image_encoder=None, source: str = "", kind: str = "model") -> dict:
+                  data_cfg: dict | None = None, image_encoder=None, source: str = "", kind: str = "model",
+                  keep: dict | None = None) -> dict:
     """Scores one text encoder with ``protocol``.
 
     Args:
@@ -108,15 +165,18 @@ def score_encoder(name: str, encoder, protocol: Protocol, settings: EvalSettings
       data_cfg: the run's ``config["data"]`` (dataset and features of its test split).
       image_encoder: the run's image tower, for retrieval (None: retrieval unavailable).
       source, kind: recorded in the result.
+      keep: when a dict, ``keep["predictions"]`` receives ``predictions(...)`` (STS pairs and
+        retrieval queries, as scored) for the paired tests; it is not part of the result.
 
     Returns:
       ``evaluate_one``'s result plus ``"transfer"`` (with ``protocol.transfer``), ``"status":
       "ok"``, ``"split"``, ``"seconds_total"``.
     """
-    from grounded_text.evaluation.encoders import EncoderSpec
+    from grounded_text.evaluation.encoders import EncoderSpec, cached
     from grounded_text.evaluation.suite import evaluate_one, flickr_captioned
 
     t0 = time.perf_counter()
+    raw, encoder = encoder, cached(encoder)  # the paired tests' predictions reuse the report's embeddings
     root = data.root
     sections = protocol.sections
     sts_dir = root / "sts" if (root / "sts").is_dir() else None
@@ -132,15 +192,21 @@ def score_encoder(name: str, encoder, protocol: Protocol, settings: EvalSettings
                        retrieval_protocol=retrieval_protocol)
     if "retrieval" in sections and image_encoder is None:
         res["retrieval"] = {"status": "unavailable", "reason": "the run has no image_export/"}
+    if keep is not None:
+        keep["predictions"] = predictions(encoder, sts_dir, test_pairs, image_encoder,
+                                          sections=tuple(s for s in ("sts", "retrieval") if s in sections))
     if protocol.transfer:
-        res["transfer"] = transfer(encoder, root, settings)
+        res["transfer"] = transfer(raw, root, settings)
     res.update({"status": "ok", "split": split, "seconds_total": round(time.perf_counter() - t0, 2)})
     return res
 
 
 def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, data: TestData,
-              metrics: dict | None = None) -> dict:
+              metrics: dict | None = None, keep: dict | None = None) -> dict:
     """Scores every space of a trained run with ``protocol`` (``score_encoder`` on its exports).
+
+    ``keep``: when a dict, ``keep[space]`` receives that space's ``predictions`` (see
+    ``score_encoder``).
 
     Returns:
       ``{space: score_encoder(...) + "export_dir"}``, or ``{space: {"status": "missing",
@@ -159,8 +225,11 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
         if export is None:
             out[space] = {"status": "missing", "reason": f"the run has no {' or '.join(c + '/' for c in candidates)}"}
             continue
+        held: dict | None = {} if keep is not None else None
         res = score_encoder(f"{run_dir.name}:{space}", load_encoder(export), protocol, settings, data,
-                            data_cfg=data_cfg, image_encoder=image_encoder, source=str(export))
+                            data_cfg=data_cfg, image_encoder=image_encoder, source=str(export), keep=held)
+        if held:
+            keep[space] = held["predictions"]
         out[space] = {**res, "export_dir": str(export)}
     return out
 
