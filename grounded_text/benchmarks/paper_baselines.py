@@ -252,7 +252,7 @@ def check_claims(report: dict) -> list[dict]:
             if a is None or b is None:
                 reason = (f"{', '.join(missing)} not in the report" if missing else
                           col.reason if col.ours is None or col.ours.startswith("STS1") else
-                          "no SentEval scores (score with --transfer)" if col.ours.startswith("transfer/") else
+                          "no SentEval scores: score with --transfer" if col.ours.startswith("transfer/") else
                           "not in the report")
                 not_measured.append({"column": col.paper, "reason": reason})
             else:
@@ -299,7 +299,8 @@ def claim_lines(claims: list[dict]) -> list[str]:
             reasons: dict = {}
             for m in c["not_measured"]:
                 reasons.setdefault(m["reason"], []).append(m["column"])
-            line += "; not measured: " + "; ".join(f"{', '.join(cols)} ({r})" for r, cols in reasons.items())
+            line += ("; not measured: " if c["columns"] else " on ") + "; ".join(
+                f"{', '.join(cols)} ({r})" for r, cols in reasons.items())
         if "sts" in c:
             s = c["sts"]
             line += (f". On our {s['columns']} STS columns (not in the paper): {s['verdict']}"
