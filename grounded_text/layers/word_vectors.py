@@ -8,8 +8,9 @@ Sources (``load_word_vectors``):
   * a ``.npy`` matrix [V, D] plus a vocabulary file (``.txt``: one word per line, or
     ``.parquet`` with one string column), row i = word i.
 
-Kolluru's two-branch text branch averages GloVe vectors (§3.1); VETE trains its
-word embeddings from scratch (the default here).
+Kolluru's two-branch text branch averages the GloVe vectors of the sentence's words
+(§3.1; its preprocessor adds no ``<S>`` / ``</S>``, so their rows below are never read
+there); VETE trains its word embeddings from scratch (the default here).
 """
 
 from __future__ import annotations
@@ -97,7 +98,15 @@ def embedding_matrix(vocabulary, num_oov_buckets: int, vectors: dict, *, seed: i
     Row layout as ``TextPreprocessor``: row 0 padding (zeros), rows 1..k OOV buckets,
     then the vocabulary. Words found in ``vectors`` get their vector; others
     (``<S>``, ``</S>``, OOV rows, unknown words) get N(0, scale²) with ``scale`` the
-    std of the found vectors (seeded).
+    std of the found vectors (seeded). A model that averages words only (the two-branch
+    text branch, Kolluru §3.1) never reads the ``<S>`` / ``</S>`` rows.
+
+    Args:
+      vocabulary: the preprocessor's words (list of str, V entries).
+      num_oov_buckets: k, the OOV rows after the padding row.
+      vectors: word → float [D] vector (``load_word_vectors``).
+      seed: seed of the random rows.
+      scale: std of the random rows; None = the std of the found vectors.
 
     Returns:
       ``(matrix float32, coverage)`` with coverage = fraction of vocabulary words

