@@ -165,8 +165,8 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
                   f"({st0['n_images']} images, {st0['n_captions']} captions; visual = {visual})",
                   "", "| measure | " + " | ".join(structs) + " |", "|---|" + "---:|" * len(structs)]
         rows = [(k, lambda s, k=k: s[k]) for k in mkeys] + [
+            ("ρ_vis (Pearson, Bordes §4.3)", lambda s: s["rho_vis"]["pearson"]),
             ("ρ_vis (Spearman)", lambda s: s["rho_vis"]["spearman"]),
-            ("ρ_vis (Pearson)", lambda s: s["rho_vis"]["pearson"]),
             ("C_intra", lambda s: s["C_intra"]), ("C_inter", lambda s: s["C_inter"]),
             ("C_intra − C_inter", lambda s: s["C_gap"]),
         ]
