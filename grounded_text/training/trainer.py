@@ -95,8 +95,9 @@ def train(
     from grounded_text.training.distribute import is_chief, make_strategy
 
     t_start = time.perf_counter()
-    with run_dir.usage_errors():  # refused before the run directory is touched
-        check_selection_data(ensure_resolved(config), data_dir)
+    with run_dir.usage_errors():  # resolved once (prepare keeps it); refused before the run directory is touched
+        config = ensure_resolved(config)
+        check_selection_data(config, data_dir)
     # Distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
     previous_policy = keras.mixed_precision.global_policy().name
