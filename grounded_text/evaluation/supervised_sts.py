@@ -29,8 +29,9 @@ Two regressors, chosen with ``model`` (``--supervised-model``):
   weight decay), batches of 64 and a summed squared error between the predicted and the
   target distributions, in rounds of 50 epochs; after each round the dev Pearson r of the
   predicted score ``ŷ = Σ_r r p̂_r`` (``expected_scores``) is measured, the best round's
-  weights are kept, and training stops after 4 rounds without a new best or at 1,000 epochs
-  (SentEval's schedule). Seeded (weights and batch order): the same seed gives the same numbers.
+  weights are kept, and training stops at the 4th round without a new best (counted over the
+  whole run, not in a row, as SentEval counts) or at 1,000 epochs (SentEval's schedule).
+  Seeded (weights and batch order): the same seed gives the same numbers.
 
 Splits: STS-B ``sts-train`` / ``sts-dev`` / ``sts-test`` (5,749 / 1,500 / 1,379);
 SICK-R ``SICK_train`` / ``SICK_trial`` / ``SICK_test_annotated`` (4,500 / 500 / 4,927).
@@ -165,7 +166,8 @@ def fit_senteval(train: tuple, dev: tuple, test: tuple, *, classes: tuple[int, i
       classes: ``(lo, hi)``, the integer score classes (``SCORE_CLASSES``).
       seed: weight initialisation and batch order (SentEval's default 1111).
       batch_size, epochs_per_round, max_epochs, patience, learning_rate: SentEval's 64, 50,
-        1000, 4 (rounds without a new best dev r before stopping) and Adam's 1e-3.
+        1000, 4 (training stops at the patience-th round without a new best dev r, counted over
+        the whole run) and Adam's 1e-3.
 
     Returns:
       ``{"test": {"pearson", "spearman", "n", ...}, "dev": {...}, "epochs": int (trained),
