@@ -58,8 +58,8 @@ BASELINE_OBJECTIVES = {
 SAMPLERS = ("random", "grouped")
 SCHEDULES = ("constant", "cyclic_cosine", "warm_restarts")
 #: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum (the training task;
-#: Merckx & Frank), or the last epoch.
-SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last")
+#: Merckx & Frank), the last epoch, or the SICK validation Pearson (Bordes §4.4).
+SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last", "sick_val")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISION = ("mixed_float16", "mixed_bfloat16", "auto")
 POOLINGS = ("mean", "sum")
@@ -213,8 +213,10 @@ class TrainConfig:
         > 0; ``None`` = the preset's.
       select_on: ``"avg2016"`` (mean Pearson over the STS16 subsets, VETE's
         selection signal), ``"val_loss"`` (loss on Flickr8k dev),
-        ``"dev_retrieval"`` (Flickr8k dev caption↔image retrieval, Merckx & Frank)
-        or ``"last"`` (the last epoch); ``None`` = the preset's choice.
+        ``"dev_retrieval"`` (Flickr8k dev caption↔image retrieval, Merckx & Frank),
+        ``"last"`` (the last epoch) or ``"sick_val"`` (Pearson r of the cosine on the SICK
+        validation split, ``sts/SICK/SICK_trial.txt``, Bordes et al. 2019 §4.4; refused when the
+        data folder has no such file); ``None`` = the preset's choice.
       seed: weight initialisation and loss permutation seed.
       schedule: ``"constant"``, ``"cyclic_cosine"`` (Merckx & Frank §3.3: each cycle
         of ``cycle_epochs`` epochs goes ``lr_min`` → ``learning_rate`` → ``lr_min``,
@@ -242,7 +244,10 @@ class TrainConfig:
     epochs: int | None = _field(None, flag="--epochs", parse="positive_int", help="default: the preset's")
     learning_rate: float | None = _field(None, flag="--learning-rate", parse="positive_float",
                                          help="Adam step size, the cyclic schedules' maximum (default: the preset's)")
-    select_on: str | None = _field(None, flag="--select-on", choices=SELECT_ON, help="default: the preset's")
+    select_on: str | None = _field(None, flag="--select-on", choices=SELECT_ON,
+                                   help="model selection: avg2016 (STS16 mean Pearson), val_loss, dev_retrieval "
+                                        "(dev rsum), last, or sick_val (SICK trial Pearson, Bordes §4.4); "
+                                        "default: the preset's")
     seed: int = _field(0, flag="--seed", parse="nonnegative_int",
                        help="initialisation, loss and data seed (sets data.seed too)")
     schedule: str | None = _field(None, flag="--schedule", choices=SCHEDULES, help="default: the preset's")

@@ -32,7 +32,10 @@ Flickr8k 1k test (needs the run's ``image_export/``), structure (mNNO, ρ_vis, C
 C_inter), same-image tests, GloVe and word2vec baselines, PNG plots. ``--run-dir``
 reads ``export/``, ``image_export/`` and ``metrics.json``; ``--model`` (with
 ``--image-model`` for retrieval) scores any SavedModel the same way. Choose sections
-with ``--sections``; ``--transfer`` adds SentEval transfer to the suite report.
+with ``--sections``; ``--transfer`` adds SentEval transfer to the suite report. Protocol
+options (``docs/evaluation.md``, "Protocol options"): ``--same-image-n N`` (pairs per label
+of the same-image tests; VETE §4.3 uses 1000) and ``--supervised-model ridge|senteval``
+(the supervised STS-B / SICK-R regressor).
 
 A run whose model has several sentence spaces (``bordes_cg_pg``: ``export_textual/`` u
 and ``export_grounded/`` g(u)) is scored space by space, each under its folder name::
@@ -261,7 +264,11 @@ def _add_suite_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data-dir", default=None, help=f"data root (default: ${DATA_ENV_VAR})")
     g.add_argument("--features", default=None, help="feature file stem (default: the run's, else efficientnet_lite0)")
     g.add_argument("--coco-captions", nargs="*", default=[], help="COCO captions JSON files for same-image tests")
-    g.add_argument("--same-image-n", type=int, default=5000, help="pairs per label in same-image tests")
+    g.add_argument("--same-image-n", type=_positive_int, default=5000,
+                   help="pairs per label in the same-image tests (>= 1; default 5000; VETE §4.3 uses 1000)")
+    g.add_argument("--supervised-model", choices=["ridge", "senteval"], default="ridge",
+                   help="supervised STS-B / SICK-R regressor: ridge on [u,v,|u-v|,u*v] (default) or SentEval's "
+                        "relatedness softmax on [|u-v|,u*v] (Tai et al. 2015 targets, early stopped on dev)")
     g.add_argument("--mnno-k", type=int, nargs="+", default=[10], help="K of mNNO@K")
     g.add_argument("--retrieval-protocol", default="flickr8k_1k", choices=["flickr8k_1k", "all"],
                    help="protocol on the Flickr8k test split")
@@ -323,7 +330,8 @@ def _suite(a, p, argv) -> int:
         specs, root, features=features or "efficientnet_lite0", sts_dir=a.sts_dir,
         sections=a.sections or (list(SECTIONS) if a.full else ["sts"]), coco_captions=a.coco_captions,
         years=a.years, same_image_n=a.same_image_n, seed=a.sample_seed, mnno_ks=a.mnno_k,
-        retrieval_protocol=a.retrieval_protocol, retrieval_coco=a.retrieval_coco, coco_protocols=a.coco_protocol,
+        retrieval_protocol=a.retrieval_protocol, supervised_model=a.supervised_model,
+        retrieval_coco=a.retrieval_coco, coco_protocols=a.coco_protocol,
         transfer=transfer, plots_dir=a.out if a.out and (a.full or a.plots) else None, run_dir=a.run_dir,
         command="python -m grounded_text.evaluate " + " ".join(shlex.quote(x) for x in argv))
     title = "Evaluation report: " + ", ".join(s.name for s in specs)

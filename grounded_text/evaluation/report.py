@@ -16,6 +16,7 @@ from pathlib import Path
 from grounded_text.evaluation.encoders import BASELINE_LABELS, BASELINES, baseline_encoder  # noqa: F401 (re-exported)
 from grounded_text.evaluation.retrieval import RECALL_KS
 from grounded_text.evaluation.sts import format_markdown
+from grounded_text.evaluation.supervised_sts import MODEL_LABELS
 from grounded_text.evaluation.transfer import (
     format_comparison_markdown,
     format_transfer_markdown,
@@ -131,13 +132,15 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
         lines += ["### STS — Pearson r × 100", "", head, sep]
         lines += _sts_rows(report, names)
         for task in ("STSBenchmark", "SICK"):
-            vals = []
+            vals, model = [], "ridge"
             for n in names:
                 node = (report["encoders"][n].get("supervised_sts") or {}).get(task)
                 vals.append(None if not node else node["test"]["pearson"] * 100)
+                model = (node or {}).get("model", model)
             if any(v is not None for v in vals):
                 key = f"{task}/test"
-                lines.append(f"| {key} | **supervised** (ridge on [u,v,\\|u−v\\|,u*v]) | {_contam(report, key)} | "
+                how = MODEL_LABELS.get(model, model).replace("|", "\\|")
+                lines.append(f"| {key} | **supervised** ({how}) | {_contam(report, key)} | "
                              + " | ".join(_f(v, 1) for v in vals) + " |")
         lines.append("")
 
@@ -165,8 +168,8 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
                   f"({st0['n_images']} images, {st0['n_captions']} captions; visual = {visual})",
                   "", "| measure | " + " | ".join(structs) + " |", "|---|" + "---:|" * len(structs)]
         rows = [(k, lambda s, k=k: s[k]) for k in mkeys] + [
+            ("ρ_vis (Pearson, Bordes §4.3)", lambda s: s["rho_vis"]["pearson"]),
             ("ρ_vis (Spearman)", lambda s: s["rho_vis"]["spearman"]),
-            ("ρ_vis (Pearson)", lambda s: s["rho_vis"]["pearson"]),
             ("C_intra", lambda s: s["C_intra"]), ("C_inter", lambda s: s["C_inter"]),
             ("C_intra − C_inter", lambda s: s["C_gap"]),
         ]

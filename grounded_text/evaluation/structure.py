@@ -17,10 +17,12 @@ encoders such as the baselines can be scored too):
   the K-th neighbour are broken by index (stable sort).
 * **ρ_vis** (Bordes §4.3 "ρ^vis"): the correlation, over all unordered pairs
   i < j of the n items, between ``cos(s_i, s_j)`` and ``cos(v_i, v_j)``. Bordes define
-  it as the **Pearson** correlation (§4.3; Table 1 prints it × 100); Spearman ρ is given
-  too (``scipy.stats``). Their 95 % intervals (``pearson_ci95``, ``spearman_ci95``) come
-  from a percentile bootstrap over the n items (``rho_vis_ci``): the n(n-1)/2 pairs share
-  items, so a Fisher-z interval on the pair count would be far too narrow.
+  it as the **Pearson** correlation (§4.3; Table 1 prints it × 100), so Pearson r is the
+  headline figure (``rho_vis["value"]``, also ``rho_vis["pearson"]``); Spearman ρ is kept
+  as its own key (``rho_vis["spearman"]``, ``scipy.stats``), a rank-based check. Their
+  95 % intervals (``pearson_ci95``, ``spearman_ci95``) come from a percentile bootstrap over
+  the n items (``rho_vis_ci``): the n(n-1)/2 pairs share items, so a Fisher-z interval on the
+  pair count would be far too narrow.
 * **C_intra** (Bordes §4.3, cluster cohesion): the mean cosine over all unordered
   pairs of *distinct* captions of the same image (pairs, not images, weigh
   equally).
@@ -85,7 +87,8 @@ def rho_vis(text: np.ndarray, visual: np.ndarray) -> dict:
       text: float [n, N]; visual: float [n, d], row-paired; n ≥ 3.
 
     Returns:
-      ``{"spearman": float, "pearson": float, "n_pairs": n(n-1)/2}``.
+      ``{"value": float (the headline: Pearson r, Bordes §4.3), "statistic": "pearson",
+      "pearson": float, "spearman": float, "n_pairs": n(n-1)/2}``, correlations in [-1, 1].
 
     Raises:
       ValueError: mismatched rows, n < 3, or a constant side (correlation undefined).
@@ -98,9 +101,12 @@ def rho_vis(text: np.ndarray, visual: np.ndarray) -> dict:
     sv = (l2_normalize(visual) @ l2_normalize(visual).T)[iu]
     if np.ptp(st) == 0 or np.ptp(sv) == 0:
         raise ValueError("rho_vis: all pairwise cosines are equal on one side; correlation undefined.")
+    pearson = float(stats.pearsonr(st, sv)[0])
     return {
+        "value": pearson,  # Bordes §4.3 define ρ_vis as a Pearson correlation
+        "statistic": "pearson",
+        "pearson": pearson,
         "spearman": float(stats.spearmanr(st, sv)[0]),
-        "pearson": float(stats.pearsonr(st, sv)[0]),
         "n_pairs": int(st.size),
     }
 
@@ -271,8 +277,8 @@ def structural_measures(
         seed 0); 0 leaves them out.
 
     Returns:
-      ``{"mNNO@K": float, ..., "rho_vis": {"spearman", "pearson", "n_pairs",
-      "pearson_ci95", "spearman_ci95"}, "C_intra", "C_inter", "C_gap", "n_images",
+      ``{"mNNO@K": float, ..., "rho_vis": {"value" (= "pearson", the headline), "statistic",
+      "pearson", "spearman", "n_pairs", "pearson_ci95", "spearman_ci95"}, "C_intra", "C_inter", "C_gap", "n_images",
       "n_captions", ...}``.
     """
     caption_embeddings = np.asarray(caption_embeddings)

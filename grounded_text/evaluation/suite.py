@@ -3,13 +3,16 @@
 Sections (any subset, see ``SECTIONS``):
 
 * ``sts``: unsupervised cosine STS (``evaluation.sts.evaluate_sts``);
-* ``supervised``: supervised STS-B / SICK-R (``evaluation.supervised_sts``);
+* ``supervised``: supervised STS-B / SICK-R (``evaluation.supervised_sts``; ``supervised_model``
+  ``"ridge"``, the default, or ``"senteval"``, SentEval's relatedness classifier);
 * ``retrieval``: caption↔image retrieval on the Flickr8k test split
   (``evaluation.retrieval``; needs an image encoder);
 * ``structure``: mNNO@K, ρ_vis, C_intra, C_inter on the Flickr8k test split, visual
   vectors = the CNN features (``evaluation.structure``);
 * ``same_image``: VETE §4.3 same-image tests on Flickr8k test and any COCO captions
-  JSON given (``evaluation.same_image``).
+  JSON given (``evaluation.same_image``), ``same_image_n`` same-image + ``same_image_n``
+  different-image pairs: ``SAME_IMAGE_N`` (5,000) by default, ``VETE_SAME_IMAGE_N``
+  (1,000, the paper's) for VETE's protocol.
 
 This module is the one orchestrator of the evaluation: ``evaluate_encoders`` (the full
 report: the sections above, COCO retrieval, SentEval transfer, plots) and
@@ -45,12 +48,22 @@ from grounded_text.evaluation.retrieval import evaluate_retrieval, group_by_imag
 from grounded_text.evaluation.same_image import CaptionedImages, evaluate_same_image, read_coco_captioned_images
 from grounded_text.evaluation.structure import structural_measures
 from grounded_text.evaluation.sts import evaluate_sts, headline_figures
-from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
+from grounded_text.evaluation.supervised_sts import SUPERVISED_MODELS, evaluate_supervised_sts
 from grounded_text.evaluation.transfer import ClassifierConfig, evaluate_transfer
 
 log = logging.getLogger("grounded_text.evaluate")
 
 SECTIONS = ("sts", "supervised", "retrieval", "structure", "same_image")
+SAME_IMAGE_N = 5000  # pairs per label of the same-image tests (the default)
+VETE_SAME_IMAGE_N = 1000  # Kurach et al. 2017, §4.3: 1,000 related + 1,000 non-related caption pairs
+
+
+def check_protocol_options(same_image_n: int, supervised_model: str) -> None:
+    """Raises ValueError for a same-image N below 1 or an unknown supervised STS model."""
+    if isinstance(same_image_n, bool) or not isinstance(same_image_n, (int, np.integer)) or same_image_n < 1:
+        raise ValueError(f"same_image_n must be an integer >= 1, got {same_image_n!r}.")
+    if supervised_model not in SUPERVISED_MODELS:
+        raise ValueError(f"supervised_model must be one of {SUPERVISED_MODELS}, got {supervised_model!r}.")
 
 
 def flickr_captioned(pairs: CaptionPairs, name: str) -> CaptionedImages:
@@ -94,17 +107,23 @@ def evaluate_one(
     same_image_sets: Sequence[CaptionedImages] = (),
     sections: Sequence[str] = SECTIONS,
     years: Sequence[str] | None = None,
-    same_image_n: int = 5000,
+    same_image_n: int = SAME_IMAGE_N,
     seed: int = 0,
     mnno_ks: Sequence[int] = (10,),
     retrieval_protocol: str = "flickr8k_1k",
+    supervised_model: str = "ridge",
 ) -> dict:
     """Runs the chosen sections for one encoder; see module docstring.
+
+    ``same_image_n`` (pairs per label, >= 1; capped by the same-image pairs a set has, the
+    result's ``n_per_label`` says how many were used) and ``supervised_model`` (``"ridge"`` or
+    ``"senteval"``) choose the protocols; a bad value raises ValueError.
 
     Returns:
       ``{"kind", "source", "sts"?, "supervised_sts"?, "retrieval"?, "structure"?,
       "same_image"?, "seconds": {section: float}}``.
     """
+    check_protocol_options(same_image_n, supervised_model)
     cache = cached(spec.encoder)
     out: dict = {"kind": spec.kind, "source": spec.source, "seconds": {}}
 
@@ -117,7 +136,7 @@ def evaluate_one(
     if "sts" in sections and sts_dir is not None:
         timed("sts", lambda: evaluate_sts(cache, sts_dir, years=years))
     if "supervised" in sections and sts_dir is not None:
-        timed("supervised_sts", lambda: evaluate_supervised_sts(cache, sts_dir))
+        timed("supervised_sts", lambda: evaluate_supervised_sts(cache, sts_dir, model=supervised_model))
     if test_pairs is not None and ("retrieval" in sections or "structure" in sections):
         captions = test_pairs.captions.tolist()
         text = cache(captions)
@@ -154,10 +173,11 @@ def evaluate_encoders(
     sections: Sequence[str] = SECTIONS,
     coco_captions: Sequence[str | Path] = (),
     years: Sequence[str] | None = None,
-    same_image_n: int = 5000,
+    same_image_n: int = SAME_IMAGE_N,
     seed: int = 0,
     mnno_ks: Sequence[int] = (10,),
     retrieval_protocol: str = "flickr8k_1k",
+    supervised_model: str = "ridge",
     retrieval_coco: tuple[str | Path, str | Path] | None = None,
     coco_protocols: Sequence[str] = ("coco_5fold_1k", "coco_5k"),
     transfer: dict | None = None,
@@ -181,7 +201,8 @@ def evaluate_encoders(
       sts_dir: default ``data_dir/sts``.
       sections: subset of ``SECTIONS``.
       coco_captions: COCO-format captions JSON files for extra same-image sets.
-      years, same_image_n, seed, mnno_ks, retrieval_protocol: see the sections.
+      years, same_image_n, seed, mnno_ks, retrieval_protocol, supervised_model: see the sections
+        (``same_image_n``: ``SAME_IMAGE_N``, or ``VETE_SAME_IMAGE_N`` for VETE's protocol).
       command: recorded as the report's ``command``.
 
     Returns:
@@ -189,11 +210,12 @@ def evaluate_encoders(
       ``retrieval_coco`` and ``transfer``; the report holds ``plots`` and ``command``.
 
     Raises:
-      ValueError: an unknown section name.
+      ValueError: an unknown section name, ``same_image_n`` < 1 or an unknown ``supervised_model``.
     """
     bad = set(sections) - set(SECTIONS)
     if bad:
         raise ValueError(f"Unknown section(s) {sorted(bad)}; choose from {SECTIONS}.")
+    check_protocol_options(same_image_n, supervised_model)
     root = Path(data_dir)
     sts_dir = Path(sts_dir) if sts_dir is not None else root / "sts"
     if not sts_dir.is_dir():
@@ -210,7 +232,7 @@ def evaluate_encoders(
         "data_dir": str(root),
         "features": features,
         "sections": list(sections),
-        "protocols": _protocols(retrieval_protocol, mnno_ks, same_image_n, seed),
+        "protocols": _protocols(retrieval_protocol, mnno_ks, same_image_n, seed, supervised_model),
         "encoders": {},
     }
     if flickr is not None:
@@ -220,7 +242,7 @@ def evaluate_encoders(
         report["encoders"][spec.name] = evaluate_one(
             spec, sts_dir=sts_dir, test_pairs=test_pairs, same_image_sets=same_sets, sections=sections,
             years=years, same_image_n=same_image_n, seed=seed, mnno_ks=mnno_ks,
-            retrieval_protocol=retrieval_protocol)
+            retrieval_protocol=retrieval_protocol, supervised_model=supervised_model)
         if retrieval_coco and spec.image_encoder is not None:
             report["encoders"][spec.name]["retrieval_coco"] = {
                 proto: coco_retrieval(spec, *retrieval_coco, protocol=proto) for proto in coco_protocols}
@@ -234,13 +256,17 @@ def evaluate_encoders(
     return report
 
 
-def _protocols(retrieval_protocol: str, mnno_ks, same_image_n: int, seed: int) -> dict:
+def _protocols(retrieval_protocol: str, mnno_ks, same_image_n: int, seed: int,
+               supervised_model: str = "ridge") -> dict:
     """One line per section: how ``evaluate_encoders`` scores it."""
+    supervised = ("sklearn Ridge on [u,v,|u-v|,u*v], alpha by dev Pearson (supervised)" if supervised_model == "ridge"
+                  else "SentEval relatedness softmax on [|u-v|,u*v], Tai et al. targets, early stop on dev Pearson "
+                       "(supervised)")
     return {
         "sts": "cosine of embeddings vs gold, Pearson r / Spearman rho (unsupervised)",
-        "supervised_sts": "sklearn Ridge on [u,v,|u-v|,u*v], alpha by dev Pearson (supervised)",
+        "supervised_sts": supervised,
         "retrieval": f"{retrieval_protocol}; 1-based ranks, rank = 1 + #strictly better",
-        "structure": f"Bordes 2019 s4.3 on flickr8k/test, mNNO@{list(mnno_ks)}",
+        "structure": f"Bordes 2019 s4.3 on flickr8k/test, mNNO@{list(mnno_ks)}, rho_vis = Pearson (Spearman beside)",
         "same_image": f"VETE s4.3, {same_image_n} same + {same_image_n} different-image pairs, seed {seed}",
     }
 

@@ -172,8 +172,8 @@ def structure_rows(node: dict) -> dict:
     st = node.get("structure") or {}
     if not st:
         return {}
-    return {"mNNO@10": st.get("mNNO@10"), "ρ_vis": st["rho_vis"]["spearman"], "C_inter": st["C_inter"],
-            "C_intra": st["C_intra"]}
+    return {"mNNO@10": st.get("mNNO@10"), "ρ_vis": st["rho_vis"]["pearson"], "C_inter": st["C_inter"],
+            "C_intra": st["C_intra"], "ρ_vis (Spearman)": st["rho_vis"]["spearman"]}
 
 
 def transfer_rows(node: dict) -> dict:

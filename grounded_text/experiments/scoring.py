@@ -25,8 +25,8 @@ RETRIEVAL = ("caption↔image retrieval on the Flickr8k test split (protocol fli
              "over random tie order), medr (pessimistic: ties never count in favour of the ground truth)")
 SAME_IMAGE = ("VETE §4.3 same-image test on Flickr8k test captions: Pearson r of cosine vs same-image label, "
               "N same + N different-image pairs, seed 0")
-STRUCTURE = ("Bordes §4.3 on Flickr8k test: mNNO@10, ρ_vis (Spearman), C_intra, C_inter; visual vectors = the CNN "
-             "features")
+STRUCTURE = ("Bordes §4.3 on Flickr8k test: mNNO@10, ρ_vis (Pearson, as §4.3; Spearman beside it), C_intra, "
+             "C_inter; visual vectors = the CNN features")
 TRANSFER = ("SentEval tasks under data_dir/senteval: logistic regression on frozen embeddings "
             "(grounded_text.evaluation.transfer), accuracy %")
 

@@ -1,4 +1,4 @@
-"""Keras callbacks: model selection on STS, snapshots of cyclic schedules."""
+"""Keras callbacks: model selection on STS or SICK validation, dev retrieval, snapshots of cyclic schedules."""
 
 from __future__ import annotations
 
@@ -39,6 +39,58 @@ class STSValidation(keras.callbacks.Callback):
         if logs is not None:
             logs[self.metric_name] = np.nan if value is None else value
         self.history.append({"epoch": epoch + 1, **{k: v["pearson"] for k, v in report["subsets"].items()}})
+
+
+class SICKValidation(keras.callbacks.Callback):
+    """Scores the text tower on the SICK validation split at each epoch end (Bordes §4.4).
+
+    Bordes et al. (2019, §4.4) tune on "the Pearson correlation measure on the validation set
+    of the SICK benchmark"; the SICK 2014 release's validation split is ``SICK_trial.txt``
+    (500 pairs, relatedness 1..5). This callback adds ``logs[metric_name]`` = Pearson r between
+    the cosine of the two sentences' embeddings and the gold relatedness (unsupervised: no
+    regressor is trained per epoch, so the signal is cheap and never sees SICK test), and
+    ``logs[metric_name + "/spearman"]``, so ``ModelCheckpoint`` placed after it can monitor it.
+    A constant prediction (a collapsed tower) logs NaN, which selection never picks.
+
+    Args:
+      text_tower: Keras model string[B] → float[B, N].
+      sts_dir: the STS root holding ``SICK/SICK_trial.txt``.
+      metric_name: log key, default ``"val_sick"``.
+      batch_size: sentences per forward pass.
+
+    Raises:
+      FileNotFoundError: no ``SICK/SICK_trial.txt`` under ``sts_dir``.
+      ValueError: a malformed file (``grounded_text.data.sts.read_sick``).
+    """
+
+    def __init__(self, text_tower, sts_dir: str | Path, metric_name: str = "val_sick", batch_size: int = 1024):
+        super().__init__()
+        from grounded_text.data.sts import read_sick
+
+        path = Path(sts_dir) / "SICK" / "SICK_trial.txt"
+        if not path.is_file():
+            raise FileNotFoundError(f"No SICK validation split {str(path)!r} (SICK_trial.txt of the SICK 2014 "
+                                    "release) for select_on='sick_val'.")
+        self.pairs = read_sick(sts_dir, "trial")
+        self.metric_name = metric_name
+        self.encoder = tower_encoder(text_tower, batch_size)
+        self.history: list[dict] = []
+
+    def scores(self) -> dict:
+        """``{"pearson", "spearman", "n", ...}`` of the current weights (``evaluation.sts.correlations``)."""
+        from grounded_text.evaluation.sts import correlations, cosine_rows
+
+        first = self.encoder(list(self.pairs.sentences1))
+        second = self.encoder(list(self.pairs.sentences2))
+        return correlations(cosine_rows(first, second), np.asarray(self.pairs.scores, dtype=np.float64))
+
+    def on_epoch_end(self, epoch, logs=None):
+        result = self.scores()
+        pearson, spearman = result["pearson"], result["spearman"]
+        if logs is not None:
+            logs[self.metric_name] = np.nan if pearson is None else pearson
+            logs[f"{self.metric_name}/spearman"] = np.nan if spearman is None else spearman
+        self.history.append({"epoch": epoch + 1, "SICK/trial": pearson, "SICK/trial spearman": spearman})
 
 
 class DevRetrieval(keras.callbacks.Callback):

@@ -20,7 +20,8 @@ replays the run), ``vocab.txt``, ``checkpoints/{best,last}.weights.h5``, ``logs/
 
 Model selection never uses a test set: ``avg2016`` (mean Pearson over the STS 2016 subsets,
 VETE's signal, Kurach et al. 2017 Algorithm 1), ``dev_retrieval`` (Flickr8k dev rsum,
-Merckx & Frank 2019 §3.3) or ``val_loss`` (Flickr8k dev). STS16 is then not an unseen test:
+Merckx & Frank 2019 §3.3), ``val_loss`` (Flickr8k dev) or ``sick_val`` (cosine Pearson on the
+SICK validation split ``SICK_trial``, Bordes et al. 2019 §4.4). STS16 is then not an unseen test:
 the papers report on the held-out STS 2014/2015 years.
 """
 
@@ -50,7 +51,7 @@ log = logging.getLogger("grounded_text.train")
 SELECTION_YEAR = "STS16"
 # select_on → (the metric ModelCheckpoint and the selection read, its direction).
 MONITORS = {"avg2016": ("val_avg2016", "max"), "dev_retrieval": ("val_rsum", "max"),
-            "val_loss": ("val_loss", "min"), "last": ("val_loss", "min")}
+            "val_loss": ("val_loss", "min"), "last": ("val_loss", "min"), "sick_val": ("val_sick", "max")}
 
 
 def train(
@@ -94,6 +95,9 @@ def train(
     from grounded_text.training.distribute import is_chief, make_strategy
 
     t_start = time.perf_counter()
+    with run_dir.usage_errors():  # resolved once (prepare keeps it); refused before the run directory is touched
+        config = ensure_resolved(config)
+        check_selection_data(config, data_dir)
     # Distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
     previous_policy = keras.mixed_precision.global_policy().name
@@ -361,6 +365,25 @@ def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume:
     return Run(setup, out, chief, resume_state, fingerprint)
 
 
+def _sick_validation_path(data_dir) -> Path:
+    return resolve_data_dir(data_dir) / "sts" / "SICK" / "SICK_trial.txt"
+
+
+def check_selection_data(config: ExperimentConfig, data_dir) -> None:
+    """Refuses a selection whose validation data is missing: ``select_on="sick_val"`` needs the
+    SICK validation split ``sts/SICK/SICK_trial.txt`` (Bordes et al. 2019 §4.4) in the data folder.
+
+    Raises:
+      ValueError: ``select_on="sick_val"`` and no such file (names the path expected).
+    """
+    if config.train.select_on != "sick_val":
+        return
+    path = _sick_validation_path(data_dir)
+    if not path.is_file():
+        raise ValueError(f"select_on='sick_val' needs the SICK validation split: no {str(path)!r} in the data "
+                         "folder. Add the SICK 2014 release there or choose another --select-on.")
+
+
 def _watch(run: Run) -> list:
     """Our callbacks, the STS scorer first so that later ones see its metric; sets the
     run's selection (``select_on``, ``monitor``, ``mode``) and ``cb``."""
@@ -380,6 +403,15 @@ def _watch(run: Run) -> list:
         # weights each epoch, before the scorer sees the tower.
         callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: model.refit(train_captions)))
     sts = retrieval = None
+    if select_on == "sick_val":
+        from grounded_text.training import run_dir
+        from grounded_text.training.callbacks import SICKValidation
+
+        with run_dir.usage_errors():  # no SICK validation split: the CLI's "error: ..." (exit 2), before fit
+            check_selection_data(config, run.setup.root)
+            # In the STS scorer's slot: its per-epoch rows are kept across --resume and recorded.
+            sts = SICKValidation(model.text_tower, run.sts_dir, metric_name="val_sick")
+        callbacks.append(sts)
     if select_on == "avg2016":
         if SELECTION_YEAR not in years:
             log.warning("No %s folder under %s: selecting on Flickr8k dev loss instead.", SELECTION_YEAR, run.sts_dir)
