@@ -76,7 +76,7 @@ PAPERS: dict[str, Paper] = {
                       match={"model.loss": loss}) for loss in ("covariance", "skt", "rank")),
         ),
         protocol=Protocol(("sts", "same_image"), description=(scoring.STS_ALL, scoring.SAME_IMAGE),
-                          figures=("sts", "same_image")),
+                          figures=("sts", "same_image"), same_image_n=1000),  # VETE §4.3: 1,000 + 1,000
         figures={},
         figures_key="kurach2017_vete",
         published=papers.PUBLISHED["vete"],
@@ -124,7 +124,7 @@ PAPERS: dict[str, Paper] = {
         "Merkx & Frank 2019, \"Learning semantic sentence representations from visually grounded "
         "language without lexical knowledge\", Natural Language Engineering 25",
         runs=(RunSpec("char_gru_attention", "char_gru_attention", main=True),),
-        protocol=Protocol(("sts", "supervised", "retrieval"),
+        protocol=Protocol(("sts", "supervised", "retrieval"), supervised_model="senteval",
                           description=(scoring.STS_ALL, scoring.SUPERVISED, scoring.RETRIEVAL),
                           figures=(("sts", {"subsets": True}), "mean_of_year_means", "supervised", "retrieval")),
         figures=papers.mf_headline_figures(), figures_key="merkx2019_char_grounding",
@@ -169,7 +169,8 @@ BUDGETS: dict[str, Budget] = {
         overrides={"*": SMOKE_SLICE, **{p: {"model.encoder": e} for p, e in SMOKE_ENCODERS.items()}},
         ablations=False,
         # 2 folds: TREC's smallest class has 2 of the 200 sampled training questions.
-        evaluation=EvalSettings(test_images=64, same_image_n=100, transfer_kfold=2, transfer_max_examples=200),
+        evaluation=EvalSettings(test_images=64, same_image_n=100, transfer_kfold=2, transfer_max_examples=200,
+                                supervised_model="ridge"),
         trainer_evaluates=False, verbose=0),
 }
 

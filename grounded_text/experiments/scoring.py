@@ -18,8 +18,10 @@ log = logging.getLogger("grounded_text.experiments")
 # One line per measure, for the reports.
 STS_ALL = ("cosine of the two embeddings vs gold, Pearson r (and Spearman ρ), every STS1x subset found; year mean = "
            "unweighted mean over its subsets")
-SUPERVISED = ("supervised STS-B / SICK-R: ridge on [u, v, |u−v|, u*v] of the frozen embeddings, α by dev Pearson "
-              "(SentEval style; grounded_text.evaluation.supervised_sts)")
+SUPERVISED = ("supervised STS-B / SICK-R: ridge on [u, v, |u−v|, u*v] of the frozen embeddings, α by dev Pearson; "
+              "or, where the paper used it (Merkx & Frank), SentEval's relatedness classifier (Tai et al. 2015: "
+              "softmax over the score classes on [|u−v|, u*v], early-stopped on dev, score = expectation; the smoke "
+              "budget keeps the ridge) (grounded_text.evaluation.supervised_sts)")
 RETRIEVAL = ("caption↔image retrieval on the Flickr8k test split (protocol flickr8k_1k: 1,000 images / 5,000 "
              "captions), cosine of the text-tower (export/) and image-tower (image_export/) outputs, R@K % (expected "
              "over random tie order), medr (pessimistic: ties never count in favour of the ground truth)")
@@ -41,6 +43,10 @@ class Protocol:
       transfer: also the SentEval tasks under ``data_dir/senteval``.
       description: one line per measure, for the report.
       figures: the headline figures, families of ``grounded_text.experiments.figures.FAMILIES``.
+      same_image_n: the paper's pairs per label of the same-image test (VETE §4.3: 1,000), or
+        ``None`` (the budget's ``EvalSettings.same_image_n``); the smaller of the two is used.
+      supervised_model: the paper's STS-B / SICK-R regressor (``"ridge"`` or ``"senteval"``,
+        SentEval's relatedness classifier); a budget may ask for the ridge to stay quick.
     """
 
     sections: tuple
@@ -48,6 +54,8 @@ class Protocol:
     transfer: bool = False
     description: tuple = ()
     figures: tuple = ()
+    same_image_n: int | None = None
+    supervised_model: str = "ridge"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +68,15 @@ class EvalSettings:
       same_image_n: pairs per label of the same-image test (capped by what the split has).
       transfer_kfold: k of the SentEval cross-validations (SentEval: 10; prototyping: 5).
       transfer_max_examples: cap on every SentEval split (seeded subset), or None.
+      supervised_model: overrides the protocol's regressor (``"ridge"`` keeps a quick budget
+        quick: SentEval's classifier takes minutes per encoder on a CPU), or None.
     """
 
     test_images: int | None = None
     same_image_n: int = 5000
     transfer_kfold: int = 10
     transfer_max_examples: int | None = None
+    supervised_model: str | None = None
 
 
 class TestData:
@@ -188,8 +199,9 @@ def score_encoder(name: str, encoder, protocol: Protocol, settings: EvalSettings
     same_sets = [flickr_captioned(test_pairs, split)] if "same_image" in sections and test_pairs is not None else []
     spec = EncoderSpec(name, kind, encoder, image_encoder, source)
     res = evaluate_one(spec, sts_dir=sts_dir, test_pairs=test_pairs, same_image_sets=same_sets, sections=sections,
-                       same_image_n=settings.same_image_n, seed=0, mnno_ks=(10,),
-                       retrieval_protocol=retrieval_protocol)
+                       same_image_n=min(protocol.same_image_n or settings.same_image_n, settings.same_image_n),
+                       seed=0, mnno_ks=(10,), retrieval_protocol=retrieval_protocol,
+                       supervised_model=settings.supervised_model or protocol.supervised_model)
     if "retrieval" in sections and image_encoder is None:
         res["retrieval"] = {"status": "unavailable", "reason": "the run has no image_export/"}
     if keep is not None:
