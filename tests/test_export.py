@@ -55,7 +55,10 @@ def test_reload_in_fresh_process_equals_in_memory_tower(exported, tmp_path):
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     assert info == {"dtype": "float32", "shape": [len(PROBE), 16], "empty": [0, 16], "sig": [1, 16]}
     got = np.load(tmp_path / "got.npy")
-    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    # Row by row to 1e-6, but the 512-word probe: a float32 sum of 512 word vectors, whose
+    # order of accumulation another process's thread pool may change (seen: 1.04e-6).
+    np.testing.assert_allclose(got[:-1], expected[:-1], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(got[-1], expected[-1], atol=5e-6, rtol=0)
     assert np.isfinite(got).all()
     # Boundary tokens (default): every input, even "" and whitespace, has unit norm.
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
