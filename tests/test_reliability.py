@@ -8,37 +8,19 @@ images, 32 dev images, N = 16, 3 epochs).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from train_cli import REPO, TINY
+from train_cli import env_for_subprocess as _env
+from train_cli import train_cli as _train_cli
 
 from grounded_text.config import ExperimentConfig, TrainConfig
-
-REPO = Path(__file__).resolve().parents[1]
-TINY = ["--max-train-images", "64", "--max-dev-images", "32", "--embedding-dim", "16", "--all-captions",
-        "--batch-size", "32", "--steps-per-execution", "2", "--no-evaluate", "--verbose", "0"]
-
-
-def _env(**extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    env.update(extra)
-    return env
-
-
-def _train_cli(args, data_dir, timeout=600, **env):
-    return subprocess.run([sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), *args],
-                          cwd=REPO, env=_env(**env), capture_output=True, text=True, timeout=timeout)
-
 
 # ============================================================================ item 1: resume
 

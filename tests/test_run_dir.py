@@ -15,32 +15,14 @@ import hashlib
 import importlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import tensorflow as tf
-
-REPO = Path(__file__).resolve().parents[1]
-TINY = ["--max-train-images", "64", "--max-dev-images", "32", "--embedding-dim", "16", "--all-captions",
-        "--batch-size", "32", "--steps-per-execution", "2", "--no-evaluate", "--verbose", "0"]
-
-
-def _env(**extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    env.update(extra)
-    return env
-
-
-def _train_cli(args, data_dir, timeout=600, **env):
-    return subprocess.run([sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), *args],
-                          cwd=REPO, env=_env(**env), capture_output=True, text=True, timeout=timeout)
+from train_cli import TINY
+from train_cli import train_cli as _train_cli
 
 
 def _last_line(proc) -> str:
