@@ -325,7 +325,7 @@ def test_zero_or_negative_epochs_steps_and_trials_are_rejected_by_the_parsers(tm
         assert e.value.code == 2 and "must be >= 1" in capsys.readouterr().err
     assert not (tmp_path / "run").exists() and not (tmp_path / "tune").exists()
     for train in (TrainConfig(epochs=0), TrainConfig(steps_per_execution=0)):  # the library path too
-        with pytest.raises(ValueError, match="must be >= 1"):
+        with pytest.raises(ValueError, match="must be an integer >= 1"):
             resolve_config(ExperimentConfig(train=train))
 
 

@@ -439,10 +439,10 @@ def test_ctrl_c_while_tensorflow_loads_prints_one_line_and_exits_130(tmp_path, c
 
     real_import = builtins.__import__
 
-    def interrupted(name, *args, **kwargs):
-        if name == "grounded_text.models.registry":
+    def interrupted(name, globals=None, locals=None, fromlist=(), level=0):
+        if name == "grounded_text.training" and "run_dir" in (fromlist or ()):  # main's first TensorFlow import
             raise KeyboardInterrupt
-        return real_import(name, *args, **kwargs)
+        return real_import(name, globals, locals, fromlist, level)
 
     monkeypatch.setattr(builtins, "__import__", interrupted)
     assert train.main(["--output-dir", str(tmp_path / "run")]) == 130
