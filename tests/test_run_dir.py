@@ -137,8 +137,11 @@ def test_learning_rate_1e30_fails_in_the_first_epoch_with_state_failed(data_dir,
 
 @pytest.mark.slow
 def test_healthy_tiny_runs_of_every_preset_stay_far_from_the_collapse_limit(data_dir, tmp_path):
-    """One tiny epoch of each preset, probed at every report: the probe's spread never falls
-    below 10 % of its start (the guard stops at 0.1 %)."""
+    """One tiny epoch of each architecture (one preset per builder: the GroundSent variants
+    differ only in their loss's targets, and the character model is probed at its 512-unit
+    width), probed at every report: the probe's spread never falls below 10 % of its start
+    (the guard stops at 0.1 %). Every preset also trains with the guard on in
+    tests/test_presets.py and tests/test_paper_baselines.py."""
     import keras
 
     from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
@@ -146,8 +149,12 @@ def test_healthy_tiny_runs_of_every_preset_stay_far_from_the_collapse_limit(data
     from grounded_text.train import prepare_training
     from grounded_text.training.run_dir import CollapseGuard
 
+    by_builder = {}
+    for name, record in PRESETS.items():
+        by_builder.setdefault(record.builder, name)
+    by_builder["char_gru_attention"] = "char_gru_attention_512"
     lowest = {}
-    for name in PRESETS:
+    for name in by_builder.values():
         keras.backend.clear_session()
         config = ExperimentConfig(data=DataConfig(max_train_images=64, max_dev_images=32, batch_size=32),
                                   model=ModelConfig(name=name), train=TrainConfig(epochs=1, steps_per_execution=1))
@@ -162,7 +169,7 @@ def test_healthy_tiny_runs_of_every_preset_stay_far_from_the_collapse_limit(data
         lowest[name] = min(guard.lowest[t] / guard.start[t] for t in guard.start)
         assert guard.checks >= setup.steps_per_epoch
     print(json.dumps(lowest, indent=1))
-    assert len(lowest) >= len(PRESETS) - 1
+    assert len(lowest) >= len(by_builder) - 1  # all but grounded_pretrained where its weights are absent
     assert all(ratio > 0.1 for ratio in lowest.values()), lowest
 
 
