@@ -41,32 +41,32 @@ def _use_and_limits(dataset: str, features: str) -> list[str]:
     """The card's intended-use, limitations and training-data sections (Kaggle Models' card
     headings)."""
     return [
-            "## Intended use",
-            "",
-            "Sentence embeddings of short English text for semantic similarity (cosine) and caption/image "
-            "retrieval, as a light encoder, a frozen feature for a downstream model, or a module to fine-tune; "
-            "and reproducing the papers' grounded encoders. It maps text to vectors: it does not generate, "
-            "classify or answer on its own.",
-            "",
-            "## Limitations",
-            "",
-            "- English only: the vocabulary and the training text are English image captions.",
-            "- Trained on descriptions of everyday photos (people, animals, scenes): it is weak on questions, "
-            "definitions, negation, abstract, technical or domain-specific language, and long documents. "
-            "A pretrained transformer is the better general-purpose choice.",
-            "- Inputs are cut to their first 16,384 bytes and 512 words; in word models, words outside the "
-            "training vocabulary share out-of-vocabulary buckets.",
-            "- Captions written by crowd workers carry their assumptions (e.g. about gender and age); the "
-            "embeddings can reproduce them.",
-            "- Model selection may have used STS 2016 (see the config's `select_on`), so its STS16 figures "
-            "are not an unseen test.",
-            "",
-            "## Training data",
-            "",
-            f"{_data_licence(dataset)} Image features: `{features}`, a CNN pretrained on "
-            "ImageNet (ImageNet's terms of access limit its images to non-commercial research and education: "
-            "check whether they bind your use of weights trained on them).",
-            "",
+        "## Intended use",
+        "",
+        "Sentence embeddings of short English text for semantic similarity (cosine) and caption/image "
+        "retrieval, as a light encoder, a frozen feature for a downstream model, or a module to fine-tune; "
+        "and reproducing the papers' grounded encoders. It maps text to vectors: it does not generate, "
+        "classify or answer on its own.",
+        "",
+        "## Limitations",
+        "",
+        "- English only: the vocabulary and the training text are English image captions.",
+        "- Trained on descriptions of everyday photos (people, animals, scenes): it is weak on questions, "
+        "definitions, negation, abstract, technical or domain-specific language, and long documents. "
+        "A pretrained transformer is the better general-purpose choice.",
+        "- Inputs are cut to their first 16,384 bytes and 512 words; in word models, words outside the "
+        "training vocabulary share out-of-vocabulary buckets.",
+        "- Captions written by crowd workers carry their assumptions (e.g. about gender and age); the "
+        "embeddings can reproduce them.",
+        "- Model selection may have used STS 2016 (see the config's `select_on`), so its STS16 figures "
+        "are not an unseen test.",
+        "",
+        "## Training data",
+        "",
+        f"{_data_licence(dataset)} Image features: `{features}`, a CNN pretrained on "
+        "ImageNet (ImageNet's terms of access limit its images to non-commercial research and education: "
+        "check whether they bind your use of weights trained on them).",
+        "",
     ]
 
 
