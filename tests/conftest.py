@@ -47,6 +47,22 @@ def data_dir() -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def papers_dir() -> Path:
+    """The folder of the papers' Markdown copies beside the data; a skip when absent, a failure
+    under CI=true."""
+    from grounded_text.paper_figures import PAPERS
+
+    env = os.environ.get("GROUNDED_TEXT_DATA")
+    root = (Path(env) if env else REPO.parent / "shared" / "data").parent / "papers"
+    if not all((root / f"{name}.md").is_file() for name in PAPERS):
+        msg = "the papers' Markdown copies were not found beside the data ($GROUNDED_TEXT_DATA/../papers)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI=true but " + msg)
+        pytest.skip(msg)
+    return root
+
+
 @pytest.fixture(autouse=True)
 def _reset_keras_policy():
     import keras

@@ -7,30 +7,16 @@ paper's Markdown copy (found through the table's caption or header). The papers 
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
 from grounded_text import paper_figures as pf
 
 
-def papers_root() -> Path | None:
-    env = os.environ.get("GROUNDED_TEXT_DATA")
-    data = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-    root = data.parent / "papers"
-    return root if all((root / f"{p}.md").is_file() for p in pf.PAPERS) else None
-
-
 @pytest.fixture(scope="module")
-def papers() -> dict[str, list[str]]:
-    root = papers_root()
-    if root is None:
-        msg = "the papers' Markdown copies were not found beside the data ($GROUNDED_TEXT_DATA/../papers)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true but " + msg)
-        pytest.skip(msg)
+def papers(papers_dir) -> dict[str, list[str]]:
+    root = papers_dir
     return {p: (root / f"{p}.md").read_text(encoding="utf-8").split("\n") for p in pf.PAPERS}
 
 
