@@ -302,6 +302,8 @@ def test_every_baseline_trains_and_exports_on_a_real_slice(name, trained_baselin
     run = trained_baselines[name]
     assert run["metrics"]["data"]["train_images"] == 64
     assert all(np.isfinite(run["metrics"]["history"]["loss"]))
+    # A healthy run stays far from the collapse guard's limit (0.1 % of the probe's start).
+    assert run["metrics"]["collapse_guard"]["lowest_relative_spread"] > 0.1, run["metrics"]["collapse_guard"]
     values = run["fresh_process"]
     np.testing.assert_allclose(values, run["in_process"], atol=1e-5)
     assert np.isfinite(values).all() and values.shape[0] == len(PROBE)

@@ -454,6 +454,8 @@ def test_every_preset_trains_on_real_slice_and_exports_a_loadable_hub_module(dat
         assert metrics["data"]["train_images"] == 64 and metrics["data"]["dev_pairs"] == 80
         assert metrics["config"]["model"]["loss"] == RECORDS[name].config["model"]["loss"]
         assert all(np.isfinite(metrics["history"]["loss"]))
+        # A healthy run stays far from the collapse guard's limit (0.1 % of the probe's start).
+        assert metrics["collapse_guard"]["lowest_relative_spread"] > 0.1, (name, metrics["collapse_guard"])
         assert metrics["parameters"]["text_tower"] > 0
         if name == "char_gru_attention":  # two cycles -> two snapshots, exported as their ensemble
             assert metrics["exported"]["kind"] == "snapshot_ensemble"

@@ -136,40 +136,30 @@ def test_learning_rate_1e30_fails_in_the_first_epoch_with_state_failed(data_dir,
 
 
 @pytest.mark.slow
-def test_healthy_tiny_runs_of_every_preset_stay_far_from_the_collapse_limit(data_dir, tmp_path):
-    """One tiny epoch of each architecture (one preset per builder: the GroundSent variants
-    differ only in their loss's targets, and the character model is probed at its 512-unit
-    width), probed at every report: the probe's spread never falls below 10 % of its start
-    (the guard stops at 0.1 %). Every preset also trains with the guard on in
-    tests/test_presets.py and tests/test_paper_baselines.py."""
+def test_healthy_tiny_runs_stay_far_from_the_collapse_limit_at_every_step(data_dir, tmp_path):
+    """One tiny epoch probed at every step (the guard's own schedule is sparser), for the
+    architectures whose probe spread fell lowest when every preset was probed this way
+    (pure_text_rnn, 76 % of its start; the character model): it never falls below 10 % of its
+    start (the guard stops at 0.1 %). Every preset's run records its margin in metrics.json
+    (``collapse_guard``), checked above 10 % in tests/test_presets.py and
+    tests/test_paper_baselines.py."""
     import keras
 
     from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-    from grounded_text.presets import PRESETS
     from grounded_text.train import prepare_training
     from grounded_text.training.run_dir import CollapseGuard
 
-    by_builder = {}
-    for name, record in PRESETS.items():
-        by_builder.setdefault(record.builder, name)
-    by_builder["char_gru_attention"] = "char_gru_attention_512"
     lowest = {}
-    for name in by_builder.values():
+    for name in ("pure_text_rnn", "char_gru_attention_512"):
         keras.backend.clear_session()
         config = ExperimentConfig(data=DataConfig(max_train_images=64, max_dev_images=32, batch_size=32),
                                   model=ModelConfig(name=name), train=TrainConfig(epochs=1, steps_per_execution=1))
-        try:
-            setup = prepare_training(config, data_dir)
-        except (OSError, ValueError) as e:  # a preset whose weights are not available offline
-            if "grounded_pretrained" in name:
-                continue
-            raise AssertionError(f"{name}: {e}") from e
+        setup = prepare_training(config, data_dir)
         guard = CollapseGuard.from_setup(setup, steps_per_epoch=setup.steps_per_epoch, check_every=1)
         setup.model.train_model.fit(setup.train_ds, epochs=1, callbacks=[guard], verbose=0)
         lowest[name] = min(guard.lowest[t] / guard.start[t] for t in guard.start)
         assert guard.checks >= setup.steps_per_epoch
     print(json.dumps(lowest, indent=1))
-    assert len(lowest) >= len(by_builder) - 1  # all but grounded_pretrained where its weights are absent
     assert all(ratio > 0.1 for ratio in lowest.values()), lowest
 
 

@@ -927,6 +927,7 @@ class RunTracker:
                  resume_state: dict | None = None, data_fingerprint: dict | None = None):
         self.out = Path(out)
         self.fail_next_save = False
+        self.collapse_guard = None  # set by callbacks(setup=...); its margin goes into metrics.json
         self.resume_dir = self.out / RESUME_DIR
         self.model = train_model
         self.best_checkpoint, self.best_path = best_checkpoint, Path(best_path) if best_path else None
@@ -1020,9 +1021,10 @@ class RunTracker:
         first = [DivergenceGuard(steps_per_epoch, steps_per_execution, learning_rate),
                  DiskSpaceCheck(self.out, self.model, snapshots=snapshots)]
         if setup is not None:
-            first.append(CollapseGuard.from_setup(setup, steps_per_epoch=steps_per_epoch,
-                                                  steps_per_execution=steps_per_execution,
-                                                  learning_rate=learning_rate))
+            self.collapse_guard = CollapseGuard.from_setup(setup, steps_per_epoch=steps_per_epoch,
+                                                           steps_per_execution=steps_per_execution,
+                                                           learning_rate=learning_rate)
+            first.append(self.collapse_guard)
         if data_epoch is not None:
             first.insert(0, DataEpoch(data_epoch))
         last = [ResumeCheckpoint(self)]

@@ -613,7 +613,17 @@ def _metrics(run: Run) -> dict:
         "spaces": run.space_dirs,
         "distribution": {"strategy": run.config.train.strategy, "replicas": setup.strategy.num_replicas_in_sync,
                          "precision": setup.precision, "chief": run.chief},
+        "collapse_guard": _guard_margin(run.tracker.collapse_guard),
     }
+
+
+def _guard_margin(guard) -> dict | None:
+    """The collapse guard's margin this run: the probe's lowest spread over its start, per tower
+    and overall (the guard stops a run below 0.001), and how many checks it made."""
+    if guard is None or not guard.checks:
+        return None
+    ratios = {tower: float(guard.lowest[tower] / guard.start[tower]) for tower in guard.start if guard.start[tower]}
+    return {"lowest_relative_spread": min(ratios.values(), default=None), "towers": ratios, "checks": guard.checks}
 
 
 def _evaluate(run: Run, metrics: dict, verbose) -> None:
