@@ -28,6 +28,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from release_archives import pack_sts_archives
 
 from grounded_text.data import download as dl
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year
@@ -583,14 +584,7 @@ def _real_mirror(root: Path, out: Path) -> None:
             for f in sorted(folder.iterdir()):
                 z.write(f, prefix + f.name)
 
-    for year in (12, 13, 16):
-        zip_folder(f"STS20{year}-en-test.zip", root / "sts" / f"STS{year}-en-test", "test-gold/")
-    with tarfile.open(out / "Stsbenchmark.tar.gz", "w:gz") as t:
-        for f in sorted((root / "sts" / "STSBenchmark").iterdir()):
-            t.add(f, f"stsbenchmark/{f.name}")
-    for split in ("train", "trial", "test_annotated"):
-        with zipfile.ZipFile(out / f"sick_{split}.zip", "w", zipfile.ZIP_DEFLATED) as z:
-            z.write(root / "sts" / "SICK" / f"SICK_{split}.txt", f"SICK_{split}.txt")
+    pack_sts_archives(root, out)
     with zipfile.ZipFile(out / "datasmall_NB_ACL12.zip", "w", zipfile.ZIP_DEFLATED) as z:
         for task, folder in (("MR", "rt10662"), ("CR", "customerr"), ("SUBJ", "subj"), ("MPQA", "mpqa")):
             for f in sorted((root / "senteval" / task).iterdir()):

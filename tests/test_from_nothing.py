@@ -21,7 +21,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 import zipfile
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from release_archives import pack_sts_archives
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: Photos served, and how the test split's photos are re-split (train / dev / test).
@@ -65,16 +65,7 @@ def _build_mirror(data: Path, out: Path) -> list[str]:
         for name in photos:
             z.write(data / "flickr8k" / "images" / name, f"Flicker8k_Dataset/{name}")
             z.writestr(f"__MACOSX/Flicker8k_Dataset/._{name}", b"\x00\x05\x16\x07")
-    for year in (12, 13, 16):
-        with zipfile.ZipFile(out / f"STS20{year}-en-test.zip", "w", zipfile.ZIP_DEFLATED) as z:
-            for f in sorted((data / "sts" / f"STS{year}-en-test").iterdir()):
-                z.write(f, f"test-gold/{f.name}")
-    with tarfile.open(out / "Stsbenchmark.tar.gz", "w:gz") as t:
-        for f in sorted((data / "sts" / "STSBenchmark").iterdir()):
-            t.add(f, f"stsbenchmark/{f.name}")
-    for split in ("train", "trial", "test_annotated"):
-        with zipfile.ZipFile(out / f"sick_{split}.zip", "w", zipfile.ZIP_DEFLATED) as z:
-            z.write(data / "sts" / "SICK" / f"SICK_{split}.txt", f"SICK_{split}.txt")
+    pack_sts_archives(data, out)
     return photos
 
 
