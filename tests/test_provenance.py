@@ -60,20 +60,14 @@ def citations(text: str, default: str):
             if paper is None:
                 continue  # an outside work's section
             sec, sec_to, tab, tab_to, eq, eq_to, alg = m.groups()
-            if sec:
-                yield paper, "§", sec
-                if sec_to:
-                    yield paper, "§", sec_to
-            elif tab:
-                yield paper, "Table", tab
-                if tab_to:
-                    yield paper, "Table", tab_to
-            elif eq:
-                yield paper, "eq", eq
-                if eq_to:
-                    yield paper, "eq", eq_to
-            else:
-                yield paper, "Algorithm", alg
+            # One alternative of CITATION matched: its first number, and a range's last.
+            for kind, first, last in (("§", sec, sec_to), ("Table", tab, tab_to), ("eq", eq, eq_to),
+                                      ("Algorithm", alg, None)):
+                if first:
+                    yield paper, kind, first
+                    if last:
+                        yield paper, kind, last
+                    break
 
 
 def test_every_cited_section_table_and_equation_exists(papers):
