@@ -136,6 +136,24 @@ def test_bag_of_words_serving_path_equals_the_keras_layers_and_numpy(pooling, no
     np.testing.assert_allclose(serving, layers, atol=1e-6)
 
 
+@pytest.mark.parametrize("sentences", [[""], ["", ""], ["a dog", "", "zebra dog dog"]])
+def test_bag_of_words_serving_gradient_for_batches_with_empty_sentences(sentences):
+    """Fine-tuning an export differentiates the serving math. A batch with no word ids at all
+    (only empty sentences) must give the gradient of the ``<S>``/``</S>`` rows alone, equal to
+    a NumPy reference: sum pooling without normalisation, so d(sum of outputs)/d(row r) is the
+    number of times row r is pooled, broadcast over the width."""
+    tower, pre, enc = _bow_tower("sum", False, True)
+    table = enc.embedding.embeddings
+    for _ in range(3):  # the uninitialised-memory gradient this guards against varied by call
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(pool_bag_of_words(pre, enc, tf.constant(sentences)))
+        grad = tf.convert_to_tensor(tape.gradient(loss, table)).numpy()
+        counts = np.zeros(pre.vocabulary_size)
+        for row in pre(tf.constant(sentences)).numpy():
+            np.add.at(counts, row[row != 0], 1.0)
+        np.testing.assert_array_equal(grad, np.repeat(counts[:, None], grad.shape[1], axis=1))
+
+
 def test_bag_of_words_chain_is_read_from_the_functional_graph():
     tower, pre, enc = _bow_tower()
     assert layer_chain(tower) == [pre, enc]

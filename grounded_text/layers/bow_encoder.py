@@ -172,7 +172,7 @@ def bag_of_words_chain(text_tower: keras.Model):
 def pool_bag_of_words(preprocessor: TextPreprocessor, encoder: BagOfWordsEncoder, sentences) -> tf.Tensor:
     """``encoder(preprocessor(sentences))`` computed on the ragged ids.
 
-    One fused gather + per-sentence sum of the embedding rows (``tf.sparse.segment_sum``)
+    A gather + per-sentence sum of the embedding rows (``tf.math.unsorted_segment_sum``)
     over the word ids, plus the ``<S>`` and ``</S>`` rows added to every sentence, instead of
     padding to [B, T], gathering [B, T, N] and masking; then the encoder's pooling (mean or
     sum) and L2 normalisation (``BagOfWordsEncoder``; Kurach et al. 2017, §4). Equal to the
@@ -189,7 +189,9 @@ def pool_bag_of_words(preprocessor: TextPreprocessor, encoder: BagOfWordsEncoder
     ids, row_splits = preprocessor.flat_ids(sentences)
     batch = tf.shape(row_splits, out_type=tf.int64)[0] - 1
     rows = tf.ragged.row_splits_to_segment_ids(row_splits)
-    summed = tf.sparse.segment_sum(table, ids, rows, num_segments=batch)
+    # Not the fused tf.sparse.segment_sum: in TF 2.21 its gradient for a batch with no word ids
+    # (only empty sentences) is uninitialised memory, which corrupts fine-tuning of an export.
+    summed = tf.math.unsorted_segment_sum(tf.gather(table, ids), rows, batch)
     count = tf.cast(row_splits[1:] - row_splits[:-1], tf.float32)[:, None]
     if preprocessor.boundary_tokens:
         bos, eos = preprocessor.boundary_ids
