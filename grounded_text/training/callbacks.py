@@ -38,6 +38,8 @@ class STSValidation(keras.callbacks.Callback):
         value = report["pearson"]["mean"]
         if logs is not None:
             logs[self.metric_name] = np.nan if value is None else value
+            for subset, figures in report["subsets"].items():
+                logs[f"{self.metric_name}/{subset}"] = np.nan if figures["pearson"] is None else figures["pearson"]
         self.history.append({"epoch": epoch + 1, **{k: v["pearson"] for k, v in report["subsets"].items()}})
 
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("grounded_text.train")
 SELECTION_YEAR = "STS16"
+CAPTION_LIKE_YEAR = "STS12"  # holds MSRvid
 # select_on → (the metric ModelCheckpoint and the selection read, its direction).
 MONITORS = {"avg2016": ("val_avg2016", "max"), "dev_retrieval": ("val_rsum", "max"),
             "val_loss": ("val_loss", "min"), "last": ("val_loss", "min"), "sick_val": ("val_sick", "max")}
@@ -428,6 +429,10 @@ def _watch(run: Run) -> list:
         # Logged, not selected on: the semantic score's curve over training (Merckx & Frank, Fig. 4).
         sts = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
         callbacks.append(sts)
+    if select_on == "dev_retrieval" and CAPTION_LIKE_YEAR in years:
+        # Logged beside it: STS 2012, whose MSRvid (video descriptions) is the subset closest to
+        # captions, so the caption-like and the general semantic curves can be told apart.
+        callbacks.append(STSValidation(model.text_tower, years[CAPTION_LIKE_YEAR], metric_name="val_avg2012"))
     run.monitor, run.mode = MONITORS[select_on]
     run.cb = {"sts": sts, "retrieval": retrieval}
     return callbacks + _checkpoints(run)
