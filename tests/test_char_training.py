@@ -7,9 +7,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from scipy import stats
 
 from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.data.pairs import CaptionPairs, make_dataset
+from grounded_text.data.sts import read_sts_subset
 from grounded_text.train import train
 
 rng = np.random.default_rng(0)
@@ -103,6 +105,16 @@ def test_char_training_selects_and_ensembles_the_best_snapshots_on_dev_retrieval
     np.testing.assert_allclose(image_export(tf.constant(feats)).numpy(), image_ref, atol=1e-5)
     # Case is kept: the character vocabulary holds capitals.
     assert json.loads((run / "metrics.json").read_text())["config"]["text"]["lowercase"] is False
+    # STS 2012's MSRvid is logged per epoch beside STS 2016: the last epoch's figure is the
+    # Pearson r of cosines of the last snapshot's vectors (SciPy reference).
+    assert len(metrics["history"]["val_avg2012/MSRvid"]) == 3 and len(metrics["history"]["val_avg2016"]) == 3
+    year = data_dir / "sts" / "STS12-en-test"
+    pairs = read_sts_subset(year / "STS.input.MSRvid.txt", year / "STS.gs.MSRvid.txt")
+    last = keras.saving.load_model(run / "snapshots" / "snapshot_03.keras")
+    a, b = (last(tf.constant(list(side))).numpy().astype(np.float64) for side in (pairs.sentences1, pairs.sentences2))
+    cosines = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert metrics["history"]["val_avg2012/MSRvid"][-1] == pytest.approx(stats.pearsonr(cosines, pairs.scores)[0],
+                                                                        abs=1e-4)
 
 
 @pytest.mark.slow
