@@ -38,6 +38,12 @@ def test_plans_follow_the_budget_table():
     assert (cfg.model.name, cfg.model.encoder["units"], cfg.train.epochs, cfg.train.cycle_epochs) == (
         "char_gru_attention_512", 512, 8, 4)
     assert rp.plan_runs("merckx_frank", "full")[0].config().model.encoder["units"] == 1024  # the paper's n
+    # The width ablation is the main run itself where the budget trains the half width instead.
+    assert [r.selected for r in rp.plan_runs("merckx_frank", "cpu")] == [True, False]
+    assert "same run as char_gru_attention" in rp.plan_runs("merckx_frank", "cpu")[1].reason
+    cycle = [r.config() for r in rp.plan_runs("merckx_frank", "cycle")]
+    assert [(c.model.encoder["units"], c.train.epochs, c.train.cycle_epochs) for c in cycle] == [(1024, 4, 4),
+                                                                                             (512, 4, 4)]
     assert rp.plan_runs("bordes", "cpu")[0].overrides["train.epochs"] == 8
 
     only = rp.plan_runs("kolluru", "smoke", only=["two_branch_khard_k10"])

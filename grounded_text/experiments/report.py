@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -121,3 +122,20 @@ def update_sections(path: str | Path, sections: dict[str, str], order: Sequence[
         else:
             text = text.rstrip("\n") + "\n\n" + section + "\n"
     return write_text(path, text)
+
+
+def public_args(argv: list[str]) -> list[str]:
+    """The arguments as the docs show them: the data root as ``$GROUNDED_TEXT_DATA`` and paths
+    under the working directory relative to it, so a regenerated page names no folder of the
+    machine it was made on."""
+    data = os.environ.get("GROUNDED_TEXT_DATA")
+    cwd = Path.cwd().resolve()
+    out = []
+    for arg in argv:
+        path = Path(arg)
+        if data and path.is_absolute() and path.resolve() == Path(data).resolve():
+            arg = "$GROUNDED_TEXT_DATA"
+        elif path.is_absolute() and path.resolve().is_relative_to(cwd):
+            arg = str(path.resolve().relative_to(cwd))
+        out.append(arg)
+    return out
