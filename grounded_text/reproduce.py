@@ -281,6 +281,7 @@ def _run_node(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir:
                  "training": {"best_epoch": sel.get("best_epoch"), "selection": sel.get("monitor"),
                               "exported": metrics.get("exported", {}).get("kind"),
                               "fit_seconds": metrics.get("timing_seconds", {}).get("fit"),
+                              "curve": papers.training_curve(metrics),
                               **{k: metrics.get("data", {}).get(k)
                                  for k in ("train_images", "feature_file", "feature_dim")}}})
     print(f"[{paper}] {spec.name}: evaluating ({', '.join(p.protocol.sections)}"

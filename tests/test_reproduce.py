@@ -140,6 +140,19 @@ def test_docs_writer_tables_and_section_update(tmp_path):
     assert "| STS12 mean r | not in the paper | 0.500 |" in text
 
 
+def test_training_curve_table_reads_the_logged_history():
+    metrics = {"history": {"loss": [3.0, 2.0], "val_rsum": [100.0, 120.5], "val_avg2016": [0.5, 0.6],
+                           "val_avg2012/MSRvid": [0.7, 0.65], "val_avg2016/headlines": [0.1, 0.2]}}
+    curve = papers.training_curve(metrics)
+    assert list(curve) == ["val_rsum", "val_avg2016", "val_avg2012/MSRvid"]  # the validation figures only
+    mf = _fake_results("merckx_frank", {})
+    mf["runs"]["char_gru_attention"]["training"]["curve"] = curve
+    text = papers.format_paper_markdown(mf)
+    assert "| epoch | dev R@1+5+10 (both directions) | STS16 mean r | STS12 MSRvid r |" in text
+    assert "| 1 | 100.0 | 0.500 | 0.700 |" in text and "| 2 | 120.5 | 0.600 | 0.650 |" in text
+    assert papers.training_curve({}) == {}
+
+
 @pytest.mark.parametrize("argv", [["nope", "--output-dir", "x"], ["vete", "--budget", "huge", "--output-dir", "x"],
                                   ["vete", "--only", "not_a_run", "--output-dir", "x"],
                                   ["vete", "--from-runs", "/nonexistent/runs", "--output-dir", "x"]])

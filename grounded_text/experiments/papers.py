@@ -413,6 +413,33 @@ def ablation_lines(results: dict) -> list[str]:
     return lines
 
 
+CURVE_KEYS = {"val_rsum": "dev R@1+5+10 (both directions)", "val_avg2016": "STS16 mean r",
+              "val_avg2012/MSRvid": "STS12 MSRvid r", "val_avg2012": "STS12 mean r", "val_sick": "SICK val r"}
+
+
+def training_curve(metrics: dict) -> dict:
+    """``{log key: [value per epoch]}`` of the validation figures a run logged each epoch
+    (``CURVE_KEYS``, from ``metrics.json``'s history); empty when it logged none."""
+    history = metrics.get("history") or {}
+    return {k: list(history[k]) for k in CURVE_KEYS if history.get(k)}
+
+
+def curve_lines(results: dict) -> list[str]:
+    """Per run, the validation figures logged at each epoch's end (the training curve)."""
+    lines = []
+    for name, node in results["runs"].items():
+        curve = (node.get("training") or {}).get("curve") or {}
+        if node.get("status") != "ok" or not curve:
+            continue
+        epochs = max(len(v) for v in curve.values())
+        body = [[str(e + 1)] + [fmt(v[e], 1 if k == "val_rsum" else 3) if e < len(v) else "–"
+                                for k, v in curve.items()] for e in range(epochs)]
+        lines += ["", f"Per epoch, run `{name}` (logged at each epoch's end; the selection reads "
+                      f"{node['training']['selection']}):", ""]
+        lines += markdown_table(["epoch"] + [CURVE_KEYS[k] for k in curve], body, ["---:"] * (len(curve) + 1))
+    return lines
+
+
 def gap_lines(results: dict) -> list[str]:
     """Runs not scored, spaces missing, retrieval unavailable, SentEval tasks that did not run."""
     gaps = []
@@ -434,9 +461,10 @@ def gap_lines(results: dict) -> list[str]:
 
 def format_paper_markdown(results: dict) -> str:
     """The paper's section: setup, the paper's tables beside ours (with 95 % intervals), derived
-    year means, headline figures, ablations, paired tests, the verdict, gaps, notes."""
+    year means, headline figures, ablations, paired tests, training curves, the verdict, gaps, notes."""
     lines = (setup_lines(results) + comparison_lines(results) + derived_lines(results) + figure_lines(results)
-             + ablation_lines(results) + paired_lines(results) + verdict_lines(results) + gap_lines(results))
+             + ablation_lines(results) + paired_lines(results) + curve_lines(results) + verdict_lines(results)
+             + gap_lines(results))
     for note in results.get("notes", []):
         lines += ["", note]
     return "\n".join(lines)
