@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -46,7 +45,7 @@ from grounded_text.experiments import papers, scoring
 from grounded_text.experiments.figures import read_families
 from grounded_text.experiments.papers import Budget, Paper, PaperFigure, PlannedRun, Published, RunSpec
 from grounded_text.experiments.plans import merge_overrides
-from grounded_text.experiments.report import public_args, update_sections, write_report
+from grounded_text.experiments.report import public_command, update_sections, write_report
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 
@@ -321,6 +320,7 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
         "from_runs": str(from_runs) if from_runs is not None else None, "command": command, "data_dir": str(root),
         "evaluation_settings": dataclasses.asdict(b.evaluation),
         "protocol": {"sections": list(p.protocol.sections), "spaces": [s for s, _ in p.protocol.spaces],
+                     "same_image_n": p.protocol.same_image_pairs(b.evaluation),
                      "transfer": p.protocol.transfer, "description": list(p.protocol.description)},
         "runs": runs, "figures": papers.figure_rows(p, runs), "ablations": papers.ablation_tables(p, runs),
         "data_differences": papers.data_differences(p, runs, root), "notes": list(p.notes),
@@ -375,7 +375,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parse_args(argv)
-    command = "python -m grounded_text.reproduce " + shlex.join(public_args(argv))
+    command = public_command("python -m grounded_text.reproduce", argv)
     results = {}
     for paper in a.papers:
         if a.only and not any(r.selected for r in plan_runs(paper, a.budget, a.only, training=not a.from_runs)):

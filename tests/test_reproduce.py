@@ -140,6 +140,19 @@ def test_docs_writer_tables_and_section_update(tmp_path):
     assert "| STS12 mean r | not in the paper | 0.500 |" in text
 
 
+def test_the_documented_command_leaves_the_data_variable_to_the_shell(tmp_path, monkeypatch):
+    import shlex
+
+    from grounded_text.experiments.report import public_command
+
+    monkeypatch.setenv("GROUNDED_TEXT_DATA", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    cmd = public_command("python -m grounded_text.reproduce", ["vete", "--data-dir", str(tmp_path), "--output-dir",
+                                                              str(tmp_path / "runs" / "a b")])
+    assert cmd == 'python -m grounded_text.reproduce vete --data-dir "$GROUNDED_TEXT_DATA" --output-dir \'runs/a b\''
+    assert shlex.split(cmd)[5] == "$GROUNDED_TEXT_DATA"  # what the shell expands
+
+
 def test_training_curve_table_reads_the_logged_history():
     metrics = {"history": {"loss": [3.0, 2.0], "val_rsum": [100.0, 120.5], "val_avg2016": [0.5, 0.6],
                            "val_avg2012/MSRvid": [0.7, 0.65], "val_avg2016/headlines": [0.1, 0.2]}}

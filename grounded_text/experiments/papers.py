@@ -283,7 +283,8 @@ def _scored_on(results: dict) -> str:
     ev = results["evaluation_settings"]
     scored = (f"Flickr8k test split, first {ev['test_images']} images (retrieval protocol `all`)"
               if ev["test_images"] else "Flickr8k test split, 1,000 images (retrieval protocol `flickr8k_1k`)")
-    scored += f"; same-image N = {ev['same_image_n']}" if "same_image" in results["protocol"]["sections"] else ""
+    n = results["protocol"].get("same_image_n") or ev["same_image_n"]  # the protocol's N, where it sets one
+    scored += f"; same-image N = {n:,} + {n:,} pairs" if "same_image" in results["protocol"]["sections"] else ""
     if results["protocol"]["transfer"]:
         scored += (f"; SentEval {ev['transfer_kfold']}-fold"
                    + (f", at most {ev['transfer_max_examples']} examples per split" if ev["transfer_max_examples"]

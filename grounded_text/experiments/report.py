@@ -139,3 +139,11 @@ def public_args(argv: list[str]) -> list[str]:
             arg = str(path.resolve().relative_to(cwd))
         out.append(arg)
     return out
+
+
+def public_command(prefix: str, argv: list[str]) -> str:
+    """``prefix`` and ``public_args(argv)`` as one shell command line: quoted where needed, with
+    ``$GROUNDED_TEXT_DATA`` left for the shell to expand (double quotes, not single)."""
+    import shlex
+
+    return f"{prefix} " + shlex.join(public_args(argv)).replace("'$GROUNDED_TEXT_DATA'", '"$GROUNDED_TEXT_DATA"')

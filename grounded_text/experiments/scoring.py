@@ -57,6 +57,10 @@ class Protocol:
     same_image_n: int | None = None
     supervised_model: str = "ridge"
 
+    def same_image_pairs(self, settings: EvalSettings) -> int:
+        """Pairs per label of the same-image test under ``settings`` (``same_image_n``)."""
+        return min(self.same_image_n or settings.same_image_n, settings.same_image_n)
+
 
 @dataclasses.dataclass(frozen=True)
 class EvalSettings:
@@ -199,7 +203,7 @@ def score_encoder(name: str, encoder, protocol: Protocol, settings: EvalSettings
     same_sets = [flickr_captioned(test_pairs, split)] if "same_image" in sections and test_pairs is not None else []
     spec = EncoderSpec(name, kind, encoder, image_encoder, source)
     res = evaluate_one(spec, sts_dir=sts_dir, test_pairs=test_pairs, same_image_sets=same_sets, sections=sections,
-                       same_image_n=min(protocol.same_image_n or settings.same_image_n, settings.same_image_n),
+                       same_image_n=protocol.same_image_pairs(settings),
                        seed=0, mnno_ks=(10,), retrieval_protocol=retrieval_protocol,
                        supervised_model=settings.supervised_model or protocol.supervised_model)
     if "retrieval" in sections and image_encoder is None:
