@@ -39,7 +39,7 @@ def test_notebook_is_valid_and_has_a_parameters_cell():
     # The defaults are the Colab path: Flickr8k downloaded, features of its photos, the budget by device.
     params = tagged[0].source
     for line in ('PACKAGE_SOURCE = "auto"', 'DATA_SOURCE = "flickr8k"', 'CNN = "efficientnet_lite0"',
-                 'WEIGHTS = os.environ.get("FEATURE_WEIGHTS", "imagenet")', "TRAIN_FEATURES = None",
+                 'WEIGHTS = os.environ.get("FEATURE_WEIGHTS") or "imagenet"', "TRAIN_FEATURES = None",
                  'DOWNLOAD_MIRROR = os.environ.get("GROUNDED_TEXT_DOWNLOAD_BASE")', 'BUDGET = "auto"'):
         assert line in params, line
 
