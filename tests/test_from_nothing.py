@@ -2,37 +2,29 @@
 export that ``grounded_text.load()`` encodes with.
 
 Nothing leaves 127.0.0.1: a local HTTP server stands in for the public locations
-(``GROUNDED_TEXT_DOWNLOAD_BASE``, which the README names). It serves archives the test
-builds from a real slice of the shared data, in the release archives' layouts:
-``Flickr8k_Dataset.zip`` (``Flicker8k_Dataset/<id>.jpg`` plus macOS resource forks) with a
-few hundred of the real test-split photos, ``Flickr8k_text.zip`` with those photos' real
-captions and a train/dev/test split of them (a sample of the release, hence
-``GROUNDED_TEXT_DOWNLOAD_SAMPLE=1``), and the real STS 2012/2013/2016, STS-B and SICK
-archives. The image network gets random weights (``FEATURE_WEIGHTS=none``: no internet for
-the ImageNet weights). Nothing built here is committed; it lives in ``tmp_path``.
+(``GROUNDED_TEXT_DOWNLOAD_BASE``, which the README names). It serves archives built from a
+real slice of the shared data in the release archives' layouts (``flickr_mirror``: a few
+hundred real Flickr8k photos and their captions, a sample of the release, hence
+``GROUNDED_TEXT_DOWNLOAD_SAMPLE=1``; the real STS 2012/2013/2016, STS-B and SICK archives).
+The image network gets random weights (``FEATURE_WEIGHTS=none``: no internet for the
+ImageNet weights). Nothing built here is committed; it lives in ``tmp_path``.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from release_archives import pack_sts_archives
+from flickr_mirror import N_DEV, N_TRAIN, Mirror, build_mirror
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-#: Photos served, and how the test split's photos are re-split (train / dev / test).
-N_TRAIN, N_DEV, N_TEST = 160, 40, 40
 
 
 def _section(title: str) -> str:
@@ -44,49 +36,6 @@ def _section(title: str) -> str:
 
 def _bash_blocks(section: str) -> list[str]:
     return re.findall(r"^```bash\n(.*?)^```", section, re.S | re.M)
-
-
-def _build_mirror(data: Path, out: Path) -> list[str]:
-    """Release-layout archives from the shared data; returns the photo ids served."""
-    out.mkdir()
-    text = data / "flickr8k" / "Flickr8k_text"
-    photos = sorted(p.name for p in (data / "flickr8k" / "images").glob("*.jpg"))[: N_TRAIN + N_DEV + N_TEST]
-    assert len(photos) == N_TRAIN + N_DEV + N_TEST
-    splits = {"train": photos[:N_TRAIN], "dev": photos[N_TRAIN:N_TRAIN + N_DEV], "test": photos[N_TRAIN + N_DEV:]}
-    chosen = set(photos)
-    lines = [line for line in (text / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines()
-             if line.partition("#")[0] in chosen]
-    assert len(lines) == 5 * len(photos)
-    with zipfile.ZipFile(out / "Flickr8k_text.zip", "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("Flickr8k.token.txt", "\n".join(lines) + "\n")
-        for split, ids in splits.items():
-            z.writestr(f"Flickr_8k.{split}Images.txt", "\n".join(ids) + "\n")
-    with zipfile.ZipFile(out / "Flickr8k_Dataset.zip", "w", zipfile.ZIP_STORED) as z:
-        for name in photos:
-            z.write(data / "flickr8k" / "images" / name, f"Flicker8k_Dataset/{name}")
-            z.writestr(f"__MACOSX/Flicker8k_Dataset/._{name}", b"\x00\x05\x16\x07")
-    pack_sts_archives(data, out)
-    return photos
-
-
-class _Mirror:
-    """A static file server on 127.0.0.1 (a thread; stopped by ``close``)."""
-
-    def __init__(self, folder: Path):
-        handler = functools.partial(_QuietHandler, directory=str(folder))
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
 
 # --------------------------------------------------------------------------- efficientnet_lite0
@@ -179,7 +128,7 @@ def test_the_readme_names_the_install_and_the_environment_it_honours():
 @pytest.mark.slow
 def test_from_nothing_to_an_export_load_encodes_with(data_dir, tmp_path):
     run_block = _bash_blocks(_section("From nothing"))[1]
-    photos = _build_mirror(data_dir, tmp_path / "mirror")
+    photos = build_mirror(data_dir, tmp_path / "mirror")
     empty = tmp_path / "data"
     empty.mkdir()
     work = tmp_path / "work"
@@ -189,7 +138,7 @@ def test_from_nothing_to_an_export_load_encodes_with(data_dir, tmp_path):
            "PYTHONPATH": os.pathsep.join(p for p in (str(README.parent), os.environ.get("PYTHONPATH")) if p)}
     env.pop("PYTHONHASHSEED", None)
     assert shutil.which("grounded-text", path=env.get("PATH")), "the grounded-text console script is not installed"
-    mirror = _Mirror(tmp_path / "mirror")
+    mirror = Mirror(tmp_path / "mirror")
     env["GROUNDED_TEXT_DOWNLOAD_BASE"] = mirror.url
     start = time.perf_counter()
     try:
