@@ -47,11 +47,11 @@ def build_mirror(data: Path, out: Path) -> list[str]:
     return photos
 
 
-class Mirror:
-    """A static file server of ``folder`` on 127.0.0.1 (a thread; stopped by ``close``)."""
+class LocalServer:
+    """An HTTP server on 127.0.0.1 with request handler class ``handler`` (a thread; stopped by
+    ``close``); ``url`` is its base URL."""
 
-    def __init__(self, folder: Path):
-        handler = functools.partial(_QuietHandler, directory=str(folder))
+    def __init__(self, handler):
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -60,6 +60,13 @@ class Mirror:
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class Mirror(LocalServer):
+    """A static file server of ``folder`` on 127.0.0.1."""
+
+    def __init__(self, folder: Path):
+        super().__init__(functools.partial(_QuietHandler, directory=str(folder)))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -22,12 +22,12 @@ import stat
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
+from flickr_mirror import LocalServer
 from release_archives import pack_sts_archives
 
 from grounded_text.data import download as dl
@@ -92,7 +92,7 @@ def _binclassif() -> bytes:
                  "__MACOSX/data/mpqa/._mpqa.pos": "junk"})
 
 
-class _Server:
+class _Server(LocalServer):
     """Serves ``files`` (name → bytes) at http://127.0.0.1:PORT/NAME, honouring ``Range``.
 
     ``drop_after[name] = n`` sends the full ``Content-Length`` but closes the connection
@@ -153,14 +153,7 @@ class _Server:
                     return
                 self.wfile.write(body)
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture(autouse=True)
