@@ -466,7 +466,8 @@ def test_export_caps_huge_sentences_and_keeps_normal_ones(tiny_export):
     tower = tiny_export.tower  # "a", "dog" and "runs" are in its vocabulary
     module = hub.load(str(tiny_export.path))
     normal = ["a dog runs", "", "  a   dog\truns\n", "dog " * 400, "é" * 3000]  # within both limits
-    np.testing.assert_allclose(module(tf.constant(normal)).numpy(), tower(tf.constant(normal)).numpy(), atol=1e-6)
+    # Up to float32 summation order (400 word vectors summed in another order than the tower's).
+    np.testing.assert_allclose(module(tf.constant(normal)).numpy(), tower(tf.constant(normal)).numpy(), atol=1e-5)
     huge = "dog " * 600 + "a " * 5_000_000  # 10 MB, 5 million words
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
