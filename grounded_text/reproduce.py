@@ -27,8 +27,8 @@ This module is the plan (data); the work is done by ``grounded_text.experiments`
   the difference, the command, the budget and what differs in the data.
 
 Budgets (``BUDGETS``): ``full`` = the records as the papers train them; ``cpu`` = what fits a
-2-core machine; ``cycle`` = 4 epochs of every run (one cosine cycle of the character model,
-at both widths); ``smoke`` = a 64-image training slice, 1 epoch, tiny encoders, the paper's
+2-core machine; ``cycle`` = 4 epochs of every run (one cosine cycle of the character model at
+n = 512); ``smoke`` = a 64-image training slice, 1 epoch, tiny encoders, the paper's
 main run only, evaluation on a 64-image test slice (seconds per paper).
 """
 
@@ -166,9 +166,10 @@ BUDGETS: dict[str, Budget] = {
         ablations=True, evaluation=EvalSettings(transfer_kfold=5)),
     "cycle": Budget(
         "cycle",
-        "one cosine cycle: 4 epochs of every run (the character model at the paper's n = 1024 and at n = 512, "
-        "one cycle of §3.3's schedule, where its Figure 4 puts the semantic peak); SentEval 5-fold",
-        preset_map={}, overrides={"*": {"train.epochs": 4}}, ablations=True,
+        "one cosine cycle: 4 epochs of every run, the character model as char_gru_attention_512 (one cycle "
+        "of §3.3's schedule, where its Figure 4 puts the semantic peak); SentEval 5-fold",
+        preset_map={"char_gru_attention": "char_gru_attention_512"}, overrides={"*": {"train.epochs": 4}},
+        ablations=True,
         evaluation=EvalSettings(transfer_kfold=5)),
     "smoke": Budget(
         "smoke",

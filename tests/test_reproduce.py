@@ -41,9 +41,12 @@ def test_plans_follow_the_budget_table():
     # The width ablation is the main run itself where the budget trains the half width instead.
     assert [r.selected for r in rp.plan_runs("merckx_frank", "cpu")] == [True, False]
     assert "same run as char_gru_attention" in rp.plan_runs("merckx_frank", "cpu")[1].reason
-    cycle = [r.config() for r in rp.plan_runs("merckx_frank", "cycle")]
-    assert [(c.model.encoder["units"], c.train.epochs, c.train.cycle_epochs) for c in cycle] == [(1024, 4, 4),
-                                                                                             (512, 4, 4)]
+    cycle = rp.plan_runs("merckx_frank", "cycle")
+    assert [r.selected for r in cycle] == [True, False]
+    cfg = cycle[0].config()
+    assert (cfg.model.encoder["units"], cfg.train.epochs, cfg.train.cycle_epochs) == (512, 4, 4)
+    full = [r.config() for r in rp.plan_runs("merckx_frank", "full")]
+    assert [(c.model.encoder["units"], c.train.epochs) for c in full] == [(1024, 32), (512, 32)]
     assert rp.plan_runs("bordes", "cpu")[0].overrides["train.epochs"] == 8
 
     only = rp.plan_runs("kolluru", "smoke", only=["two_branch_khard_k10"])
@@ -87,6 +90,13 @@ def test_from_runs_lookup_by_name_then_by_config(tmp_path):
     _fake_run(tmp_path / "cpu" / "char", "char_gru_attention_512", {})
     char = rp.PAPERS["merckx_frank"].runs[0]
     assert rp.find_run_dir(tmp_path, "merckx_frank", char)[0] == tmp_path / "cpu" / "char"
+    # Run folders linked into one place are found through the links.
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "k5").symlink_to(tmp_path / "long" / "b", target_is_directory=True)
+    (linked / "loop").symlink_to(linked, target_is_directory=True)  # bounded by the depth
+    assert rp.find_run_dir(linked, "kolluru", k5)[0] == linked / "k5"
+    assert rp.find_run_dir(linked, "kolluru", k10) == (None, [])
 
 
 def _fake_results(paper: str, headline: dict, command: str = "python -m grounded_text.reproduce x") -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 from grounded_text.experiments.figures import fmt_figure
@@ -124,7 +125,7 @@ def find_run_dir(root: Path, paper: str, spec: RunSpec, records: set) -> tuple[P
     """The trained run folder of ``spec`` under ``root``, and every folder that matched.
 
     ``records``: the preset records the run may have been trained as. Order: ``root/<run>``,
-    ``root/<paper>/runs/<run>``, then any folder up to 4 levels down
+    ``root/<paper>/runs/<run>``, then any folder up to 4 levels down (symbolic links followed)
     with a ``metrics.json`` whose config matches (the newest when several do).
     """
     for cand in (root / spec.name, root / paper / "runs" / spec.name, root):
@@ -134,11 +135,24 @@ def find_run_dir(root: Path, paper: str, spec: RunSpec, records: set) -> tuple[P
         if metrics is not None and ((cand != root and _get(cfg, "model.name") in records)
                                     or run_matches(spec, cfg, records)):
             return cand, [str(cand)]
-    found = [m.parent for m in sorted(root.glob("**/metrics.json"))
-             if len(m.relative_to(root).parts) <= 5 and (m.parent / "export").is_dir()
-             and run_matches(spec, (read_metrics(m.parent) or {}).get("config", {}), records)]
+    found = [d for d in _run_folders(root, depth=4) if (d / "export").is_dir()
+             and run_matches(spec, (read_metrics(d) or {}).get("config", {}), records)]
     found.sort(key=lambda p: (p / "metrics.json").stat().st_mtime, reverse=True)
     return (found[0] if found else None), [str(p) for p in found]
+
+
+def _run_folders(root: Path, depth: int) -> list[Path]:
+    """Folders with a ``metrics.json`` under ``root``, at most ``depth`` levels down, following
+    symbolic links (run folders linked into one place), in sorted order."""
+    out = []
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        level = len(Path(folder).relative_to(root).parts)
+        if level >= depth:
+            dirs[:] = []  # also bounds a link that points back up the tree
+        dirs.sort()
+        if "metrics.json" in files:
+            out.append(Path(folder))
+    return sorted(out)
 
 
 def main_run(paper, runs: dict) -> str | None:
@@ -899,7 +913,7 @@ figure stands beside our nearest measure, labelled as such and not differenced. 
 (Williams' test for STS correlations, a paired bootstrap for R@K) compare encoders scored on the
 same pairs, and a verdict per paper says which figures agree within the intervals. Budgets:
 `full` = the records as the papers train them, `cpu` = what fits 2 CPU cores, `cycle` = 4 epochs
-of every run (one cosine cycle of the character model), `smoke` = a 64-image plumbing check (its
+of every run (one cosine cycle of the character model at n = 512), `smoke` = a 64-image plumbing check (its
 figures mean nothing). Each section names its own budget. `--from-runs DIR` scores runs trained
 separately with `python -m grounded_text.train`. A paper without a section below has not been
 put in this report yet.
