@@ -204,10 +204,10 @@ def plan_runs(paper: str, budget: str, only=None, *, training: bool = True) -> l
         else:
             selected = spec.main or b.ablations or not training
             reason = "" if selected else f"ablation run: not trained by the {budget} budget (name it with --only)"
-        twin = next((r for r in out if (r.preset, r.overrides) == (preset, overrides)), None)
+        twin = next((r.spec.name for r in out if (r.preset, r.overrides) == (preset, overrides)), None)
         if twin is not None:  # a budget's stand-in may make an ablation the main run itself
-            selected, reason = False, f"the same run as {twin.spec.name} under the {budget} budget"
-        out.append(PlannedRun(spec, preset, overrides, selected, reason))
+            selected, reason = False, f"the same run as {twin} under the {budget} budget"
+        out.append(PlannedRun(spec, preset, overrides, selected, reason, twin))
     return out
 
 
@@ -267,7 +267,7 @@ def _run_node(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir:
     node: dict = {"preset": planned.preset, "main": spec.main, "groups": [list(g) for g in spec.groups],
                   "overrides": planned.overrides}
     if not planned.selected:
-        return {**node, "status": "skipped", "reason": planned.reason}
+        return {**node, "status": "skipped", "reason": planned.reason, "twin": planned.twin}
     if from_runs is not None:
         run_dir, metrics = _find(planned, paper, from_runs, node)
         if run_dir is None:

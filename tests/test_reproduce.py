@@ -150,6 +150,23 @@ def test_docs_writer_tables_and_section_update(tmp_path):
     assert "| STS12 mean r | not in the paper | 0.500 |" in text
 
 
+def test_an_ablation_whose_run_is_a_budget_twin_is_not_tabled():
+    mf = rp.PAPERS["merckx_frank"]
+    runs = {"char_gru_attention": {"status": "ok", "headline": {"STS12 MSRvid r": 0.7}},
+            "char_gru_attention_512": {"status": "skipped", "twin": "char_gru_attention"}}
+    assert papers.ablation_tables(mf, runs) == {}  # "n = 1024" would label the n = 512 stand-in
+    runs["char_gru_attention_512"] = {"status": "ok", "headline": {"STS12 MSRvid r": 0.6}}
+    assert [r["setting"] for r in papers.ablation_tables(mf, runs)["width"]] == ["n = 1024", "n = 512"]
+
+
+def test_supervised_figures_name_the_regressor_that_made_them():
+    node = {"test": {"pearson": 0.7, "pearson_ci95": [0.6, 0.8], "n": 1379}}
+    senteval = papers.read_ours({"supervised_sts": {"STSBenchmark": {**node, "model": "senteval"}}},
+                                "supervised/STSBenchmark/test")
+    ridge = papers.read_ours({"supervised_sts": {"STSBenchmark": node}}, "supervised/STSBenchmark/test")
+    assert (senteval["value"], senteval["protocol"], ridge["protocol"]) == (0.7, "senteval", "ridge")
+
+
 def test_the_documented_command_leaves_the_data_variable_to_the_shell(tmp_path, monkeypatch):
     import shlex
 

@@ -92,6 +92,7 @@ class PlannedRun:
     overrides: dict  # dotted: the budget's, then the run's
     selected: bool
     reason: str = ""
+    twin: str | None = None  # the planned run this one is the same as under the budget
 
     def config(self):
         """The resolved config (``grounded_text.experiments.plans.resolve`` of the mapped record)."""
@@ -220,10 +221,15 @@ def figure_rows(paper, runs: dict) -> list[dict]:
 
 
 def ablation_tables(paper, runs: dict) -> dict:
-    """``{ablation: [{"setting", "run", "status", "measures"}]}`` from the runs' groups."""
+    """``{ablation: [{"setting", "run", "status", "measures"}]}`` from the runs' groups; an
+    ablation with a run that the budget made the same run as another (``twin``) is left out:
+    its settings' labels no longer say what was trained."""
     tables: dict = {}
+    twins = {g for spec in paper.runs if runs.get(spec.name, {}).get("twin") for g, _ in spec.groups}
     for spec in paper.runs:
         for group, setting in spec.groups:
+            if group in twins:
+                continue
             node = runs.get(spec.name, {})
             tables.setdefault(group, []).append({"setting": setting, "run": spec.name, "status": node.get("status"),
                                                  "measures": node.get("headline", {})})
@@ -548,6 +554,7 @@ def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
         node = _dig(ev.get("sts"), [parts[0], "/".join(parts[1:])])
     elif parts[0] == "supervised":
         node = _dig(ev.get("supervised_sts"), [parts[1], "/".join(parts[2:])])
+        out["protocol"] = _dig(ev.get("supervised_sts"), [parts[1], "model"]) or "ridge"  # the regressor
     elif parts[0] in ("flickr8k_1k", "all"):
         ret = ev.get("retrieval") or {}
         metric = parts[2]
@@ -624,7 +631,9 @@ def comparison_rows(paper, runs: dict) -> list[dict]:
             elif not ok:
                 compared = f"run `{spec.run}` not scored ({node.get('status', 'not planned')})"
             elif key and key.startswith("supervised/"):
-                compared = ("same test set; regressor: ours ridge on [u, v, |u−v|, u*v], the paper's SentEval's"
+                compared = (("same test set, the paper's regressor (SentEval's classifier)"
+                             if mine["protocol"] == "senteval" else
+                             "same test set; regressor: ours ridge on [u, v, |u−v|, u*v], the paper's SentEval's")
                             if mine["value"] is not None else "ours: supervised STS not measured")
             elif key:
                 compared = ("same test set" if mine["value"] is not None
