@@ -45,7 +45,8 @@ def _evaluation(paper: str, base: float = 0.6) -> dict:
     ev = {"status": "ok", "sts": _sts(base), "supervised_sts": {"STSBenchmark": {"test": _corr(0.70, 1379)},
                                                                 "SICK": {"test": _corr(0.80, 4927)}},
           "retrieval": _retrieval(), "same_image": {"flickr8k/test": _corr(0.7, 10000)},
-          "structure": {"mNNO@10": 0.2, "rho_vis": {"spearman": 0.1}, "C_inter": 0.3, "C_intra": 0.5}}
+          "structure": {"mNNO@10": 0.2, "rho_vis": {"pearson": 0.15, "pearson_ci95": [0.1, 0.2], "spearman": 0.1},
+                        "C_inter": 0.3, "C_intra": 0.5}}
     spaces = [s for s, _ in rp.PAPERS[paper].protocol.spaces]
     return {s: ev for s in spaces}
 
@@ -160,6 +161,8 @@ def test_bordes_grounding_only_rows_and_vete_bow_row_appear():
     sts = _row(res, "Table 1", "STS/All", run="bordes_cg_pg")
     assert sts["paper"] == 63.0 and sts["compared"] == "same test set"
     assert sts["ours"] == pytest.approx(100 * 0.59)  # Spearman (the table's scale)
+    rho = _row(res, "Table 1", "ρ_vis", run="bordes_cg_pg")  # Pearson, as Bordes §4.3 defines it
+    assert rho["ours"] == pytest.approx(15.0) and rho["ours_ci"] == pytest.approx([10.0, 20.0])
     mnno = _row(res, "Table 1", "mNNO", run="bordes_cg_pg")
     assert mnno["compared"].startswith("nearest:") and mnno["difference"] is None and mnno["ours"] == 20.0
     pg = [r for r in res["comparison"] if r["row"] == "${\\bf P}_g$"]

@@ -563,7 +563,10 @@ def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
         return out
     elif parts[0] == "structure":
         st = ev.get("structure") or {}
-        out["value"] = _dig(st, ["rho_vis", "spearman"]) if parts[1] == "rho_vis" else st.get(parts[1])
+        if parts[1] == "rho_vis":  # Pearson, as Bordes §4.3 defines it
+            out.update(value=_dig(st, ["rho_vis", "pearson"]), ci=_dig(st, ["rho_vis", "pearson_ci95"]))
+        else:
+            out["value"] = st.get(parts[1])
         return out
     elif parts[0] == "same_image":  # "same_image/*": the one split scored (its name says how many images)
         sets = ev.get("same_image") or {}
@@ -847,7 +850,8 @@ _VETE_NEAREST = {
     "Pin-Test": ("same_image/*", "ours on the same kind of test built from Flickr8k test captions (§4.3)"),
 }
 _BORDES_NEAREST = {m: (f"structure/{k}", f"ours{extra} on Flickr8k test (paper: MS COCO val, 5K images)")
-                   for m, k, extra in (("mNNO", "mNNO@10", ": mNNO@10"), ("ρ_vis", "rho_vis", ": Spearman ρ_vis"),
+                   for m, k, extra in (("mNNO", "mNNO@10", ": mNNO@10"),
+                                       ("ρ_vis", "rho_vis", ": ρ_vis (Pearson, §4.3)"),
                                        ("C_inter", "C_inter", ""), ("C_intra", "C_intra", ""))}
 _RET = {"image→sentence": "image_to_caption", "sentence→image": "caption_to_image",
         "caption→image": "caption_to_image", "image→caption": "image_to_caption"}
