@@ -270,6 +270,17 @@ def read_sts_benchmark(sts_dir: str | Path, split: str = "test") -> SentencePair
     return SentencePairs(s1, s2, np.asarray(scores, dtype=np.float64), f"STSBenchmark/{split}", genres)
 
 
+def sick_path(sts_dir: str | Path, split: str) -> Path:
+    """The file of SICK split ``split`` (train, trial, test) under ``sts_dir``.
+
+    Raises:
+      ValueError: unknown split.
+    """
+    if split not in SICK_FILES:
+        raise ValueError(f"SICK split must be one of {sorted(SICK_FILES)}, got {split!r}.")
+    return Path(sts_dir) / "SICK" / SICK_FILES[split]
+
+
 def read_sick(sts_dir: str | Path, split: str = "test") -> SentencePairs:
     """Reads SICK relatedness pairs (``split`` in train, trial, test).
 
@@ -277,9 +288,7 @@ def read_sick(sts_dir: str | Path, split: str = "test") -> SentencePairs:
       FileNotFoundError: no such file. ValueError: unknown split, a malformed row or a
         relatedness score outside 1..5 (names the line), or a header-only file (names it).
     """
-    if split not in SICK_FILES:
-        raise ValueError(f"SICK split must be one of {sorted(SICK_FILES)}, got {split!r}.")
-    path = Path(sts_dir) / "SICK" / SICK_FILES[split]
+    path = sick_path(sts_dir, split)
     if not path.exists():
         raise FileNotFoundError(f"No SICK file {str(path)!r}.")
     lines = _read_lines(path)

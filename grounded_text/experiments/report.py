@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -144,6 +145,4 @@ def public_args(argv: list[str]) -> list[str]:
 def public_command(prefix: str, argv: list[str]) -> str:
     """``prefix`` and ``public_args(argv)`` as one shell command line: quoted where needed, with
     ``$GROUNDED_TEXT_DATA`` left for the shell to expand (double quotes, not single)."""
-    import shlex
-
     return f"{prefix} " + shlex.join(public_args(argv)).replace("'$GROUNDED_TEXT_DATA'", '"$GROUNDED_TEXT_DATA"')

@@ -11,6 +11,12 @@ from grounded_text.evaluation.encoders import image_tower_encoder, tower_encoder
 from grounded_text.evaluation.sts import score_sts_year
 
 
+def _logged(value: float | None) -> float:
+    """A figure as an epoch log: NaN for an undefined one (a constant prediction), which
+    ``ModelCheckpoint`` never selects."""
+    return np.nan if value is None else value
+
+
 class STSValidation(keras.callbacks.Callback):
     """Scores the text tower on one STS year at each epoch end (VETE's avg2016).
 
@@ -37,9 +43,9 @@ class STSValidation(keras.callbacks.Callback):
         report = score_sts_year(self.encoder, self.year_dir)
         value = report["pearson"]["mean"]
         if logs is not None:
-            logs[self.metric_name] = np.nan if value is None else value
+            logs[self.metric_name] = _logged(value)
             for subset, figures in report["subsets"].items():
-                logs[f"{self.metric_name}/{subset}"] = np.nan if figures["pearson"] is None else figures["pearson"]
+                logs[f"{self.metric_name}/{subset}"] = _logged(figures["pearson"])
         self.history.append({"epoch": epoch + 1, **{k: v["pearson"] for k, v in report["subsets"].items()}})
 
 
@@ -67,9 +73,9 @@ class SICKValidation(keras.callbacks.Callback):
 
     def __init__(self, text_tower, sts_dir: str | Path, metric_name: str = "val_sick", batch_size: int = 1024):
         super().__init__()
-        from grounded_text.data.sts import read_sick
+        from grounded_text.data.sts import read_sick, sick_path
 
-        path = Path(sts_dir) / "SICK" / "SICK_trial.txt"
+        path = sick_path(sts_dir, "trial")
         if not path.is_file():
             raise FileNotFoundError(f"No SICK validation split {str(path)!r} (SICK_trial.txt of the SICK 2014 "
                                     "release) for select_on='sick_val'.")
@@ -90,8 +96,8 @@ class SICKValidation(keras.callbacks.Callback):
         result = self.scores()
         pearson, spearman = result["pearson"], result["spearman"]
         if logs is not None:
-            logs[self.metric_name] = np.nan if pearson is None else pearson
-            logs[f"{self.metric_name}/spearman"] = np.nan if spearman is None else spearman
+            logs[self.metric_name] = _logged(pearson)
+            logs[f"{self.metric_name}/spearman"] = _logged(spearman)
         self.history.append({"epoch": epoch + 1, "SICK/trial": pearson, "SICK/trial spearman": spearman})
 
 

@@ -366,10 +366,6 @@ def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume:
     return Run(setup, out, chief, resume_state, fingerprint)
 
 
-def _sick_validation_path(data_dir) -> Path:
-    return resolve_data_dir(data_dir) / "sts" / "SICK" / "SICK_trial.txt"
-
-
 def check_selection_data(config: ExperimentConfig, data_dir) -> None:
     """Refuses a selection whose validation data is missing: ``select_on="sick_val"`` needs the
     SICK validation split ``sts/SICK/SICK_trial.txt`` (Bordes et al. 2019 §4.4) in the data folder.
@@ -379,7 +375,9 @@ def check_selection_data(config: ExperimentConfig, data_dir) -> None:
     """
     if config.train.select_on != "sick_val":
         return
-    path = _sick_validation_path(data_dir)
+    from grounded_text.data.sts import sick_path
+
+    path = sick_path(resolve_data_dir(data_dir) / "sts", "trial")
     if not path.is_file():
         raise ValueError(f"select_on='sick_val' needs the SICK validation split: no {str(path)!r} in the data "
                          "folder. Add the SICK 2014 release there or choose another --select-on.")
