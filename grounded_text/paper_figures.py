@@ -381,6 +381,7 @@ _BORDES_FEATURES = {"*": "InceptionV3, 2048-d (§4.4)", "": "none (text only)",
                     "$\\mathbf{T}_{1024}$": "none (text only)",
                     "Т": "none (text only)"}
 _MERKX_CITED = "as in the cited system (this paper does not restate it)"
+_MERKX_FLICKR8K = "Flickr8k train, 6,000 images × 5 captions (Karpathy split [27], §3.2.1)"
 _MERKX_RET_COLS = tuple(f"{d} {m}" for d in ("caption→image", "image→caption") for m in ("R@1", "R@5", "R@10", "medr"))
 _MERKX_RET_SCALE = {c: ("median rank" if c.endswith("medr") else "R@K %") for c in _MERKX_RET_COLS}
 
@@ -481,7 +482,7 @@ _SPECS = {
         "merkx2019_char_grounding", "Table 2", "Table 2: Image-Caption retrieval results on the Flickr8k",
         "Due to the clear drop", "\t", 0, 1,
         _MERKX_RET_COLS, _MERKX_RET_SCALE,
-        {"*": _MERKX_CITED, "char-GRU": "Flickr8k train, 6,000 images × 5 captions (Karpathy split, §3.2.1)"},
+        {"*": _MERKX_CITED, "char-GRU": _MERKX_FLICKR8K},
         {"*": _MERKX_CITED, "char-GRU": "ResNet-152, 2048-d, mean of 10 crops (§3.2.1)"},
         _merkx_ret_ours("flickr8k_1k"),
         "The ± is the 95 % interval; it matches a normal interval over 1,000 queries in both directions."), _M2),
@@ -496,7 +497,7 @@ _SPECS = {
         "merkx2019_char_grounding", "Table 5", "Table 5: Semantic textual similarity results", "", "\t", 1, 2,
         ("BOW", "InferSent", "char-GRU (Flickr8k)", "char-GRU (MSCOCO)"), "Pearson r × 100",
         {"*": "", "BOW": "none (average of GloVe 840B vectors)", "InferSent": "SNLI, on GloVe 840B vectors ([10])",
-         "char-GRU (Flickr8k)": "Flickr8k train, 6,000 images × 5 captions (§3.2.1)",
+         "char-GRU (Flickr8k)": _MERKX_FLICKR8K,
          "char-GRU (MSCOCO)": "MSCOCO train, 113,287 images × 5 captions (§3.2.2)"},
         {"*": "", "BOW": "none (text only)", "InferSent": "none (text only)",
          "char-GRU (Flickr8k)": "ResNet-152, 2048-d, mean of 10 crops (§3.2.1)",

@@ -166,9 +166,9 @@ BUDGETS: dict[str, Budget] = {
         ablations=True, evaluation=EvalSettings(transfer_kfold=5)),
     "cycle": Budget(
         "cycle",
-        "one cosine cycle: 4 epochs of every run, the character model as char_gru_attention_512 (one cycle "
-        "of §3.3's schedule, where its Figure 4 puts the semantic peak); SentEval 5-fold",
-        preset_map={"char_gru_attention": "char_gru_attention_512"}, overrides={"*": {"train.epochs": 4}},
+        "one cosine cycle: 4 epochs of every run (one cycle of §3.3's schedule, where its Figure 4 puts the "
+        "semantic peak), the character model at §4.1's n = 1024 with n = 512 beside it; SentEval 5-fold",
+        preset_map={}, overrides={"*": {"train.epochs": 4}},
         ablations=True,
         evaluation=EvalSettings(transfer_kfold=5)),
     "smoke": Budget(

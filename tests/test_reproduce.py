@@ -41,10 +41,11 @@ def test_plans_follow_the_budget_table():
     # The width ablation is the main run itself where the budget trains the half width instead.
     assert [r.selected for r in rp.plan_runs("merckx_frank", "cpu")] == [True, False]
     assert "same run as char_gru_attention" in rp.plan_runs("merckx_frank", "cpu")[1].reason
+    # One cycle at the paper's width, with the half width beside it as the width ablation.
     cycle = rp.plan_runs("merckx_frank", "cycle")
-    assert [r.selected for r in cycle] == [True, False]
-    cfg = cycle[0].config()
-    assert (cfg.model.encoder["units"], cfg.train.epochs, cfg.train.cycle_epochs) == (512, 4, 4)
+    assert [r.selected for r in cycle] == [True, True]
+    assert [(c.model.encoder["units"], c.train.epochs, c.train.cycle_epochs)
+            for c in (r.config() for r in cycle)] == [(1024, 4, 4), (512, 4, 4)]
     full = [r.config() for r in rp.plan_runs("merckx_frank", "full")]
     assert [(c.model.encoder["units"], c.train.epochs) for c in full] == [(1024, 32), (512, 32)]
     assert rp.plan_runs("bordes", "cpu")[0].overrides["train.epochs"] == 8
