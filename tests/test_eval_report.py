@@ -64,3 +64,15 @@ def test_markdown_report_labels_supervised_and_contamination():
     md = format_report_markdown(report)
     assert "| SICK/test | cosine | 3/10 | 70.0 |" in md
     assert "| SICK/test | **supervised** (ridge" in md and "| 80.0 |" in md
+
+
+def test_markdown_structure_table_prints_the_intervals():
+    st = {"mNNO@10": 0.2, "mNNO@10_ci95": [0.15, 0.25], "rho_vis": {"pearson": 0.3, "pearson_ci95": [0.25, 0.35],
+                                                                    "spearman": 0.28},
+          "C_intra": 0.5, "C_intra_ci95": [0.45, 0.55], "C_inter": 0.1, "C_gap": 0.4, "n_images": 10,
+          "n_captions": 50}
+    md = format_report_markdown({"data_dir": "D", "encoders": {"m": {"structure": st}}})
+    assert "| mNNO@10 | 0.2000 [0.1500, 0.2500] |" in md
+    assert "| ρ_vis (Pearson, Bordes §4.3) | 0.3000 [0.2500, 0.3500] |" in md
+    assert "| ρ_vis (Spearman) | 0.2800 |" in md  # no interval held: the value alone
+    assert "| C_intra | 0.5000 [0.4500, 0.5500] |" in md and "| C_inter | 0.1000 |" in md

@@ -46,7 +46,8 @@ def _evaluation(paper: str, base: float = 0.6) -> dict:
                                                                 "SICK": {"test": _corr(0.80, 4927)}},
           "retrieval": _retrieval(), "same_image": {"flickr8k/test": _corr(0.7, 10000)},
           "structure": {"mNNO@10": 0.2, "rho_vis": {"pearson": 0.15, "pearson_ci95": [0.1, 0.2], "spearman": 0.1},
-                        "C_inter": 0.3, "C_intra": 0.5}}
+                        "C_inter": 0.3, "C_intra": 0.5, "mNNO@10_ci95": [0.15, 0.25], "C_inter_ci95": [0.28, 0.32],
+                        "C_intra_ci95": [0.45, 0.55]}}
     spaces = [s for s, _ in rp.PAPERS[paper].protocol.spaces]
     return {s: ev for s in spaces}
 
@@ -165,6 +166,9 @@ def test_bordes_grounding_only_rows_and_vete_bow_row_appear():
     assert rho["ours"] == pytest.approx(15.0) and rho["ours_ci"] == pytest.approx([10.0, 20.0])
     mnno = _row(res, "Table 1", "mNNO", run="bordes_cg_pg")
     assert mnno["compared"].startswith("nearest:") and mnno["difference"] is None and mnno["ours"] == 20.0
+    assert mnno["ours_ci"] == pytest.approx([15.0, 25.0])  # a bootstrap over images, on the table's scale
+    for measure, ci in (("C_inter", [28.0, 32.0]), ("C_intra", [45.0, 55.0])):
+        assert _row(res, "Table 1", measure, run="bordes_cg_pg")["ours_ci"] == pytest.approx(ci)
     pg = [r for r in res["comparison"] if r["row"] == "${\\bf P}_g$"]
     assert all(r["ours"] is None and r["paper"] is not None for r in pg)
 

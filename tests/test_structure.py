@@ -123,3 +123,70 @@ def test_structural_measures_reports_rho_vis_intervals():
     assert "spearman_ci95" in r["rho_vis"]
     assert "pearson_ci95" not in structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,),
                                                      ci_resamples=0)["rho_vis"]
+
+
+def _explicit_structure_bootstrap(caps, image_of, text_rows, visual_rows, k, n_resamples, seed):
+    """The resample materialised: each drawn image copy is its own item; mNNO terms are counted
+    with the full split's neighbourhoods (``ref_mnno``'s loop per image); C_intra / C_inter loop
+    over every caption pair of the resample, leaving out pairs between two copies of one image."""
+    images = sorted(set(image_of), key=str)
+    n = len(images)
+    # The full split's neighbour overlap of each image's representative caption.
+    overlap = {}
+    for i, img in enumerate(images):
+        nx = sorted((j for j in range(n) if j != i), key=lambda j: (-cos(text_rows[i], text_rows[j]), j))[:k]
+        ny = sorted((j for j in range(n) if j != i), key=lambda j: (-cos(visual_rows[i], visual_rows[j]), j))[:k]
+        overlap[img] = len(set(nx) & set(ny))
+    rng = np.random.default_rng(seed)
+    draws = {"mNNO": [], "C_intra": [], "C_inter": []}
+    for _ in range(n_resamples):
+        drawn = [images[i] for i in rng.integers(0, n, n)]
+        draws["mNNO"].append(sum(overlap[img] for img in drawn) / (k * len(drawn)))
+        items = [(copy, img, c) for copy, img in enumerate(drawn) for c in np.flatnonzero(np.asarray(image_of) == img)]
+        intra, inter = [], []
+        for (ca, ia, a), (cb, ib, b) in itertools.combinations(items, 2):
+            if ca == cb:
+                intra.append(cos(caps[a], caps[b]))
+            elif ia != ib:
+                inter.append(cos(caps[a], caps[b]))
+        if intra:
+            draws["C_intra"].append(np.mean(intra))
+        draws["C_inter"].append(np.mean(inter))
+    return {key: np.quantile(v, [0.025, 0.975]) for key, v in draws.items()}
+
+
+def test_structure_ci_is_the_image_bootstrap():
+    from grounded_text.evaluation.structure import nn_overlap, one_caption_per_image, structure_ci
+
+    rng = np.random.default_rng(7)
+    n_images = 9
+    feats = rng.normal(size=(n_images, 5))
+    image_of = [f"img{i}" for i in range(n_images) for _ in range(1 + i % 3)]  # 1, 2 or 3 captions each
+    idx = np.array([int(key[3:]) for key in image_of])
+    caps = feats[idx, :4] + 0.7 * rng.normal(size=(len(image_of), 4))
+    rows = one_caption_per_image(image_of)
+    overlaps = {3: nn_overlap(caps[rows], feats[idx][rows], 3)}
+    got = structure_ci(caps, image_of, overlaps, rows, n_resamples=25, seed=2)
+    # Images are drawn in sorted key order, so the reference represents them the same way.
+    order = sorted(range(n_images), key=lambda i: f"img{i}")
+    text_rows = caps[rows][order]
+    visual_rows = feats[order]
+    ref = _explicit_structure_bootstrap(caps, image_of, text_rows, visual_rows, 3, 25, 2)
+    np.testing.assert_allclose(got["mNNO@3_ci95"], ref["mNNO"], rtol=1e-9)
+    np.testing.assert_allclose(got["C_intra_ci95"], ref["C_intra"], rtol=1e-9)
+    np.testing.assert_allclose(got["C_inter_ci95"], ref["C_inter"], rtol=1e-9)
+    with pytest.raises(ValueError):
+        structure_ci(caps, image_of, overlaps, rows, n_resamples=0)
+
+
+def test_structural_measures_reports_structure_intervals():
+    rng = np.random.default_rng(6)
+    feats = rng.normal(size=(30, 5))
+    image_of = np.repeat(np.arange(30), 3)
+    caps = feats[image_of] + 0.5 * rng.normal(size=(90, 5))
+    r = structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,), ci_resamples=50)
+    for key in ("mNNO@3", "C_intra", "C_inter"):
+        lo, hi = r[f"{key}_ci95"]
+        assert lo <= r[key] <= hi, key
+    assert "C_intra_ci95" not in structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,),
+                                                     ci_resamples=0)

@@ -80,6 +80,19 @@ def _f(x, digits: int = 4) -> str:
     return fmt(x, digits, minus="-", missing="n/a")
 
 
+def _with_ci(node: dict, value_key: tuple, ci_key: tuple | None) -> str:
+    """The value at ``value_key`` (a key path into ``node``), followed by its 95 % interval
+    ``[lo, hi]`` at ``ci_key`` where the node holds one."""
+    def at(keys):
+        out = node
+        for k in keys:
+            out = out.get(k) if isinstance(out, dict) else None
+        return out
+
+    ci = at(ci_key) if ci_key else None
+    return _f(at(value_key)) + (f" [{_f(ci[0])}, {_f(ci[1])}]" if ci else "")
+
+
 def _contam(report: dict, key: str) -> str:
     c = report.get("contamination", {}).get(key)
     if not c:
@@ -167,14 +180,14 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
         lines += [f"### Structure (Bordes §4.3) on {st0.get('split', 'held-out split')} "
                   f"({st0['n_images']} images, {st0['n_captions']} captions; visual = {visual})",
                   "", "| measure | " + " | ".join(structs) + " |", "|---|" + "---:|" * len(structs)]
-        rows = [(k, lambda s, k=k: s[k]) for k in mkeys] + [
-            ("ρ_vis (Pearson, Bordes §4.3)", lambda s: s["rho_vis"]["pearson"]),
-            ("ρ_vis (Spearman)", lambda s: s["rho_vis"]["spearman"]),
-            ("C_intra", lambda s: s["C_intra"]), ("C_inter", lambda s: s["C_inter"]),
-            ("C_intra − C_inter", lambda s: s["C_gap"]),
+        rows = [(k, (k,), (f"{k}_ci95",)) for k in mkeys] + [
+            ("ρ_vis (Pearson, Bordes §4.3)", ("rho_vis", "pearson"), ("rho_vis", "pearson_ci95")),
+            ("ρ_vis (Spearman)", ("rho_vis", "spearman"), ("rho_vis", "spearman_ci95")),
+            ("C_intra", ("C_intra",), ("C_intra_ci95",)), ("C_inter", ("C_inter",), ("C_inter_ci95",)),
+            ("C_intra − C_inter", ("C_gap",), None),
         ]
-        for label, get in rows:
-            cells = [_f(get(report["encoders"][n]["structure"])) for n in structs]
+        for label, value_key, ci_key in rows:
+            cells = [_with_ci(report["encoders"][n]["structure"], value_key, ci_key) for n in structs]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
 

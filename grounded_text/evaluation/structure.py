@@ -23,6 +23,10 @@ encoders such as the baselines can be scored too):
   95 % intervals (``pearson_ci95``, ``spearman_ci95``) come from a percentile bootstrap over
   the n items (``rho_vis_ci``): the n(n-1)/2 pairs share items, so a Fisher-z interval on the
   pair count would be far too narrow.
+  mNNO@K, C_intra and C_inter get intervals from the same bootstrap over images
+  (``structure_ci``): a resampled image weighs its neighbour overlap and its caption
+  pairs by how often it was drawn; the neighbourhoods themselves are those of the full split
+  (as a recall interval keeps the full gallery).
 * **C_intra** (Bordes §4.3, cluster cohesion): the mean cosine over all unordered
   pairs of *distinct* captions of the same image (pairs, not images, weigh
   equally).
@@ -72,12 +76,22 @@ def mnno(text: np.ndarray, visual: np.ndarray, k: int = 10) -> float:
     Raises:
       ValueError: different numbers of rows, or bad K.
     """
+    overlap = nn_overlap(text, visual, k)
+    return float(np.sum(overlap) / (k * overlap.size))
+
+
+def nn_overlap(text: np.ndarray, visual: np.ndarray, k: int = 10) -> np.ndarray:
+    """``|NN_K(s_i) ∩ NN_K(v_i)|`` of each paired row (the terms of mNNO@K): int64 [n] in 0..K.
+
+    Raises:
+      ValueError: different numbers of rows, or bad K.
+    """
     text, visual = np.asarray(text), np.asarray(visual)
     if text.ndim != 2 or visual.ndim != 2 or text.shape[0] != visual.shape[0]:
         raise ValueError(f"mnno: need paired [n, N] and [n, d] arrays, got {text.shape} and {visual.shape}.")
     a, b = knn_indices(text, k), knn_indices(visual, k)
-    overlap = [np.intersect1d(a[i], b[i], assume_unique=True).size for i in range(a.shape[0])]
-    return float(np.sum(overlap) / (k * a.shape[0]))
+    return np.array([np.intersect1d(a[i], b[i], assume_unique=True).size for i in range(a.shape[0])],
+                    dtype=np.int64)
 
 
 def rho_vis(text: np.ndarray, visual: np.ndarray) -> dict:
@@ -195,8 +209,9 @@ def cluster_cohesion(text: np.ndarray, caption_image: Sequence) -> dict:
     """C_intra and C_inter (Bordes §4.3) from all captions.
 
     Computed without the n × n matrix: with unit rows e_i, the sum of cosines over
-    ordered pairs inside a group g is ``|Σ_{i∈g} e_i|² − |g|``; over all ordered
-    pairs ``|Σ_i e_i|² − n``. Zero embeddings count as cosine 0 with everything.
+    ordered pairs inside a group g is ``|Σ_{i∈g} e_i|² − |g|``; over ordered pairs of
+    different groups ``|Σ_i e_i|² − Σ_g |Σ_{i∈g} e_i|²`` (``_weighted_cohesion`` with unit
+    weights). Zero embeddings count as cosine 0 with everything.
 
     Args:
       text: float [m, N] caption embeddings.
@@ -209,7 +224,26 @@ def cluster_cohesion(text: np.ndarray, caption_image: Sequence) -> dict:
     Raises:
       ValueError: length mismatch, no image with ≥ 2 captions, or only one image.
     """
-    e = l2_normalize(text)
+    _, sums, sizes, self_sims = _image_sums(l2_normalize(text), caption_image)
+    c_intra, c_inter = _weighted_cohesion(sums, sizes, self_sims, np.ones_like(sizes))
+    if c_intra is None:
+        raise ValueError("C_intra undefined: no image has two captions.")
+    if c_inter is None:
+        raise ValueError("C_inter undefined: all captions belong to one image.")
+    intra_pairs = float((sizes * (sizes - 1)).sum()) / 2
+    inter_pairs = float(sizes.sum()) * (float(sizes.sum()) - 1) / 2 - intra_pairs
+    return {
+        "C_intra": c_intra,
+        "C_inter": c_inter,
+        "C_gap": c_intra - c_inter,
+        "n_intra_pairs": int(intra_pairs),
+        "n_inter_pairs": int(inter_pairs),
+    }
+
+
+def _image_sums(e: np.ndarray, caption_image: Sequence):
+    """Per image (sorted keys): the sum of its unit caption rows, its caption count and the sum of
+    its rows' self-similarities (1, or 0 for a zero row); with each caption's image index."""
     keys = list(caption_image)
     if e.shape[0] != len(keys):
         raise ValueError(f"{e.shape[0]} embeddings but {len(keys)} image keys.")
@@ -218,26 +252,66 @@ def cluster_cohesion(text: np.ndarray, caption_image: Sequence) -> dict:
     sums = np.zeros((n_groups, e.shape[1]))
     np.add.at(sums, group, e)
     sizes = np.bincount(group, minlength=n_groups).astype(np.float64)
-    self_sims = np.bincount(group, weights=(e * e).sum(1), minlength=n_groups)  # 1 or 0 per row
-    intra_sum = float(((sums * sums).sum(1) - self_sims).sum()) / 2
-    intra_pairs = float((sizes * (sizes - 1)).sum()) / 2
-    total = e.sum(0)
-    all_sum = (float(total @ total) - float(self_sims.sum())) / 2
-    all_pairs = e.shape[0] * (e.shape[0] - 1) / 2
-    inter_pairs = all_pairs - intra_pairs
-    if intra_pairs == 0:
-        raise ValueError("C_intra undefined: no image has two captions.")
-    if inter_pairs == 0:
-        raise ValueError("C_inter undefined: all captions belong to one image.")
-    c_intra = intra_sum / intra_pairs
-    c_inter = (all_sum - intra_sum) / inter_pairs
-    return {
-        "C_intra": c_intra,
-        "C_inter": c_inter,
-        "C_gap": c_intra - c_inter,
-        "n_intra_pairs": int(intra_pairs),
-        "n_inter_pairs": int(inter_pairs),
-    }
+    self_sims = np.bincount(group, weights=(e * e).sum(1), minlength=n_groups)
+    return group, sums, sizes, self_sims
+
+
+def _weighted_cohesion(sums, sizes, self_sims, w) -> tuple[float | None, float | None]:
+    """C_intra and C_inter of a resample that draws image g ``w[g]`` times.
+
+    Two copies of one image are not two images: their caption pairs count as neither intra nor
+    inter pairs (as ``rho_vis_ci`` leaves out the pairs of an item with its copy). Over ordered
+    pairs, the intra sum is ``Σ w_g (|S_g|² − self_g)`` and the inter sum ``|Σ w_g S_g|² − Σ w_g² |S_g|²``
+    (S_g = the sum of image g's unit rows). None where a measure has no pair.
+    """
+    sq = (sums * sums).sum(1)
+    intra_sum, intra_pairs = float(w @ (sq - self_sims)), float(w @ (sizes * (sizes - 1)))
+    total = w @ sums
+    inter_sum = float(total @ total) - float((w * w) @ sq)
+    inter_pairs = float(w @ sizes) ** 2 - float((w * w) @ (sizes * sizes))
+    return (intra_sum / intra_pairs if intra_pairs else None,
+            inter_sum / inter_pairs if inter_pairs else None)
+
+
+def structure_ci(caption_embeddings: np.ndarray, caption_image: Sequence, overlaps: dict, rows: np.ndarray,
+                 confidence: float = 0.95, *, n_resamples: int = 200, seed: int = 0) -> dict:
+    """Percentile bootstrap intervals over images of mNNO@K, C_intra and C_inter.
+
+    Each resample draws the images with replacement (``numpy.random.default_rng(seed)
+    .integers(0, n_images, n_images)``, k-th call; images in sorted key order). mNNO@K of the
+    resample is the draw-weighted mean of the images' neighbour overlaps / K (neighbourhoods of
+    the full split); C_intra and C_inter are recomputed over the resample's caption pairs
+    (``_weighted_cohesion``).
+
+    Args:
+      caption_embeddings: float [m, N]; caption_image: [m] image keys.
+      overlaps: ``{K: int [n_images] nn_overlap}`` of the rows ``rows`` (one caption per image).
+      rows: int [n_images] the caption row representing each image in ``overlaps``.
+      confidence, n_resamples, seed: the interval's level, resamples and seed.
+
+    Returns:
+      ``{"mNNO@K_ci95": [lo, hi], ..., "C_intra_ci95": [lo, hi], "C_inter_ci95": [lo, hi]}``
+      (None where every resample left a measure undefined).
+
+    Raises:
+      ValueError: ``n_resamples`` < 1.
+    """
+    if n_resamples < 1:
+        raise ValueError(f"structure_ci: n_resamples must be >= 1, got {n_resamples}.")
+    group, sums, sizes, self_sims = _image_sums(l2_normalize(caption_embeddings), caption_image)
+    row_group = group[np.asarray(rows)]
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {**{f"mNNO@{k}": [] for k in overlaps}, "C_intra": [], "C_inter": []}
+    for _ in range(n_resamples):
+        w = np.bincount(rng.integers(0, sizes.size, sizes.size), minlength=sizes.size).astype(np.float64)
+        for k, overlap in overlaps.items():
+            draws[f"mNNO@{k}"].append(float(w[row_group] @ overlap) / (k * float(w[row_group].sum())))
+        for key, value in zip(("C_intra", "C_inter"), _weighted_cohesion(sums, sizes, self_sims, w)):
+            if value is not None:
+                draws[key].append(value)
+    alpha = (1 - confidence) / 2
+    return {f"{k}_ci95": ([float(x) for x in np.quantile(v, [alpha, 1 - alpha])] if v else None)
+            for k, v in draws.items()}
 
 
 def one_caption_per_image(caption_image: Sequence, seed: int | None = None) -> np.ndarray:
@@ -273,13 +347,13 @@ def structural_measures(
         one image are equal; one row per image is used for mNNO / ρ_vis).
       ks: the K of mNNO@K.
       seed: which caption represents an image for mNNO / ρ_vis (None: the first).
-      ci_resamples: bootstrap resamples for the 95 % intervals of ρ_vis (``rho_vis_ci``,
-        seed 0); 0 leaves them out.
+      ci_resamples: bootstrap resamples for the 95 % intervals (``rho_vis_ci`` for ρ_vis,
+        ``structure_ci`` for mNNO@K, C_intra and C_inter; seed 0); 0 leaves them out.
 
     Returns:
       ``{"mNNO@K": float, ..., "rho_vis": {"value" (= "pearson", the headline), "statistic",
       "pearson", "spearman", "n_pairs", "pearson_ci95", "spearman_ci95"}, "C_intra", "C_inter", "C_gap", "n_images",
-      "n_captions", ...}``.
+      "n_captions", ..., "mNNO@K_ci95", "C_intra_ci95", "C_inter_ci95"}`` (``[lo, hi]``).
     """
     caption_embeddings = np.asarray(caption_embeddings)
     image_vectors = np.asarray(image_vectors)
@@ -290,11 +364,13 @@ def structural_measures(
         )
     rows = one_caption_per_image(caption_image, seed)
     text, visual = caption_embeddings[rows], image_vectors[rows]
-    out: dict = {f"mNNO@{k}": mnno(text, visual, k) for k in ks}
+    overlaps = {k: nn_overlap(text, visual, k) for k in ks}
+    out: dict = {f"mNNO@{k}": float(o.sum() / (k * o.size)) for k, o in overlaps.items()}
     out["rho_vis"] = rho_vis(text, visual)
+    out.update(cluster_cohesion(caption_embeddings, caption_image))
     if ci_resamples:
         out["rho_vis"].update(rho_vis_ci(text, visual, n_resamples=ci_resamples))
-    out.update(cluster_cohesion(caption_embeddings, caption_image))
+        out.update(structure_ci(caption_embeddings, caption_image, overlaps, rows, n_resamples=ci_resamples))
     out["n_images"] = int(rows.size)
     out["n_captions"] = int(caption_embeddings.shape[0])
     return out

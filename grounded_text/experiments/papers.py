@@ -565,8 +565,8 @@ def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
         st = ev.get("structure") or {}
         if parts[1] == "rho_vis":  # Pearson, as Bordes §4.3 defines it
             out.update(value=_dig(st, ["rho_vis", "pearson"]), ci=_dig(st, ["rho_vis", "pearson_ci95"]))
-        else:
-            out["value"] = st.get(parts[1])
+        else:  # mNNO@K, C_intra, C_inter: a bootstrap over images (structure_ci)
+            out.update(value=st.get(parts[1]), ci=st.get(f"{parts[1]}_ci95"))
         return out
     elif parts[0] == "same_image":  # "same_image/*": the one split scored (its name says how many images)
         sets = ev.get("same_image") or {}
