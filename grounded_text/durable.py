@@ -61,8 +61,8 @@ def fsync_dir(path: str | os.PathLike) -> None:
         pass
 
 
-def _create_temp_file(path: Path) -> tuple[int, Path]:
-    """Creates a new, empty hidden sibling ``.<name>.tmp-<random>`` of ``path`` for writing.
+def _create_temp_file(path: Path, suffix: str = "") -> tuple[int, Path]:
+    """Creates a new, empty hidden sibling ``.<name>.tmp-<random><suffix>`` of ``path`` for writing.
 
     The name is unpredictable (64 random bits) and the file is created with
     ``O_CREAT | O_EXCL | O_NOFOLLOW``: a file or symlink planted at that name makes the open
@@ -73,12 +73,26 @@ def _create_temp_file(path: Path) -> tuple[int, Path]:
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(8)}")
+        tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(8)}{suffix}")
         try:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"atomic_write: no free temp name beside {str(path)!r} after 100 tries.")
+
+
+def temp_sibling(path: str | os.PathLike, suffix: str = "") -> Path:
+    """A new, empty temp file beside ``path`` (``_create_temp_file``: an unpredictable name,
+    never a planted file or symlink), closed, for writers that take a path rather than a file
+    object (Keras' ``save_weights`` wants the suffix ``.weights.h5``). The caller renames it onto
+    ``path`` or removes it.
+
+    Raises:
+      OSError: the folder is missing or not writable.
+    """
+    fd, tmp = _create_temp_file(Path(path), suffix)
+    os.close(fd)
+    return tmp
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:

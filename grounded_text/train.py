@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 # TensorFlow is imported by the trainer, once the flags and their combination are good, so that
@@ -150,5 +151,21 @@ def main(argv=None) -> int:
     return 0
 
 
+def _exit(status: int) -> None:
+    """Ends ``python -m grounded_text.train`` with ``status``.
+
+    A Ctrl-C that reached Python through TensorFlow's native code (which runs Python with
+    ``PyRun_String``) leaves CPython's "unhandled KeyboardInterrupt" flag set although ``main``
+    caught it, and ``python -m`` then ends the process by SIGINT (exit status -2) instead of 130.
+    For 130, the process ends here, after flushing what it printed.
+    """
+    if status == 130:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    raise SystemExit(status)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    _exit(main())

@@ -15,6 +15,8 @@ import hashlib
 import importlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -446,3 +448,112 @@ def test_ctrl_c_while_tensorflow_loads_prints_one_line_and_exits_130(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert err == "interrupted while starting (loading TensorFlow): nothing was written."
     assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_inside_tensorflow_native_import_code_still_exits_130(tmp_path):
+    """TensorFlow's native library runs Python through ``PyRun_String``; a KeyboardInterrupt raised
+    there leaves CPython's "unhandled KeyboardInterrupt" flag set even after ``main`` has caught it,
+    and ``python -m`` then ends the process by SIGINT (rc -2) instead of the 130 it returned. The
+    interrupt is raised the same way here: through ``PyRun_String``, while main imports TensorFlow."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import ctypes, sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'grounded_text.training.run_dir':\n"
+        "            run = ctypes.pythonapi.PyRun_String\n"
+        "            run.restype = ctypes.py_object\n"
+        "            run.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.py_object, ctypes.py_object]\n"
+        "            run(b'raise KeyboardInterrupt', 257, {}, {})  # 257: Py_file_input\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Interrupt())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.train", "--output-dir", str(tmp_path / "run")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "interrupted while starting (loading TensorFlow): nothing was written.")
+    assert not (tmp_path / "run").exists()
+
+
+def test_checkpoint_temp_files_never_write_through_a_planted_symlink(tmp_path, monkeypatch):
+    """The epoch checkpoint and the best-epoch copy are staged beside their targets under
+    unpredictable names; links planted at the names earlier versions used (``resume/.tmp-<name>``)
+    are left alone, and a guessed name makes the write fail instead of following the link."""
+    import keras
+
+    from grounded_text import durable
+    from grounded_text.training.run_dir import RunTracker, read_state
+
+    out = tmp_path / "run"
+    (out / "resume").mkdir(parents=True)
+    victims = []
+    for i, name in enumerate(("epoch-0001.weights.h5", "epoch-0002.weights.h5", "best-0002.best.weights.h5")):
+        victim = tmp_path / f"victim{i}.txt"
+        victim.write_bytes(b"precious")
+        (out / "resume" / f".tmp-{name}").symlink_to(victim)
+        victims.append(victim)
+
+    class Score(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            logs["val_score"] = float(epoch)  # epoch 2 is the best: its checkpoint is copied
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.1), loss="mse")
+    best = keras.callbacks.ModelCheckpoint(str(out / "best.weights.h5"), monitor="val_score", mode="max",
+                                           save_best_only=True, save_weights_only=True)
+    tracker = RunTracker(out, {"c": 1}, model, epochs=3, monitor="val_score", mode="max", best_checkpoint=best,
+                         best_path=out / "best.weights.h5")
+    x, y = np.ones((32, 4), np.float32), np.ones((32, 1), np.float32)
+    fit = dict(batch_size=16, verbose=0, shuffle=False)
+    model.fit(x, y, epochs=2, callbacks=tracker.callbacks([Score(), best], steps_per_epoch=2, steps_per_execution=1,
+                                                          learning_rate=0.1), **fit)
+    assert [v.read_bytes() for v in victims] == [b"precious"] * 3
+    state = read_state(out)
+    assert state["epochs_done"] == 2 and state["best"]["checkpoint"] == "resume/best-0002.best.weights.h5"
+    for name in ("epoch-0002.weights.h5", "best-0002.best.weights.h5"):
+        path = out / "resume" / name
+        assert path.is_file() and not path.is_symlink()
+    # An attacker who could guess the name: the save fails (O_EXCL | O_NOFOLLOW), nothing is written through.
+    monkeypatch.setattr(durable.secrets, "token_hex", lambda n: "0" * (2 * n))
+    guessed = out / "resume" / f".epoch-0003.weights.h5.tmp-{'0' * 16}.weights.h5"
+    guessed.symlink_to(victims[0])
+    with pytest.raises(FileExistsError, match="no free temp name"):
+        model.fit(x, y, epochs=3, initial_epoch=2, callbacks=tracker.callbacks(
+            [Score(), best], steps_per_epoch=2, steps_per_execution=1, learning_rate=0.1), **fit)
+    assert victims[0].read_bytes() == b"precious" and read_state(out)["epochs_done"] == 2
+
+
+def test_storage_message_advises_by_cause(tmp_path):
+    from grounded_text.config import ExperimentConfig
+    from grounded_text.training.run_dir import storage_message, write_state
+
+    out = tmp_path / "run"
+    out.mkdir()
+    full = storage_message(out, errno.ENOSPC, None)
+    assert full.startswith("no space left on the device of") and "free space and run it again" in full
+    read_only = storage_message(out, errno.EROFS, str(out / "x"))
+    assert read_only.startswith("read-only file system for the device of") and "free space" not in read_only
+    assert read_only.endswith("nothing of this run was saved; make it writable or choose another --output-dir "
+                              "and run it again.")
+    write_state(out, _resumable_state(ExperimentConfig().to_dict()))
+    assert "keeps epoch 1 of 3; make it writable or choose another --output-dir, then continue with --resume." in \
+        storage_message(out, errno.EROFS, None)
+
+
+def test_an_output_dir_that_is_a_file_or_lies_under_one_is_named(tmp_path):
+    from grounded_text.config import ExperimentConfig
+    from grounded_text.training.run_dir import RunDirError, check_run_dir, guard_run, is_usage_error
+
+    a_file = tmp_path / "afile"
+    a_file.write_text("keep me")
+    config = ExperimentConfig().to_dict()
+    with pytest.raises(RunDirError, match=f"--output-dir '{a_file}' exists and is not a folder") as e:
+        check_run_dir(a_file, config, resume=False, overwrite=False)
+    assert is_usage_error(e.value)  # the CLI prints it as one `error:` line, exit 2
+    with pytest.raises(RunDirError, match=r"cannot create it or its lock file \(Not a directory\)"), \
+            guard_run(a_file / "run"):
+        pass
+    assert a_file.read_text() == "keep me"

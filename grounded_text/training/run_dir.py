@@ -85,7 +85,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from grounded_text.durable import atomic_write, fsync_dir, fsync_file
+from grounded_text.durable import atomic_write, fsync_dir, fsync_file, temp_sibling
 
 RUN_STATE = "run_state.json"
 RESUME_DIR = "resume"
@@ -195,11 +195,7 @@ def write_state(out: str | Path, state: dict) -> None:
     """Replaces ``run_state.json`` atomically (``durable.atomic_write``); a failed write (a
     full disk) leaves the previous state and no temporary file."""
     data = json.dumps(state, indent=1, default=_json_default).encode("utf-8")
-    try:
-        atomic_write(Path(out) / RUN_STATE, lambda f: f.write(data))
-    except BaseException:
-        (Path(out) / f".{RUN_STATE}.tmp-{os.getpid()}").unlink(missing_ok=True)
-        raise
+    atomic_write(Path(out) / RUN_STATE, lambda f: f.write(data))
 
 
 def _describe(state: dict | None) -> str:
@@ -445,16 +441,17 @@ def storage_error(e: BaseException) -> tuple[int, str | None, bool] | None:
 
 
 def storage_message(out: str | Path, code: int, path: str | None) -> str:
-    """The one line for a full disk (``error: `` is added by the CLI)."""
+    """The one line for a full disk, a quota or a read-only file system (``error: `` is added by the CLI)."""
     state = None
     with contextlib.suppress(RunDirError, OSError):
         state = read_state(out)
     where = f" ({path})" if path else ""
+    remedy = "make it writable or choose another --output-dir" if code == errno.EROFS else "free space"
     if state is not None and state.get("status") not in (None, "complete"):
         saved = (f"{out / RUN_STATE} keeps epoch {state.get('epochs_done', 0)} of {state.get('epochs', '?')}; "
-                 "free space, then continue with --resume")
+                 f"{remedy}, then continue with --resume")
     else:
-        saved = "nothing of this run was saved; free space and run it again"
+        saved = f"nothing of this run was saved; {remedy} and run it again"
     return f"{_STORAGE_ERRNOS[code]} the device of {str(out)!r}{where}: {saved}."
 
 
@@ -1039,15 +1036,17 @@ class RunTracker:
         """Checkpoints epoch ``epoch`` (1-based) and writes the state (the commit point)."""
         self.resume_dir.mkdir(parents=True, exist_ok=True)
         name = f"epoch-{epoch:04d}.weights.h5"
-        staged = self.resume_dir / f".tmp-{name}"  # Keras wants the .weights.h5 suffix
+        staged = None
         try:
+            staged = temp_sibling(self.resume_dir / name, ".weights.h5")  # Keras wants the suffix
             if self.fail_next_save:  # test hook (module docstring)
                 self.fail_next_save = False
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(staged))
             self.model.save_weights(str(staged))
             fsync_file(staged)
         except BaseException:
-            staged.unlink(missing_ok=True)  # never leave a torn file (the state does not name it)
+            if staged is not None:
+                staged.unlink(missing_ok=True)  # never leave a torn file (the state does not name it)
             raise
         os.replace(staged, self.resume_dir / name)
         state = self.state
@@ -1125,15 +1124,8 @@ def _to_float(value) -> float:
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
-    staged = dst.with_name(f".tmp-{dst.name}")
-    try:
-        shutil.copyfile(src, staged)
-        fsync_file(staged)
-    except BaseException:
-        staged.unlink(missing_ok=True)
-        raise
-    os.replace(staged, dst)
-    fsync_dir(dst.parent)
+    with open(src, "rb") as f:
+        atomic_write(dst, lambda out: shutil.copyfileobj(f, out))
 
 
 # ---------------------------------------------------------------------------- Ctrl-C
