@@ -112,17 +112,20 @@ def test_rho_vis_ci_is_the_item_bootstrap(ties):
         rho_vis_ci(s, v, n_resamples=0)
 
 
-def test_structural_measures_reports_rho_vis_intervals():
-    rng = np.random.default_rng(5)
-    feats = rng.normal(size=(20, 5))
-    image_of = np.repeat(np.arange(20), 2)
-    caps = feats[image_of] + 0.5 * rng.normal(size=(40, 5))
-    r = structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,), ci_resamples=30)
+def test_structural_measures_reports_every_interval():
+    rng = np.random.default_rng(6)
+    feats = rng.normal(size=(30, 5))
+    image_of = np.repeat(np.arange(30), 3)
+    caps = feats[image_of] + 0.5 * rng.normal(size=(90, 5))
+    r = structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,), ci_resamples=50)
     lo, hi = r["rho_vis"]["pearson_ci95"]
     assert lo < r["rho_vis"]["pearson"] < hi
     assert "spearman_ci95" in r["rho_vis"]
-    assert "pearson_ci95" not in structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,),
-                                                     ci_resamples=0)["rho_vis"]
+    for key in ("mNNO@3", "C_intra", "C_inter"):
+        lo, hi = r[f"{key}_ci95"]
+        assert lo <= r[key] <= hi, key
+    bare = structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,), ci_resamples=0)
+    assert "pearson_ci95" not in bare["rho_vis"] and "C_intra_ci95" not in bare
 
 
 def _explicit_structure_bootstrap(caps, image_of, text_rows, visual_rows, k, n_resamples, seed):
@@ -177,16 +180,3 @@ def test_structure_ci_is_the_image_bootstrap():
     np.testing.assert_allclose(got["C_inter_ci95"], ref["C_inter"], rtol=1e-9)
     with pytest.raises(ValueError):
         structure_ci(caps, image_of, overlaps, rows, n_resamples=0)
-
-
-def test_structural_measures_reports_structure_intervals():
-    rng = np.random.default_rng(6)
-    feats = rng.normal(size=(30, 5))
-    image_of = np.repeat(np.arange(30), 3)
-    caps = feats[image_of] + 0.5 * rng.normal(size=(90, 5))
-    r = structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,), ci_resamples=50)
-    for key in ("mNNO@3", "C_intra", "C_inter"):
-        lo, hi = r[f"{key}_ci95"]
-        assert lo <= r[key] <= hi, key
-    assert "C_intra_ci95" not in structural_measures(caps, image_of.tolist(), feats[image_of], ks=(3,),
-                                                     ci_resamples=0)
