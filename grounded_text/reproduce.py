@@ -27,9 +27,10 @@ This module is the plan (data); the work is done by ``grounded_text.experiments`
   the difference, the command, the budget and what differs in the data.
 
 Budgets (``BUDGETS``): ``full`` = the records as the papers train them; ``cpu`` = what fits a
-2-core machine; ``cycle`` = 4 epochs of every run (one cosine cycle of the character model at
-n = 512); ``smoke`` = a 64-image training slice, 1 epoch, tiny encoders, the paper's
-main run only, evaluation on a 64-image test slice (seconds per paper).
+2-core machine; ``cycle`` = 4 epochs of every run (one cosine cycle; the character model at
+the paper's n = 1024, with n = 512 beside it); ``smoke`` = a 64-image training slice, 1 epoch,
+tiny encoders, the paper's main run only, evaluation on a 64-image test slice (seconds per
+paper).
 """
 
 from __future__ import annotations

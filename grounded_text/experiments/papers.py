@@ -926,8 +926,9 @@ figure stands beside our nearest measure, labelled as such and not differenced. 
 (Williams' test for STS correlations, a paired bootstrap for R@K) compare encoders scored on the
 same pairs, and a verdict per paper says which figures agree within the intervals. Budgets:
 `full` = the records as the papers train them, `cpu` = what fits 2 CPU cores, `cycle` = 4 epochs
-of every run (one cosine cycle of the character model at n = 512), `smoke` = a 64-image plumbing check (its
-figures mean nothing). Each section names its own budget. `--from-runs DIR` scores runs trained
+of every run (one cosine cycle; the character model at the paper's n = 1024, with n = 512
+beside it), `smoke` = a 64-image plumbing check (its figures mean nothing). Each section names
+its own budget. `--from-runs DIR` scores runs trained
 separately with `python -m grounded_text.train`. A paper without a section below has not been
 put in this report yet.
 """
