@@ -21,6 +21,7 @@ from grounded_text.evaluation.transfer import (
     format_comparison_markdown,
     format_transfer_markdown,
 )
+from grounded_text.experiments.figures import dig
 from grounded_text.experiments.report import fmt
 from grounded_text.experiments.report import write_report as write_report_files
 
@@ -83,14 +84,8 @@ def _f(x, digits: int = 4) -> str:
 def _with_ci(node: dict, value_key: tuple, ci_key: tuple | None) -> str:
     """The value at ``value_key`` (a key path into ``node``), followed by its 95 % interval
     ``[lo, hi]`` at ``ci_key`` where the node holds one."""
-    def at(keys):
-        out = node
-        for k in keys:
-            out = out.get(k) if isinstance(out, dict) else None
-        return out
-
-    ci = at(ci_key) if ci_key else None
-    return _f(at(value_key)) + (f" [{_f(ci[0])}, {_f(ci[1])}]" if ci else "")
+    ci = dig(node, ci_key) if ci_key else None
+    return _f(dig(node, value_key)) + (f" [{_f(ci[0])}, {_f(ci[1])}]" if ci else "")
 
 
 def _contam(report: dict, key: str) -> str:

@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from grounded_text.experiments.figures import fmt_figure
+from grounded_text.experiments.figures import dig, fmt_figure
 from grounded_text.experiments.plans import RunPlan
 from grounded_text.experiments.report import fmt, markdown_table
 from grounded_text.experiments.runner import read_metrics
@@ -521,14 +521,6 @@ class Published:
     nearest: dict = dataclasses.field(default_factory=dict)
 
 
-def _dig(node, keys):
-    for k in keys:
-        if not isinstance(node, dict) or k not in node:
-            return None
-        node = node[k]
-    return node
-
-
 def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
     """Our figure ``key`` (the ``ours`` keys of ``grounded_text.paper_figures``, plus
     ``supervised/...``, ``structure/...``, ``same_image/...``) from one space's evaluation.
@@ -547,24 +539,24 @@ def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
     if parts[0].startswith("STS1") and len(parts) == 2:
         year = (ev.get("sts") or {}).get(parts[0]) or {}
         if parts[1] == "mean":
-            out["value"] = _dig(year, [stat, "mean"])
+            out["value"] = dig(year, [stat, "mean"])
             return out
-        node = _dig(year, ["subsets", parts[1]])
+        node = dig(year, ["subsets", parts[1]])
     elif parts[0] in ("STSBenchmark", "SICK"):
-        node = _dig(ev.get("sts"), [parts[0], "/".join(parts[1:])])
+        node = dig(ev.get("sts"), [parts[0], "/".join(parts[1:])])
     elif parts[0] == "supervised":
-        node = _dig(ev.get("supervised_sts"), [parts[1], "/".join(parts[2:])])
-        out["protocol"] = _dig(ev.get("supervised_sts"), [parts[1], "model"]) or "ridge"  # the regressor
+        node = dig(ev.get("supervised_sts"), [parts[1], "/".join(parts[2:])])
+        out["protocol"] = dig(ev.get("supervised_sts"), [parts[1], "model"]) or "ridge"  # the regressor
     elif parts[0] in ("flickr8k_1k", "all"):
         ret = ev.get("retrieval") or {}
         metric = parts[2]
-        out.update(value=_dig(ret, [parts[1], metric]), ci=_dig(ret, [parts[1], f"{metric}_ci95"]),
+        out.update(value=dig(ret, [parts[1], metric]), ci=dig(ret, [parts[1], f"{metric}_ci95"]),
                    protocol=ret.get("protocol"), n=ret.get("n_images"))
         return out
     elif parts[0] == "structure":
         st = ev.get("structure") or {}
         if parts[1] == "rho_vis":  # Pearson, as Bordes §4.3 defines it
-            out.update(value=_dig(st, ["rho_vis", "pearson"]), ci=_dig(st, ["rho_vis", "pearson_ci95"]))
+            out.update(value=dig(st, ["rho_vis", "pearson"]), ci=dig(st, ["rho_vis", "pearson_ci95"]))
         else:  # mNNO@K, C_intra, C_inter: a bootstrap over images (structure_ci)
             out.update(value=st.get(parts[1]), ci=st.get(f"{parts[1]}_ci95"))
         return out
@@ -572,7 +564,7 @@ def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
         sets = ev.get("same_image") or {}
         node = next(iter(sets.values()), None) if parts[1] == "*" else sets.get("/".join(parts[1:]))
     elif parts[0] == "transfer":
-        out["value"] = _dig(ev.get("transfer"), [parts[1], "acc"])
+        out["value"] = dig(ev.get("transfer"), [parts[1], "acc"])
         return out
     if isinstance(node, dict):
         out.update(value=node.get(stat), ci=node.get(f"{stat}_ci95"), n=node.get("n"))
