@@ -81,18 +81,29 @@ def _create_temp_file(path: Path, suffix: str = "") -> tuple[int, Path]:
     raise FileExistsError(f"atomic_write: no free temp name beside {str(path)!r} after 100 tries.")
 
 
-def temp_sibling(path: str | os.PathLike, suffix: str = "") -> Path:
-    """A new, empty temp file beside ``path`` (``_create_temp_file``: an unpredictable name,
-    never a planted file or symlink), closed, for writers that take a path rather than a file
-    object (Keras' ``save_weights`` wants the suffix ``.weights.h5``). The caller renames it onto
-    ``path`` or removes it.
+def atomic_save(path: str | os.PathLike, save: Callable[[Path], None], suffix: str = "") -> None:
+    """``atomic_write`` for writers that take a path rather than a file object (Keras'
+    ``save_weights``, which also wants its suffix ``.weights.h5``): ``save(tmp)`` writes a new,
+    empty temp sibling (``_create_temp_file``: an unpredictable name, never a planted file or
+    symlink), which is then synced, ``os.replace``d onto ``path`` and its folder synced. On any
+    failure the temp file is removed and ``path`` is unchanged.
 
     Raises:
-      OSError: the folder is missing or not writable.
+      OSError: the folder is missing or not writable, or the disk is full; whatever ``save``
+        raises.
     """
-    fd, tmp = _create_temp_file(Path(path), suffix)
+    path = Path(path)
+    fd, tmp = _create_temp_file(path, suffix)
     os.close(fd)
-    return tmp
+    try:
+        save(tmp)
+        fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:

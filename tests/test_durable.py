@@ -134,3 +134,23 @@ def test_check_writable_target_refuses_a_read_only_folder(tmp_path):
             check_writable_target(tmp_path / "ro" / "export")
     finally:
         (tmp_path / "ro").chmod(0o755)
+
+
+def test_atomic_save_stages_a_path_with_the_suffix_and_cleans_up_a_failed_save(tmp_path):
+    from grounded_text.durable import atomic_save
+
+    path = tmp_path / "epoch-0001.weights.h5"
+    path.write_bytes(b"old")
+    seen = []
+
+    def failing(tmp):
+        seen.append(tmp)
+        tmp.write_bytes(b"torn")
+        raise OSError(28, "No space left on device", str(tmp))
+
+    with pytest.raises(OSError, match="No space left"):
+        atomic_save(path, failing, ".weights.h5")
+    assert path.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert seen[0].name.startswith(f".{path.name}.tmp-") and seen[0].name.endswith(".weights.h5")
+    atomic_save(path, lambda tmp: tmp.write_bytes(b"new"), ".weights.h5")
+    assert path.read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]

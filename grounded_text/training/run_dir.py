@@ -85,7 +85,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from grounded_text.durable import atomic_write, fsync_dir, fsync_file, temp_sibling
+from grounded_text.durable import atomic_save, atomic_write, fsync_dir
 
 RUN_STATE = "run_state.json"
 RESUME_DIR = "resume"
@@ -1036,19 +1036,15 @@ class RunTracker:
         """Checkpoints epoch ``epoch`` (1-based) and writes the state (the commit point)."""
         self.resume_dir.mkdir(parents=True, exist_ok=True)
         name = f"epoch-{epoch:04d}.weights.h5"
-        staged = None
-        try:
-            staged = temp_sibling(self.resume_dir / name, ".weights.h5")  # Keras wants the suffix
+
+        def save(staged: Path) -> None:
             if self.fail_next_save:  # test hook (module docstring)
                 self.fail_next_save = False
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(staged))
             self.model.save_weights(str(staged))
-            fsync_file(staged)
-        except BaseException:
-            if staged is not None:
-                staged.unlink(missing_ok=True)  # never leave a torn file (the state does not name it)
-            raise
-        os.replace(staged, self.resume_dir / name)
+
+        # Staged beside the target and removed on failure: never a torn file (the state does not name it).
+        atomic_save(self.resume_dir / name, save, ".weights.h5")  # Keras wants the suffix
         state = self.state
         best = state["best"]
         previous_best = best.get("checkpoint")
