@@ -81,6 +81,21 @@ def _create_temp_file(path: Path, suffix: str = "") -> tuple[int, Path]:
     raise FileExistsError(f"atomic_write: no free temp name beside {str(path)!r} after 100 tries.")
 
 
+def _stage_and_replace(path: Path, fill: Callable[[int, Path], None], suffix: str = "") -> None:
+    """The one staging lifecycle of ``atomic_write`` and ``atomic_save``: a new temp sibling
+    (``_create_temp_file``), ``fill(fd, tmp)`` (writes, syncs and closes it), ``os.replace`` onto
+    ``path``, then the folder synced; on any failure the temp file is removed."""
+    fd, tmp = _create_temp_file(path, suffix)
+    try:
+        fill(fd, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
 def atomic_save(path: str | os.PathLike, save: Callable[[Path], None], suffix: str = "") -> None:
     """``atomic_write`` for writers that take a path rather than a file object (Keras'
     ``save_weights``, which also wants its suffix ``.weights.h5``): ``save(tmp)`` writes a new,
@@ -92,18 +107,12 @@ def atomic_save(path: str | os.PathLike, save: Callable[[Path], None], suffix: s
       OSError: the folder is missing or not writable, or the disk is full; whatever ``save``
         raises.
     """
-    path = Path(path)
-    fd, tmp = _create_temp_file(path, suffix)
-    os.close(fd)
-    try:
+    def fill(fd: int, tmp: Path) -> None:
+        os.close(fd)
         save(tmp)
         fsync_file(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+
+    _stage_and_replace(Path(path), fill, suffix)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
@@ -118,19 +127,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
       OSError: the folder is missing or not writable, or the disk is full; whatever
         ``write`` raises.
     """
-    path = Path(path)
-    fd, tmp = _create_temp_file(path)
-    try:
+    def fill(fd: int, tmp: Path) -> None:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+
+    _stage_and_replace(Path(path), fill)
 
 
 # --- Folder installs (exports) ------------------------------------------------------------------
