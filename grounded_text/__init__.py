@@ -11,10 +11,7 @@ grounded_text`` imports no TensorFlow::
     enc.encode(["a dog runs", "a cat sleeps"])   # float32 [2, N]
 """
 
-import sys
-import types
-
-from grounded_text._lazy import lazy_getattr
+from grounded_text.utils.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -25,20 +22,6 @@ __getattr__ = lazy_getattr(__name__, {name: "api" for name in _API})
 
 def __dir__():
     return sorted({*globals(), *_API})
-
-
-class _Package(types.ModuleType):
-    """Keeps the API's ``presets()`` function as ``grounded_text.presets``: importing the
-    records' module ``grounded_text.presets`` (``from grounded_text.presets import ...``)
-    would otherwise bind the module over it. The module stays in ``sys.modules``."""
-
-    def __setattr__(self, name, value):
-        if name in _API and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def _register_keras_objects(_keras=None) -> None:

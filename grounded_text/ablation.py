@@ -32,7 +32,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from grounded_text.config import ConfigError, ExperimentConfig
+from grounded_text.config.schema import ConfigError, ExperimentConfig
 from grounded_text.experiments.figures import FIGURES
 from grounded_text.experiments.plans import RunPlan, flags_config
 from grounded_text.experiments.report import fmt, markdown_table, write_report

@@ -153,8 +153,8 @@ def load(path_or_handle: str | os.PathLike) -> TextEncoder:
     import tensorflow_hub as hub
     import tensorflow_text  # noqa: F401  (registers the ops the module uses)
 
-    from grounded_text.durable import recover_export
     from grounded_text.evaluation.encoders import check_text_encoder
+    from grounded_text.utils.durable import recover_export
 
     path = Path(os.fspath(path_or_handle)).expanduser()
     if path.exists() or "://" not in str(path_or_handle):
@@ -210,7 +210,7 @@ class Run:
 
 
 def _field_paths() -> dict[str, list[str]]:
-    from grounded_text.config import config_fields
+    from grounded_text.config.schema import config_fields
 
     by_name: dict[str, list[str]] = {}
     for path in config_fields():
@@ -222,7 +222,7 @@ def _config(model_or_config, overrides: dict):
     """An ``ExperimentConfig`` from a preset name, a config, a dict or a TOML path, with
     ``overrides`` (``epochs=1`` or ``{"train.epochs": 1}``) applied; fields left ``None``
     are the preset's choice."""
-    from grounded_text.config import ConfigError, ExperimentConfig, apply_override, read_config_file
+    from grounded_text.config.schema import ConfigError, ExperimentConfig, apply_override, read_config_file
 
     if isinstance(model_or_config, ExperimentConfig):
         d = model_or_config.to_dict()
@@ -231,7 +231,7 @@ def _config(model_or_config, overrides: dict):
     elif isinstance(model_or_config, (str, os.PathLike)) and str(model_or_config).endswith(".toml"):
         d = read_config_file(model_or_config).to_dict()
     elif isinstance(model_or_config, str):
-        from grounded_text.presets import get_preset
+        from grounded_text.papers.presets import get_preset
 
         get_preset(model_or_config)  # ValueError listing the presets
         d = ExperimentConfig().to_dict()
@@ -279,12 +279,12 @@ def train(model_or_config, *, output_dir: str | os.PathLike, data_dir: str | os.
       A ``Run``.
 
     Raises:
-      ValueError (``grounded_text.config.ConfigError`` and the trainer's errors): an unknown
+      ValueError (``grounded_text.config.schema.ConfigError`` and the trainer's errors): an unknown
         preset or field, a value that does not fit, a bad combination, bad data, or a run
         directory that holds a run.
       grounded_text.training.run_dir.TrainingDiverged: the loss diverged or collapsed.
     """
-    from grounded_text.resolve import resolve_config
+    from grounded_text.papers.resolve import resolve_config
     from grounded_text.training.trainer import train as run_trainer
 
     config = resolve_config(_config(model_or_config, overrides))
@@ -362,6 +362,6 @@ def presets() -> list[dict]:
       source and section), ``variant_of``, ``notes``, ``config`` (the record's values),
       ``sources`` (field → where the paper gives it) and ``unsaid`` (field → why ours).
     """
-    from grounded_text.presets import PRESETS
+    from grounded_text.papers.presets import PRESETS
 
     return [record.to_dict() for record in PRESETS.values()]

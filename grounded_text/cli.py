@@ -53,7 +53,7 @@ def export_parser() -> argparse.ArgumentParser:
 def export_usage_error(args: argparse.Namespace) -> str | None:
     """Checks the parsed ``export`` flags before TensorFlow loads: ``--preset`` a folder,
     ``--output-dir`` a folder or absent, in a folder that can be written
-    (``grounded_text.durable.check_writable_target``), ``--sequence-length`` >= 1.
+    (``grounded_text.utils.durable.check_writable_target``), ``--sequence-length`` >= 1.
 
     Returns:
       ``None``, or the problem, also printed to stderr as one ``error: …`` line (the
@@ -61,7 +61,7 @@ def export_usage_error(args: argparse.Namespace) -> str | None:
     """
     from pathlib import Path
 
-    from grounded_text.durable import check_writable_target
+    from grounded_text.utils.durable import check_writable_target
 
     problem = None
     if not Path(args.preset).is_dir():

@@ -28,7 +28,7 @@ import argparse
 import sys
 
 # The CNN names without the TensorFlow side: --help answers at once.
-from grounded_text.choices import NETWORK_NAMES
+from grounded_text.config.choices import NETWORK_NAMES
 
 
 def _parse_args(argv):
@@ -66,7 +66,7 @@ def _parse_args(argv):
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
-    from grounded_text._extras import MissingExtraError
+    from grounded_text.utils.extras import MissingExtraError
     from grounded_text.vision.crops import MAX_IMAGE_PIXELS
     from grounded_text.vision.extractor import (
         extract_features,

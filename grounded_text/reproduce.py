@@ -42,13 +42,14 @@ import sys
 import time
 from pathlib import Path
 
-from grounded_text.experiments import papers, scoring
+from grounded_text.experiments import scoring
 from grounded_text.experiments.figures import read_families
-from grounded_text.experiments.papers import Budget, Paper, PaperFigure, PlannedRun, Published, RunSpec
 from grounded_text.experiments.plans import merge_overrides
 from grounded_text.experiments.report import public_command, update_sections, write_report
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
+from grounded_text.papers import reproduction as papers
+from grounded_text.papers.reproduction import Budget, Paper, PaperFigure, PlannedRun, Published, RunSpec
 
 __all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "Paper", "PaperFigure", "PlannedRun", "Published", "RunSpec",
            "main", "plan_runs", "reproduce_paper", "write_docs"]
@@ -223,7 +224,7 @@ def valid_only_names(papers) -> set:
 
 def find_run_dir(root: Path, paper: str, spec: RunSpec) -> tuple[Path | None, list]:
     """The trained run folder of ``spec`` under ``root`` and every folder that matched
-    (``grounded_text.experiments.papers.find_run_dir``, with the records of ``record_names``)."""
+    (``grounded_text.papers.reproduction.find_run_dir``, with the records of ``record_names``)."""
     return papers.find_run_dir(root, paper, spec, record_names(spec))
 
 

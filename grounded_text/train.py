@@ -8,10 +8,10 @@ Usage::
         [--loss triplet --loss-param negatives=hardest --loss-param k=1] \\
         [--encoder-param units=256] [--schedule cyclic_cosine --cycle-epochs 2] ...
 
-Every preset of ``grounded_text.presets`` trains here: the preset fixes the
+Every preset of ``grounded_text.papers.presets`` trains here: the preset fixes the
 loss, the sampler (random pairs, or several captions per image for the cluster
 loss), the learning-rate schedule (constant, or cyclic cosine with snapshot
-ensembling) unless the config/flags set them (see ``grounded_text.resolve``).
+ensembling) unless the config/flags set them (see ``grounded_text.papers.resolve``).
 
 This module is the command: it parses the flags, resolves the config once (no TensorFlow
 is loaded before a bad combination is refused) and calls the library trainer,
@@ -25,7 +25,7 @@ Writes to ``--output-dir``:
   * ``checkpoints/best.weights.h5`` (best epoch by ``--select-on``) and
     ``checkpoints/last.weights.h5``;
   * ``logs/``: TensorBoard logs;
-  * ``export/``: the TF Hub text tower of the best epoch (see ``grounded_text.export``),
+  * ``export/``: the TF Hub text tower of the best epoch (see ``grounded_text.serving.export``),
     or, with snapshots, the snapshot ensemble (``snapshots/`` holds the snapshots);
   * ``export_<name>/``: each named sentence space of the model (best epoch), e.g.
     ``export_textual/`` (u) and ``export_grounded/`` (g(u)) for ``bordes_cg_pg``;
@@ -58,11 +58,12 @@ import logging
 import os
 import sys
 
+from grounded_text.config.flags import add_config_flags, config_from_flags
+
 # TensorFlow is imported by the trainer, once the flags and their combination are good, so that
 # --help and bad flags or configs answer in well under a second.
-from grounded_text.config import ExperimentConfig
-from grounded_text.config_cli import add_config_flags, config_from_flags
-from grounded_text.resolve import resolve_config
+from grounded_text.config.schema import ExperimentConfig
+from grounded_text.papers.resolve import resolve_config
 from grounded_text.training.trainer import (  # noqa: F401 (re-exported: the library API)
     SELECTION_YEAR,
     TrainingSetup,
@@ -82,8 +83,8 @@ def verbosity(text: str) -> str | int:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    """The train CLI. ``--model NAME`` picks a preset record (``grounded_text.presets``);
-    the config flags are generated from the config dataclasses (``grounded_text.config_cli``)
+    """The train CLI. ``--model NAME`` picks a preset record (``grounded_text.papers.presets``);
+    the config flags are generated from the config dataclasses (``grounded_text.config.flags``)
     and override the record only when given; ``--config FILE.toml`` and ``--set`` set any
     field."""
     p = argparse.ArgumentParser(prog="python -m grounded_text.train", description=__doc__.split("\n\n")[0])
@@ -101,7 +102,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
-    """The flags as an ``ExperimentConfig`` (``grounded_text.config_cli.config_from_flags``);
+    """The flags as an ``ExperimentConfig`` (``grounded_text.config.flags.config_from_flags``);
     fields left unset stay ``None`` (the preset's choice, filled by ``resolve_config``)."""
     return config_from_flags(a)
 

@@ -51,7 +51,7 @@ def data_dir() -> Path:
 def papers_dir() -> Path:
     """The folder of the papers' Markdown copies beside the data; a skip when absent, a failure
     under CI=true."""
-    from grounded_text.paper_figures import PAPERS
+    from grounded_text.papers.published import PAPERS
 
     env = os.environ.get("GROUNDED_TEXT_DATA")
     root = (Path(env) if env else REPO.parent / "shared" / "data").parent / "papers"
@@ -96,10 +96,10 @@ def tiny_export(tmp_path_factory) -> TinyExport:
     import keras
     import tensorflow as tf
 
-    from grounded_text.config import ModelConfig, TextConfig
-    from grounded_text.export import export_text_tower
+    from grounded_text.config.schema import ModelConfig, TextConfig
     from grounded_text.layers import build_vocabulary
     from grounded_text.models import build_model
+    from grounded_text.serving.export import export_text_tower
 
     keras.mixed_precision.set_global_policy("float32")
     dim = 16

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import grounded_text as gt
-from grounded_text.config import ConfigError
+from grounded_text.config.schema import ConfigError
 
 SENTENCES = ["a dog runs on the beach", "", "two kids play in the snow", "café 🐶 naïve", "a cat", "x y z", "dog"]
 
@@ -27,7 +27,7 @@ def test_import_loads_no_tensorflow():
 
 
 def test_presets_lists_the_records_and_stays_callable():
-    from grounded_text.presets import PRESETS  # binds no module over the API function
+    from grounded_text.papers.presets import PRESETS  # binds no module over the API function
 
     records = gt.presets()
     assert callable(gt.presets) and [r["name"] for r in records] == list(PRESETS)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
 from grounded_text.models.registry import resolve_config

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from scipy import stats
 
-from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.data.pairs import CaptionPairs, make_dataset
 from grounded_text.data.sts import read_sts_subset
 from grounded_text.train import train

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from grounded_text.config import (
+from grounded_text.config.flags import check_config, config_from_flags
+from grounded_text.config.params import ENCODER_PARAMS, LOSS_PARAMS, REQUIRED, Param, ParamError, coerce_param
+from grounded_text.config.schema import (
     _SECTION_CLASSES,
     SECTIONS,
     ConfigError,
@@ -21,9 +23,7 @@ from grounded_text.config import (
     config_toml,
     read_config_file,
 )
-from grounded_text.config_cli import check_config, config_from_flags
-from grounded_text.params import ENCODER_PARAMS, LOSS_PARAMS, REQUIRED, Param, ParamError, coerce_param
-from grounded_text.presets import PRESETS
+from grounded_text.papers.presets import PRESETS
 from grounded_text.train import main, parse_args
 
 
@@ -340,7 +340,7 @@ def test_loss_table_matches_the_loss_signatures():
     import importlib
     import inspect
 
-    from grounded_text.config import BASELINE_OBJECTIVES, LOSSES
+    from grounded_text.config.schema import BASELINE_OBJECTIVES, LOSSES
     from grounded_text.losses.correlation import PEARSON_EPSILON
 
     assert set(LOSS_PARAMS) == set(LOSSES) | set(BASELINE_OBJECTIVES)

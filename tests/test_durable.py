@@ -1,4 +1,4 @@
-"""Crash-safe writes (grounded_text.durable): atomic single files that never follow a planted
+"""Crash-safe writes (grounded_text.utils.durable): atomic single files that never follow a planted
 symlink and leave no temp file behind, and the folder swap of every export."""
 
 import os
@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from grounded_text import durable
-from grounded_text.durable import (
+from grounded_text.utils import durable
+from grounded_text.utils.durable import (
     atomic_write,
     check_writable_target,
     install_dir,
@@ -137,7 +137,7 @@ def test_check_writable_target_refuses_a_read_only_folder(tmp_path):
 
 
 def test_atomic_save_stages_a_path_with_the_suffix_and_cleans_up_a_failed_save(tmp_path):
-    from grounded_text.durable import atomic_save
+    from grounded_text.utils.durable import atomic_save
 
     path = tmp_path / "epoch-0001.weights.h5"
     path.write_bytes(b"old")

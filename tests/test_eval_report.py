@@ -13,8 +13,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def test_image_export_round_trip(tmp_path):
     from grounded_text.evaluation.suite import load_image_encoder
-    from grounded_text.export import export_image_tower
     from grounded_text.models.vete import build_affine_image_tower
+    from grounded_text.serving.export import export_image_tower
 
     tower = build_affine_image_tower(7, 5)
     path = export_image_tower(tower, tmp_path / "image_export", {"data": {"features": "x"}})

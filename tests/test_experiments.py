@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grounded_text.config import ConfigError, config_toml
+from grounded_text.config.schema import ConfigError, config_toml
 from grounded_text.experiments import figures, plans, report, runner
 from grounded_text.experiments.plans import RunPlan
 

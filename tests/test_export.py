@@ -124,7 +124,7 @@ def test_export_command_in_a_fresh_process_exits_2_without_a_traceback(tmp_path)
 
 
 def test_export_into_a_file_fails_before_tracing_and_leaves_the_file(tmp_path, tiny_export):
-    from grounded_text.export import export_text_tower
+    from grounded_text.serving.export import export_text_tower
 
     (tmp_path / "export").write_text("not a folder")
     with pytest.raises(NotADirectoryError, match="exists and is not a folder"):

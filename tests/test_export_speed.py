@@ -7,11 +7,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from grounded_text.config import ModelConfig, TextConfig
-from grounded_text.export import BagOfWordsTowerModule, bag_of_words_chain, export_text_tower, find_preprocessor
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.layers.text_preprocessor import BOS, EOS, normalize, tokenize, tokenize_reference
 from grounded_text.models import build_model
+from grounded_text.serving.export import BagOfWordsTowerModule, bag_of_words_chain, export_text_tower, find_preprocessor
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
 pytestmark = pytest.mark.xdist_group("test_export_speed")

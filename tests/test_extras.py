@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grounded_text._extras import EXTRAS, MissingExtraError, require
+from grounded_text.utils.extras import EXTRAS, MissingExtraError, require
 
 REPO = Path(__file__).resolve().parents[1]
 

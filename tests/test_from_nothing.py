@@ -103,7 +103,7 @@ def test_a_missing_default_feature_file_names_the_command_that_makes_it(tmp_path
 
 
 def test_the_features_cli_offers_efficientnet_lite0():
-    from grounded_text import choices
+    from grounded_text.config import choices
     from grounded_text.vision.networks import NETWORK_NAMES
 
     assert "efficientnet_lite0" in NETWORK_NAMES and choices.NETWORK_NAMES == NETWORK_NAMES

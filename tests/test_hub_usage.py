@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from grounded_text.model_card import MODEL_CARD
+from grounded_text.serving.model_card import MODEL_CARD
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
 pytestmark = pytest.mark.xdist_group("test_hub_usage")

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 from layer_harness import run_layer_test
 
-from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers import BagOfWordsEncoder, TextPreprocessor, build_vocabulary, tokenize
 from grounded_text.layers.bow_encoder import bag_of_words_chain, layer_chain, pool_bag_of_words
 from grounded_text.layers.text_preprocessor import read_vocabulary, write_vocabulary

@@ -342,7 +342,7 @@ def test_bad_inputs_raise_clear_errors():
 
 
 def test_assembled_train_model_passes_image_ids_to_the_loss():
-    from grounded_text.config import ModelConfig, TextConfig
+    from grounded_text.config.schema import ModelConfig, TextConfig
     from grounded_text.layers import build_vocabulary
     from grounded_text.models import build_model
     from grounded_text.models.grounded_model import assemble

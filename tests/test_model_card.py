@@ -1,6 +1,6 @@
 """The model card beside an export: TF Hub metadata and the Kaggle-style sections."""
 
-from grounded_text.model_card import MODEL_CARD, write_model_card
+from grounded_text.serving.model_card import MODEL_CARD, write_model_card
 
 
 def test_the_card_has_metadata_use_limitations_data_terms_and_figures(tmp_path):

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grounded_text import choices, cli
+from grounded_text import cli
+from grounded_text.config import choices
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
 pytestmark = pytest.mark.xdist_group("test_packaging")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from grounded_text.layers.text_preprocessor import build_vocabulary
 from grounded_text.losses.baselines import (
     caption_to_image_ranking,
@@ -22,7 +22,7 @@ from grounded_text.losses.baselines import (
     same_image_partner,
 )
 from grounded_text.models.registry import build_model, resolve_config
-from grounded_text.presets import BASELINES
+from grounded_text.papers.presets import BASELINES
 
 CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play in the snow", "a cat sleeps",
         "A man rides a bike", "a black dog swims", "two girls on a bench", "a red car"]

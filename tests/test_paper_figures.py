@@ -1,4 +1,4 @@
-"""The papers' figures (grounded_text.paper_figures) against the papers' own text.
+"""The papers' figures (grounded_text.papers.published) against the papers' own text.
 
 Every transcribed cell must be the cell printed in that table's row and column of the
 paper's Markdown copy (found through the table's caption or header). The papers live in
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from grounded_text import paper_figures as pf
+from grounded_text.papers import published as pf
 
 
 @pytest.fixture(scope="module")

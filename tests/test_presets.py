@@ -1,4 +1,4 @@
-"""The preset records (grounded_text.presets), config resolution, the builders reading every
+"""The preset records (grounded_text.papers.presets), config resolution, the builders reading every
 record value, mixed precision, and training end to end."""
 
 import dataclasses
@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from grounded_text import resolve as resolve_mod
-from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
 from grounded_text.models.registry import MODELS, preset_config, resolve_config
-from grounded_text.presets import PRESETS as RECORDS
-from grounded_text.presets import Preset, get_preset, leaves
+from grounded_text.papers import resolve as resolve_mod
+from grounded_text.papers.presets import PRESETS as RECORDS
+from grounded_text.papers.presets import Preset, get_preset, leaves
 from grounded_text.train import config_from_args, parse_args, train
 
-# The records' module (``grounded_text.presets`` as an attribute is the API's presets()).
-presets_mod = importlib.import_module("grounded_text.presets")
+# The records' module (``grounded_text.papers.presets`` as an attribute is the API's presets()).
+presets_mod = importlib.import_module("grounded_text.papers.presets")
 
 # grounded_pretrained needs a model folder: covered with a tiny keras-hub preset in
 # tests/test_pretrained_encoder.py. Variants build with their paper preset's builder.
@@ -353,7 +353,7 @@ def test_docs_table_is_the_records():
     from pathlib import Path
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
-    assert presets_mod.markdown_table() in docs, "regenerate: python -m grounded_text.presets"
+    assert presets_mod.markdown_table() in docs, "regenerate: python -m grounded_text.papers.presets"
 
 
 # ----------------------------------------------------------------------------- the CLI

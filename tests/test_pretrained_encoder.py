@@ -11,8 +11,8 @@ import tensorflow as tf
 
 keras_hub = pytest.importorskip("keras_hub")
 
-from grounded_text.export import export_text_tower  # noqa: E402  (after the keras_hub skip)
 from grounded_text.layers.pretrained_encoder import PretrainedTextEncoder, build_pretrained_text_tower  # noqa: E402
+from grounded_text.serving.export import export_text_tower  # noqa: E402  (after the keras_hub skip)
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
 pytestmark = pytest.mark.xdist_group("test_pretrained_encoder")
@@ -84,7 +84,7 @@ def test_export_reload_equal(tiny_preset, tmp_path):
 # Trains and exports (an export alone is about 26 s).
 @pytest.mark.slow
 def test_grounded_pretrained_preset_trains_and_exports(tiny_preset, data_dir, tmp_path):
-    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.models.pretrained import build_grounded_pretrained
     from grounded_text.train import train
 
@@ -110,7 +110,7 @@ def test_grounded_pretrained_preset_trains_and_exports(tiny_preset, data_dir, tm
 def test_grounded_pretrained_mixed_float16_step_keeps_float32(tiny_preset):
     import keras
 
-    from grounded_text.config import ModelConfig, TextConfig
+    from grounded_text.config.schema import ModelConfig, TextConfig
     from grounded_text.models import build_model
 
     path, _, _ = tiny_preset

@@ -134,7 +134,7 @@ def test_the_cli_refuses_bad_protocol_options_with_one_error_line(argv, flag):
 
 
 def test_sick_val_is_a_selection_choice_monitored_as_val_sick_max():
-    from grounded_text.config import SELECT_ON
+    from grounded_text.config.schema import SELECT_ON
     from grounded_text.training.trainer import MONITORS
 
     assert "sick_val" in SELECT_ON and MONITORS["sick_val"] == ("val_sick", "max")
@@ -168,7 +168,7 @@ def test_sick_validation_logs_the_cosine_pearson_of_the_trial_split(tmp_path):
 
 
 def test_sick_val_without_a_sick_validation_split_is_refused_before_the_run(tmp_path):
-    from grounded_text.config import ExperimentConfig, TrainConfig
+    from grounded_text.config.schema import ExperimentConfig, TrainConfig
     from grounded_text.training import run_dir, trainer
     from grounded_text.training.callbacks import SICKValidation
 
@@ -185,7 +185,7 @@ def test_sick_val_without_a_sick_validation_split_is_refused_before_the_run(tmp_
 
 @pytest.mark.slow
 def test_a_tiny_run_selects_on_sick_validation(data_dir, tmp_path):
-    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.training import trainer
 
     config = ExperimentConfig(data=DataConfig(max_train_images=64, max_dev_images=16, batch_size=32),

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from grounded_text.presets import PRESETS
+from grounded_text.papers.presets import PRESETS
 
 PAPER_FILES = {"Kurach": "kurach2017_vete", "Bordes": "bordes2019_grounded_space",
                "Merckx": "merkx2019_char_grounding", "Merkx": "merkx2019_char_grounding",

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from grounded_text.losses import TripletRankingLoss, triplet_ranking_loss
-from grounded_text.presets import get_preset
+from grounded_text.papers.presets import get_preset
 
 B, N = 7, 5
 # Rows 0–1 are two captions of image 10, rows 3–5 three captions of image 30.
@@ -135,7 +135,7 @@ def test_two_branch_preset_uses_the_thesis_constants():
 
 
 def test_two_branch_model_builds_its_loss_with_the_thesis_constants():
-    from grounded_text.config import ModelConfig, TextConfig
+    from grounded_text.config.schema import ModelConfig, TextConfig
     from grounded_text.layers import build_vocabulary
     from grounded_text.models import build_model
 

@@ -20,7 +20,7 @@ from train_cli import REPO, TINY
 from train_cli import env_for_subprocess as _env
 from train_cli import train_cli as _train_cli
 
-from grounded_text.config import ExperimentConfig, TrainConfig
+from grounded_text.config.schema import ExperimentConfig, TrainConfig
 
 # ============================================================================ item 1: resume
 
@@ -222,8 +222,8 @@ def test_train_cli_refuses_a_finished_run_with_one_error_line(tmp_path, capsys):
 
 _EXPORT_SCRIPT = """
 import sys
-from grounded_text.config import ModelConfig, TextConfig
-from grounded_text.export import export_text_tower
+from grounded_text.config.schema import ModelConfig, TextConfig
+from grounded_text.serving.export import export_text_tower
 from grounded_text.models.vete import build_bow_text_tower
 import keras
 keras.utils.set_random_seed(int(sys.argv[2]))
@@ -233,7 +233,7 @@ export_text_tower(tower, sys.argv[1], {"version": sys.argv[3]})
 
 
 def _export_subprocess(target, version, kill_at=None):
-    # The export SIGKILLs itself at the named point (grounded_text.durable.KILL_POINT_ENV), so
+    # The export SIGKILLs itself at the named point (grounded_text.utils.durable.KILL_POINT_ENV), so
     # the kill lands there on every run; "while-writing" fires once the first file of the
     # staged SavedModel exists, at the latest when its write returns.
     env = _env(**({"GROUNDED_TEXT_TEST_EXPORT_KILL_AT": kill_at} if kill_at else {}))
@@ -384,7 +384,7 @@ def test_evaluate_on_a_model_with_another_signature_prints_one_clear_line(tmp_pa
     import keras
 
     from grounded_text.evaluate import main as evaluate_main
-    from grounded_text.export import export_image_tower
+    from grounded_text.serving.export import export_image_tower
 
     image_tower = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
     export_image_tower(image_tower, tmp_path / "image_export")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grounded_text import reproduce as rp
-from grounded_text.experiments import papers
+from grounded_text.papers import reproduction as papers
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from grounded_text import paper_figures as pf
 from grounded_text import reproduce as rp
 from grounded_text.evaluation.stats import paired_bootstrap, pearson_ci, williams_test
-from grounded_text.experiments import papers
+from grounded_text.papers import published as pf
+from grounded_text.papers import reproduction as papers
 
 MF_SUBSETS = {"STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
               "STS13": ("FNWN", "headlines", "OnWN"),

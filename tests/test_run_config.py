@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from grounded_text.config import ConfigError, ExperimentConfig, check_field, config_toml, read_config_file
-from grounded_text.config_cli import config_from_flags
-from grounded_text.params import LOSS_PARAMS
-from grounded_text.presets import PRESETS
-from grounded_text.resolve import preset_config
+from grounded_text.config.flags import config_from_flags
+from grounded_text.config.params import LOSS_PARAMS
+from grounded_text.config.schema import ConfigError, ExperimentConfig, check_field, config_toml, read_config_file
+from grounded_text.papers.presets import PRESETS
+from grounded_text.papers.resolve import preset_config
 from grounded_text.train import parse_args
 
 # The trainer's flags before they were generated from the dataclasses: every one still works.

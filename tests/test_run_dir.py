@@ -148,7 +148,7 @@ def test_healthy_tiny_runs_stay_far_from_the_collapse_limit_at_every_step(data_d
     tests/test_paper_baselines.py."""
     import keras
 
-    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.train import prepare_training
     from grounded_text.training.run_dir import CollapseGuard
 
@@ -186,7 +186,7 @@ def _resumable_state(config, **fields):
 
 
 def test_paths_in_the_run_state_must_stay_inside_the_run_directory(tmp_path):
-    from grounded_text.config import ExperimentConfig
+    from grounded_text.config.schema import ExperimentConfig
     from grounded_text.training.run_dir import RunDirError, check_run_dir, write_state
 
     config = ExperimentConfig().to_dict()
@@ -486,8 +486,8 @@ def test_checkpoint_temp_files_never_write_through_a_planted_symlink(tmp_path, m
     are left alone, and a guessed name makes the write fail instead of following the link."""
     import keras
 
-    from grounded_text import durable
     from grounded_text.training.run_dir import RunTracker, read_state
+    from grounded_text.utils import durable
 
     out = tmp_path / "run"
     (out / "resume").mkdir(parents=True)
@@ -530,7 +530,7 @@ def test_checkpoint_temp_files_never_write_through_a_planted_symlink(tmp_path, m
 
 
 def test_storage_message_advises_by_cause(tmp_path):
-    from grounded_text.config import ExperimentConfig
+    from grounded_text.config.schema import ExperimentConfig
     from grounded_text.training.run_dir import storage_message, write_state
 
     out = tmp_path / "run"
@@ -547,7 +547,7 @@ def test_storage_message_advises_by_cause(tmp_path):
 
 
 def test_an_output_dir_that_is_a_file_or_lies_under_one_is_named(tmp_path):
-    from grounded_text.config import ExperimentConfig
+    from grounded_text.config.schema import ExperimentConfig
     from grounded_text.training.run_dir import RunDirError, check_run_dir, guard_run, is_usage_error
 
     a_file = tmp_path / "afile"

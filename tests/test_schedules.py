@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from grounded_text.config import ModelConfig, TextConfig
-from grounded_text.export import export_text_tower
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
 from grounded_text.models.ensemble import build_snapshot_ensemble
+from grounded_text.serving.export import export_text_tower
 from grounded_text.training import (
     CyclicCosineSchedule,
     SnapshotSaver,

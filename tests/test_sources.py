@@ -354,7 +354,7 @@ def test_tfds_export_round_trip_exact(tmp_path):
 
 def test_prepare_cli_folder_and_load_pairs(tmp_path):
     from grounded_text import prepare
-    from grounded_text.config import DataConfig
+    from grounded_text.config.schema import DataConfig
 
     names = _fixture_files()
     store = _store_for(names)
@@ -385,7 +385,7 @@ def test_prepare_cli_folder_and_load_pairs(tmp_path):
 def test_train_on_coco_format_fixture(tmp_path):
     """COCO-format fixture → prepare (features from a small .npz) → 1 epoch vete_bow → export loads."""
     from grounded_text import prepare
-    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.evaluation.sts import load_encoder
     from grounded_text.train import train
 

@@ -215,7 +215,7 @@ def test_streaming_pairs_equal_in_memory_pairs(tmp_path):
 @pytest.mark.slow
 def test_real_features_stream_and_train(data_dir, tmp_path):
     """The real EfficientNet-Lite0 features as a store: same pairs as the .npz path; trains and exports."""
-    from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig
+    from grounded_text.config.schema import DataConfig, ExperimentConfig, TrainConfig
     from grounded_text.train import train
 
     npz = data_dir / "flickr8k" / "features" / "efficientnet_lite0.npz"

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig
+from grounded_text.config.schema import DataConfig, ExperimentConfig, TrainConfig
 from grounded_text.training.trainer import train
 
 

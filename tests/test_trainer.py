@@ -1,5 +1,5 @@
 """The trainer as a library (grounded_text.training.trainer) and TF-free config resolution
-(grounded_text.resolve): resolved once per run, user callbacks after ours, ``verbose=0``
+(grounded_text.papers.resolve): resolved once per run, user callbacks after ours, ``verbose=0``
 silent, a bad config refused before TensorFlow loads, and the exported width rule."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from grounded_text import resolve
-from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-from grounded_text.presets import PRESETS, record_config
+from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+from grounded_text.papers import resolve
+from grounded_text.papers.presets import PRESETS, record_config
 
 REPO = Path(__file__).resolve().parents[1]
 CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play in the snow", "a cat sleeps",
@@ -39,7 +39,7 @@ def test_a_bad_combination_is_refused_before_tensorflow_loads(tmp_path):
     errors = [line for line in lines if not line.startswith("import time:")]
     assert len(errors) == 1 and errors[0].startswith("error: Loss 'cluster' needs several captions"), errors
     imported = [line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")]
-    assert "grounded_text.resolve" in imported  # the log is the real one
+    assert "grounded_text.papers.resolve" in imported  # the log is the real one
     assert not [m for m in imported if "tensorflow" in m or "keras" in m]
     assert not (tmp_path / "run").exists()
 

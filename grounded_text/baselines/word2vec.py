@@ -54,7 +54,7 @@ class Word2VecMeanEncoder:
 
     def __init__(self, training_sentences: Sequence[str], *, vector_size: int = 128, window: int = 5,
                  min_count: int = 1, epochs: int = 20, sg: int = 1, seed: int = 0):
-        from grounded_text._extras import require
+        from grounded_text.utils.extras import require
 
         Word2Vec = require("gensim.models", "The word2vec baseline").Word2Vec
 

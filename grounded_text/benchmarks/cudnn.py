@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grounded_text._compat import flatten_layers, rnn_cudnn_argument_checks
+from grounded_text.utils.compat import flatten_layers, rnn_cudnn_argument_checks
 
 
 def gpu_available() -> bool:

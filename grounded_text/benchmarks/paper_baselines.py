@@ -22,7 +22,7 @@ logistic regression on the frozen embeddings, accuracy %). The table's columns a
 figures of the experiments figures registry.
 
 The claims (``CLAIMS``, ``check_claims``), each as its table gives it, column by column,
-with the paper's own figures read from ``grounded_text.paper_figures``:
+with the paper's own figures read from ``grounded_text.papers.published``:
 
 * Kurach et al. 2017 Table 1: VETE-BOW > PinModelA (6 of its 6 columns) and PinModelA >
   PureTextRnn (4 of 6: not on images2015 nor avg2014); Table 6: sentence-level > word-level
@@ -48,11 +48,11 @@ import json
 import sys
 from pathlib import Path
 
-from grounded_text import paper_figures
 from grounded_text.experiments.figures import FIGURES
 from grounded_text.experiments.report import markdown_table as table_lines
 from grounded_text.experiments.report import write_report
 from grounded_text.experiments.scoring import EvalSettings, Protocol
+from grounded_text.papers import published as paper_figures
 
 # The STS columns (names in grounded_text.experiments.figures.FIGURES); the same-image column is separate.
 STS_COLUMNS = ("sts12_mean", "sts13_mean", "sts16_mean", "sts12_msrvid", "stsb_test", "stsb_captions", "stsb_news",
@@ -76,7 +76,7 @@ class Column:
     """One column of a paper's table, and the figure of ours that stands for it.
 
     Attributes:
-      paper: the column as ``grounded_text.paper_figures`` names it (``"images2014"``,
+      paper: the column as ``grounded_text.papers.published`` names it (``"images2014"``,
         ``"MRPC (F1)"``).
       ours: our figure: a ``PaperFigure.ours`` key (``"STS14/images"``, ``"STS14/mean"``,
         ``"transfer/MR"``) or ``"same_image"``; None: nothing of ours measures it.
@@ -94,7 +94,7 @@ class Claim:
 
     Attributes:
       claim: ``"Kurach et al. 2017 Table 1: PinModelA > PureTextRnn"``.
-      paper, table: the ``grounded_text.paper_figures`` keys of the table.
+      paper, table: the ``grounded_text.papers.published`` keys of the table.
       better_row, worse_row: the table's row labels (as ``paper_figures`` keeps them).
       better, worse: our encoders' names (report keys).
       columns: the table's columns compared.

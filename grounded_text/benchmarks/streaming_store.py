@@ -100,7 +100,7 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     """One epoch of VETE-BOW from ``path`` (a store dir or .npz); runs in a fresh process."""
     import keras
 
-    from grounded_text.config import ModelConfig, TextConfig, TrainConfig
+    from grounded_text.config.schema import ModelConfig, TextConfig, TrainConfig
     from grounded_text.data.features import open_feature_store
     from grounded_text.data.pairs import CaptionPairs, make_dataset
     from grounded_text.layers import build_vocabulary

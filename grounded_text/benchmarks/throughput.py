@@ -132,7 +132,7 @@ def machine_info() -> dict:
 
 def _fit_config(a: dict):
     """The ``ExperimentConfig`` of a ``fit`` phase from its JSON arguments."""
-    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 
     per_execution = {"steps_per_execution": a["steps_per_execution"]} if a.get("steps_per_execution") else {}
     return ExperimentConfig(
@@ -255,7 +255,7 @@ def _fit_phase(a: dict) -> dict:
         "tokenize_in_pipeline": variant,
     }
     if a.get("export_dir"):
-        from grounded_text.export import export_text_tower
+        from grounded_text.serving.export import export_text_tower
 
         export_text_tower(setup.model.text_tower, a["export_dir"], cfg.to_dict())
         result["export_dir"] = a["export_dir"]
@@ -435,7 +435,7 @@ def _char_speed_phase(a: dict) -> dict:
     import tensorflow as tf
 
     from grounded_text.benchmarks.cudnn import mask_statistics, padding_report, rnn_cudnn_report
-    from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig
+    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig
     from grounded_text.data.pairs import CAPTION_KEY
     from grounded_text.layers.char_encoder import CharacterPreprocessor
     from grounded_text.train import prepare_training

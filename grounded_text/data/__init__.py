@@ -1,6 +1,6 @@
 """Data readers: Flickr8k release, ``.npz`` image features, caption/image pairs, STS, downloads."""
 
-from grounded_text._lazy import lazy_getattr
+from grounded_text.utils.lazy import lazy_getattr
 
 # Lazy: `data.paths` and `data.download` serve the CLIs' --help without importing TensorFlow.
 _EXPORTS = {

@@ -179,7 +179,7 @@ def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Pa
     """
     import tensorflow as tf
 
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     tfds = require("tensorflow_datasets", "Reading a TFDS dataset")
 
@@ -231,7 +231,7 @@ def read_tfds_export(builder_dir: str | Path) -> tuple[list[Caption], FeatureSto
     Raises:
       FileNotFoundError: no TFDS dataset there; ValueError: features are not this format.
     """
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     tfds = require("tensorflow_datasets", "Reading a TFDS dataset")
 
@@ -263,7 +263,7 @@ def load_pairs(data_config, root: str | Path | None):
     """The trainer's data: ``data_config.dataset`` joined to its image features.
 
     Args:
-      data_config: ``grounded_text.config.DataConfig``; ``dataset`` is ``"flickr8k"``
+      data_config: ``grounded_text.config.schema.DataConfig``; ``dataset`` is ``"flickr8k"``
         (the release under ``root`` with ``data_config.features``), a prepared folder
         (``dataset.json``; ``features`` overrides its store when it is a path to a
         file) or a TFDS export folder (``dataset_info.json`` in it or below it).

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from grounded_text.durable import atomic_write, fsync_file
+from grounded_text.utils.durable import atomic_write, fsync_file
 
 MANIFEST = "manifest.json"
 IDS_FILE = "ids.txt"

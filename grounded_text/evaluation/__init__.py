@@ -7,7 +7,7 @@ same-image tests, COCO captions reader), ``contamination``, ``suite`` (the full
 report), ``report`` (JSON / Markdown), ``plots`` (PNG figures). See ``docs/evaluation.md``.
 """
 
-from grounded_text._lazy import lazy_getattr
+from grounded_text.utils.lazy import lazy_getattr
 
 # Lazy: importing a submodule (the CLIs' argument parsing) must not import TensorFlow.
 _EXPORTS = {

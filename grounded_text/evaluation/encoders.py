@@ -91,7 +91,7 @@ def load_encoder(path: str | Path, batch_size: int = 512) -> Encoder:
 
     ``tensorflow_text`` is imported first so modules using its ops load. A SavedModel's
     graph is code: load only models you trust (docs/reliability.md). An export left
-    half-swapped by a crash is restored first (``grounded_text.export.recover_export``).
+    half-swapped by a crash is restored first (``grounded_text.serving.export.recover_export``).
     Each call is padded with empty strings to a power-of-two batch (8 … ``batch_size``) and
     the padding rows are dropped: the loaded function's graph is re-optimised for every new
     batch size (about 1.5 s each on 2 CPU cores), and every STS subset ends in a batch of
@@ -105,7 +105,7 @@ def load_encoder(path: str | Path, batch_size: int = 512) -> Encoder:
     import tensorflow_hub as hub
     import tensorflow_text  # noqa: F401  (registers the ops the module uses)
 
-    from grounded_text.durable import recover_export
+    from grounded_text.utils.durable import recover_export
 
     recover_export(path)
     if not (Path(path) / "saved_model.pb").is_file():
@@ -240,7 +240,7 @@ class EncoderSpec:
 
 
 def load_image_encoder(path: str | Path, batch_size: int = 4096) -> ImageEncoder:
-    """Loads an image-tower SavedModel (``grounded_text.export.export_image_tower``).
+    """Loads an image-tower SavedModel (``grounded_text.serving.export.export_image_tower``).
 
     Returns:
       A callable float [n, d] → float32 [n, N] (batched, NumPy).

@@ -20,7 +20,7 @@ import numpy as np
 
 
 def _pyplot():
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     matplotlib = require("matplotlib", "The evaluation plots")
     matplotlib.use("Agg", force=True)
@@ -124,7 +124,7 @@ def plot_tsne(embeddings: np.ndarray, labels: Sequence, out_png: str | Path, *, 
     Returns:
       ``out_png`` as a ``Path``.
     """
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     TSNE = require("sklearn.manifold", "The t-SNE plot").TSNE
 

@@ -413,7 +413,7 @@ def evaluate_transfer(
     Raises:
       FileNotFoundError: ``senteval_dir`` does not exist. ValueError: unknown task.
     """
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     require("sklearn", "SentEval transfer")  # the classifiers: named before any task is read
     senteval_dir = Path(senteval_dir)

@@ -2,7 +2,7 @@
 
 The grammar is the trainer's (``python -m grounded_text.train --set`` and the config TOML
 files): ``{"section.field": value}``, with ``"model.encoder.KEY"`` and
-``"model.loss_params.KEY"`` setting one entry of a dict field (``grounded_text.config``).
+``"model.loss_params.KEY"`` setting one entry of a dict field (``grounded_text.config.schema``).
 Text such as ``"train.epochs=3"`` is read by ``parse_sets`` (``config.parse_override``).
 
 A run's resolved config (``RunPlan.config``) starts from one of two bases:
@@ -23,8 +23,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from grounded_text.config import ConfigError, ExperimentConfig, apply_override, check_field, config_fields
-from grounded_text.config import parse_override as _parse_override
+from grounded_text.config.schema import ConfigError, ExperimentConfig, apply_override, check_field, config_fields
+from grounded_text.config.schema import parse_override as _parse_override
 
 BASES = ("record", "flags")
 
@@ -102,7 +102,7 @@ def resolve(preset: str, overrides: dict | None = None, base: str = "record") ->
       ValueError: unknown base or preset, an override that is no config field (``ConfigError``),
         ``model.name`` among a record's overrides, and ``resolve_config``'s checks.
     """
-    from grounded_text.resolve import preset_config, resolve_config
+    from grounded_text.papers.resolve import preset_config, resolve_config
 
     overrides = overrides or {}
     if base == "record":
@@ -119,7 +119,7 @@ class RunPlan:
 
     Attributes:
       name: the run's folder name and its key in tables and ``--only``.
-      preset: a record of ``grounded_text.presets.PRESETS``.
+      preset: a record of ``grounded_text.papers.presets.PRESETS``.
       overrides: ``{"section.field": value}`` (the one override grammar).
       base: ``"record"`` or ``"flags"`` (module docstring).
     """

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from grounded_text.durable import atomic_write
+from grounded_text.utils.durable import atomic_write
 
 MISSING = "–"
 

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grounded_text.config import ConfigError, ExperimentConfig, config_toml, read_config_file
+from grounded_text.config.schema import ConfigError, ExperimentConfig, config_toml, read_config_file
 
 RUN_STATE = "run_state.json"  # grounded_text.training.run_dir.RUN_STATE (that module imports Keras)
 RUN_ENTRIES = ("run_state.json", "metrics.json", "vocab.txt", "checkpoints", "logs", "snapshots", "resume",

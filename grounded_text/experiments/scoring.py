@@ -93,7 +93,7 @@ class TestData:
         self.cache: dict = {}
 
     def test_pairs(self, data_cfg: dict, n_images: int | None):
-        from grounded_text.config import DataConfig
+        from grounded_text.config.schema import DataConfig
         from grounded_text.data.prepared import load_pairs
 
         key = (data_cfg.get("dataset", "flickr8k"), data_cfg.get("features", "efficientnet_lite0"))
@@ -114,7 +114,7 @@ def _export_dir(run_dir: Path, candidates) -> Path | None:
 def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=None, *,
                 sections=("sts", "retrieval")) -> dict:
     """The per-pair and per-query predictions behind the STS and retrieval figures, for the
-    paired tests between two encoders (``grounded_text.experiments.papers.paired_tests``).
+    paired tests between two encoders (``grounded_text.papers.reproduction.paired_tests``).
 
     Args:
       encoder: ``list[str] → [n, d]`` (an ``EmbeddingCache`` is reused as is).

@@ -16,7 +16,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from grounded_text._compat import track_variable
+from grounded_text.utils.compat import track_variable
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
@@ -103,7 +103,7 @@ class HubTextEmbedding(keras.layers.Layer):
           ValueError: safe mode is on (pass ``safe_mode=False`` to ``keras.saving.load_model``
             for an artifact you trust, or call ``keras.config.enable_unsafe_deserialization()``).
         """
-        from grounded_text._compat import in_safe_mode
+        from grounded_text.utils.compat import in_safe_mode
 
         if (safe_mode if safe_mode is not None else in_safe_mode()) is not False:
             raise ValueError(

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 
 def _keras_hub():
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     return require("keras_hub", "PretrainedTextEncoder")
 

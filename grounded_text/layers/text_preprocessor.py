@@ -263,7 +263,7 @@ class TextPreprocessor(keras.layers.Layer):
           ``(ids, row_splits)``: ``int64`` [total tokens] in the module's id layout (never
           0) and ``int64`` [B + 1]; sentence b's ids are ``ids[row_splits[b]:row_splits[b+1]]``
           (after ``max_tokens`` truncation). ``call`` wraps them in ``<S>`` … ``</S>`` and
-          pads; the exported bag-of-words tower pools them directly (``grounded_text.export``).
+          pads; the exported bag-of-words tower pools them directly (``grounded_text.serving.export``).
         """
         tokens = tokenize(inputs, self.lowercase)
         if self.max_tokens is not None:

@@ -2,6 +2,6 @@
 
 from grounded_text.models.grounded_model import GroundedModel
 from grounded_text.models.registry import MODELS, build_model, resolve_config
-from grounded_text.presets import PRESETS
+from grounded_text.papers.presets import PRESETS
 
 __all__ = ["GroundedModel", "MODELS", "PRESETS", "build_model", "resolve_config"]

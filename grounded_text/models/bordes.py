@@ -27,7 +27,7 @@ import dataclasses
 
 import keras
 
-from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.branches import GroundedProjection
 from grounded_text.layers.rnn_encoder import RNNEncoder
 from grounded_text.models.components import (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import keras
 
-from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.branches import LinearImageEncoder
 from grounded_text.layers.char_encoder import CharacterEncoder
 from grounded_text.models.components import TRIPLET_KEYS, character_preprocessor, family_loss, require_params

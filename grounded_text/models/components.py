@@ -28,16 +28,16 @@ import inspect
 
 import keras
 
-from grounded_text.config import BASELINE_OBJECTIVES as CONFIG_BASELINE_OBJECTIVES
-from grounded_text.config import LOSSES as CONFIG_LOSSES
-from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.config.schema import BASELINE_OBJECTIVES as CONFIG_BASELINE_OBJECTIVES
+from grounded_text.config.schema import LOSSES as CONFIG_LOSSES
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.char_encoder import CharacterPreprocessor, build_character_vocabulary
 from grounded_text.layers.text_preprocessor import TextPreprocessor
 from grounded_text.layers.word_vectors import pretrained_matrix_for
-from grounded_text.resolve import NEEDS_GROUPED_BATCHES, loss_needs_grouped_batches  # noqa: F401 (re-exported)
+from grounded_text.papers.resolve import NEEDS_GROUPED_BATCHES, loss_needs_grouped_batches  # noqa: F401 (re-exported)
 
 # Loss name → (module, layer class), and the baselines' objectives: the closed sets live
-# with the config fields (grounded_text.config), so the CLI checks them without TensorFlow.
+# with the config fields (grounded_text.config.schema), so the CLI checks them without TensorFlow.
 LOSSES = CONFIG_LOSSES
 BASELINE_OBJECTIVES = CONFIG_BASELINE_OBJECTIVES
 
@@ -67,7 +67,7 @@ def require_params(model: ModelConfig, params: dict, keys, what: str) -> dict:
     """``params`` checked against the builder's parameter names ``keys``.
 
     The builders hide no defaults: every parameter comes from the preset record
-    (``grounded_text.presets``) or the user, through ``ModelConfig.encoder`` /
+    (``grounded_text.papers.presets``) or the user, through ``ModelConfig.encoder`` /
     ``ModelConfig.loss_params``.
 
     Raises:
@@ -80,8 +80,9 @@ def require_params(model: ModelConfig, params: dict, keys, what: str) -> dict:
         raise ValueError(f"Model {model.name!r} has no {what} parameter(s) {sorted(unknown)}; it takes {sorted(keys)}.")
     missing = [k for k in keys if k not in params]
     if missing:
-        raise ValueError(f"Model {model.name!r} needs {what} parameter(s) {missing}: set them in its preset record "
-                         f"(grounded_text.presets) or ModelConfig.{'encoder' if what == 'encoder' else 'loss_params'}.")
+        field = "encoder" if what == "encoder" else "loss_params"
+        raise ValueError(f"Model {model.name!r} needs {what} parameter(s) {missing}: set them in its preset "
+                         f"record (grounded_text.papers.presets) or ModelConfig.{field}.")
     return dict(params)
 
 
@@ -117,7 +118,7 @@ def family_loss(model: ModelConfig, family_loss_name: str, keys, seed: int):
         missing = [k for k in keys if k not in model.loss_params]
         if missing:
             raise ValueError(f"Model {model.name!r} needs loss parameter(s) {missing} for {family_loss_name!r}: set "
-                             f"them in its preset record (grounded_text.presets) or ModelConfig.loss_params.")
+                             f"them in its preset record (grounded_text.papers.presets) or ModelConfig.loss_params.")
     return make_loss(model.loss, model.loss_params, seed)
 
 

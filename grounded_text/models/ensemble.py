@@ -51,7 +51,7 @@ def build_snapshot_ensemble(text_towers, name: str = "snapshot_ensemble") -> ker
 
     Returns:
       ``keras.Model`` input[B, ...] → float32[B, N]; export a text ensemble with
-      ``grounded_text.export.export_text_tower`` like any text tower, an image one
+      ``grounded_text.serving.export.export_text_tower`` like any text tower, an image one
       with ``export_image_tower``.
 
     Raises:

@@ -6,8 +6,8 @@ import dataclasses
 
 import keras
 
-from grounded_text._compat import distribute_strategy, in_multi_worker_mode, symbolic_build
 from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+from grounded_text.utils.compat import distribute_strategy, in_multi_worker_mode, symbolic_build
 
 
 def _rank1(logs):

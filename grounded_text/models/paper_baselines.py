@@ -34,7 +34,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.language_model import RecurrentLanguageModel, ZeroImage

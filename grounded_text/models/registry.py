@@ -3,19 +3,19 @@
 Every builder has the signature
 ``(model: ModelConfig, text: TextConfig, vocabulary, feature_dim, seed, train_captions=None) → GroundedModel``
 and is trained by the one trainer (``grounded_text.training.trainer``). ``MODELS`` holds the
-architecture families; the presets (``grounded_text.presets.PRESETS``, one record per
+architecture families; the presets (``grounded_text.papers.presets.PRESETS``, one record per
 paper configuration) name their builder, so ``char_gru_attention_512`` builds with the
 ``char_gru_attention`` builder. The records, their values and what the papers leave
-unsaid: ``grounded_text.presets`` and docs/models.md.
+unsaid: ``grounded_text.papers.presets`` and docs/models.md.
 
-``None`` fields of the config ("the preset's choice", see ``grounded_text.config``) take
-the record's value in ``grounded_text.resolve`` (``resolve_config``, ``preset_config``,
+``None`` fields of the config ("the preset's choice", see ``grounded_text.config.schema``) take
+the record's value in ``grounded_text.papers.resolve`` (``resolve_config``, ``preset_config``,
 re-exported here); set them to override. The builders read the resolved config as it is.
 """
 
 from __future__ import annotations
 
-from grounded_text.config import SAMPLERS, SCHEDULES, SELECT_ON  # noqa: F401 (re-exported)
+from grounded_text.config.schema import SAMPLERS, SCHEDULES, SELECT_ON  # noqa: F401 (re-exported)
 from grounded_text.models.bordes import build_bordes_cg_pg
 from grounded_text.models.char_level import build_char_gru_attention
 from grounded_text.models.paper_baselines import (
@@ -28,8 +28,8 @@ from grounded_text.models.paper_baselines import (
 from grounded_text.models.pretrained import build_grounded_pretrained
 from grounded_text.models.two_branch import build_two_branch_khard
 from grounded_text.models.vete import build_vete_bow, build_vete_cnn, build_vete_rnn
-from grounded_text.presets import get_preset
-from grounded_text.resolve import fill_model_text, preset_config, resolve_config  # noqa: F401 (re-exported)
+from grounded_text.papers.presets import get_preset
+from grounded_text.papers.resolve import fill_model_text, preset_config, resolve_config  # noqa: F401 (re-exported)
 
 MODELS = {
     "vete_bow": build_vete_bow,
@@ -51,9 +51,9 @@ MODELS = {
 def build_model(model, text, vocabulary, feature_dim: int, seed: int = 0, train_captions=None):
     """Builds preset ``model.name`` with its record's builder.
 
-    The sections of a resolved config (``grounded_text.resolve.resolve_config``) go to the
+    The sections of a resolved config (``grounded_text.papers.resolve.resolve_config``) go to the
     builder as they are; otherwise unset (``None``) fields of ``model`` and ``text`` take the
-    record's values first (``grounded_text.resolve.fill_model_text``), so
+    record's values first (``grounded_text.papers.resolve.fill_model_text``), so
     ``build_model(ModelConfig(name="vete_rnn"), TextConfig(), ...)`` builds the paper's
     VETE-RNN.
 

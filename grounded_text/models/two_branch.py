@@ -14,7 +14,7 @@ import dataclasses
 
 import keras
 
-from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.branches import MLPBranch
 from grounded_text.models.components import (

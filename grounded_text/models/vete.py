@@ -11,7 +11,7 @@ or ``"rank"`` (``{"margin": …}``). Text towers (§4, Table 3):
 
 The paper trains on MS COCO and larger caption sets with InceptionV3 features;
 here the same models train on Flickr8k with the package's feature files. Every size
-and setting comes from the preset records (``grounded_text.presets``: ``vete_bow``,
+and setting comes from the preset records (``grounded_text.papers.presets``: ``vete_bow``,
 ``vete_rnn``, ``vete_cnn``); the builders hide no defaults.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import keras
 
-from grounded_text.config import ModelConfig, TextConfig
+from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.cnn_encoder import KimCNNEncoder
 from grounded_text.layers.rnn_encoder import RNNEncoder
@@ -35,7 +35,7 @@ from grounded_text.models.components import (
     word_tower,
 )
 from grounded_text.models.grounded_model import GroundedModel, assemble
-from grounded_text.resolve import fill_model_text
+from grounded_text.papers.resolve import fill_model_text
 
 BOW_KEYS = ("trainable_embeddings",)
 CNN_KEYS = ("word_dim", "filter_widths", "filters", "dropout", "trainable_embeddings")
@@ -47,7 +47,7 @@ def build_bow_text_tower(
     """String[B] → float32[B, N]: ``TextPreprocessor`` → ``BagOfWordsEncoder``.
 
     A convenience for building the tower alone: unset (``None``) fields of ``model`` / ``text``
-    take the ``model.name`` record's values (``grounded_text.resolve.fill_model_text``;
+    take the ``model.name`` record's values (``grounded_text.papers.resolve.fill_model_text``;
     ``ModelConfig()`` is VETE-BOW's). ``build_vete_bow`` builds from the resolved config as it is.
     """
     model, text = fill_model_text(model, text)

@@ -1,6 +1,6 @@
 """Training utilities: callbacks and learning-rate schedules shared by every model family."""
 
-from grounded_text._lazy import lazy_getattr
+from grounded_text.utils.lazy import lazy_getattr
 
 # Lazy: `training.run_dir` serves the train CLI before TensorFlow is imported.
 _EXPORTS = {

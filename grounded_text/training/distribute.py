@@ -31,8 +31,8 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from grounded_text._compat import in_multi_worker_mode
-from grounded_text.config import STRATEGIES  # noqa: F401 (re-exported)
+from grounded_text.config.schema import STRATEGIES  # noqa: F401 (re-exported)
+from grounded_text.utils.compat import in_multi_worker_mode
 
 log = logging.getLogger("grounded_text.distribute")
 PRECISIONS = (None, "float32", "mixed_float16", "mixed_bfloat16", "auto")

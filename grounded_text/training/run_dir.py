@@ -85,7 +85,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from grounded_text.durable import atomic_save, atomic_write, fsync_dir
+from grounded_text.utils.durable import atomic_save, atomic_write, fsync_dir
 
 RUN_STATE = "run_state.json"
 RESUME_DIR = "resume"
@@ -246,7 +246,7 @@ def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: boo
         says which flag applies); ``resume`` with nothing to resume, a finished run, or a
         different config (the differing fields are listed).
     """
-    from grounded_text.durable import recover_export
+    from grounded_text.utils.durable import recover_export
 
     out = Path(out)
     if resume and overwrite:

@@ -1,6 +1,6 @@
 """The trainer as a library: data → vocabulary → model → fit → select → export → record.
 
-``train(config, data_dir, output_dir)`` runs every preset of ``grounded_text.presets``
+``train(config, data_dir, output_dir)`` runs every preset of ``grounded_text.papers.presets``
 (``python -m grounded_text.train`` is its command line) and returns the ``metrics.json``
 content. It is cut into named steps, each its own function:
 
@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING
 
 # TensorFlow, Keras and the modules built on them are imported where the work starts (in
 # the functions below), so that the CLI's --help and bad flags answer before TensorFlow loads.
-from grounded_text.config import DataConfig, ExperimentConfig, TrainConfig, config_toml
+from grounded_text.config.schema import DataConfig, ExperimentConfig, TrainConfig, config_toml
 from grounded_text.data.paths import resolve_data_dir
-from grounded_text.durable import atomic_write
-from grounded_text.resolve import ensure_resolved
+from grounded_text.papers.resolve import ensure_resolved
+from grounded_text.utils.durable import atomic_write
 
 if TYPE_CHECKING:
     import keras
@@ -69,7 +69,7 @@ def train(
     """Runs the whole path: data → vocabulary → model → fit → select → export → evaluate.
 
     Args:
-      config: the experiment; resolved here (``grounded_text.resolve``) unless it already is.
+      config: the experiment; resolved here (``grounded_text.papers.resolve``) unless it already is.
       data_dir: data root (``None``: ``$GROUNDED_TEXT_DATA``).
       output_dir: run directory (created).
       evaluate: score the export on every STS set found under ``data_dir/sts``.
@@ -84,7 +84,7 @@ def train(
       The ``metrics.json`` content as a dict.
 
     Raises:
-      ValueError: bad config (the checks of ``grounded_text.resolve.resolve_config``,
+      ValueError: bad config (the checks of ``grounded_text.papers.resolve.resolve_config``,
         ``batch_size < 2``, a training slice with fewer than ``batch_size`` pairs).
       grounded_text.training.run_dir.RunDirError (a ValueError): ``output_dir`` holds a
         run and neither ``resume`` nor ``overwrite`` is given, or it cannot be resumed.
@@ -160,7 +160,7 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     ``grounded_text.training.distribute.resolve_mixed_precision``); the caller restores it.
 
     Args:
-      config: the experiment; a resolved config (``grounded_text.resolve.resolve_config``)
+      config: the experiment; a resolved config (``grounded_text.papers.resolve.resolve_config``)
         is used as it is, another one is resolved first.
       data_dir: data root (``None``: ``$GROUNDED_TEXT_DATA``).
       strategy: a ``tf.distribute.Strategy`` (``None``: ``make_strategy(config.train.strategy)``).
@@ -530,7 +530,7 @@ def export(run: Run) -> None:
     """Step 4: ``export/`` (the best epoch's text tower, or the snapshot ensemble), each named
     sentence space ``export_<name>/`` (best epoch; e.g. ``bordes_cg_pg``'s textual u and
     grounded g(u)) and ``image_export/`` (retrieval from the run directory)."""
-    from grounded_text.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
+    from grounded_text.serving.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
 
     model, config = run.setup.model, run.config.to_dict()
     run.export_tower, image_tower = model.text_tower, model.image_tower
@@ -656,9 +656,9 @@ def _evaluate(run: Run, metrics: dict, verbose) -> None:
 
 
 def write_card(export_dir, tower, config: ExperimentConfig, headline: dict | None) -> Path:
-    """The model card of one export (``grounded_text.model_card.write_model_card``) with its
+    """The model card of one export (``grounded_text.serving.model_card.write_model_card``) with its
     evaluation figures, its real width (``tower``'s output, float32[B, width]) and parameters."""
-    from grounded_text.model_card import write_model_card
+    from grounded_text.serving.model_card import write_model_card
 
     return write_model_card(export_dir, config.to_dict(), headline, embedding_dim=int(tower.output.shape[-1]),
                             parameters=int(tower.count_params()))

@@ -31,7 +31,7 @@ paper protocol. Its layout::
 A file may start with ``extends = "other.toml"`` (a path relative to it): the other
 file is read first and this file's tables are merged over it, key by key.
 
-Every ``field`` is checked against the dataclasses of ``grounded_text.config`` when
+Every ``field`` is checked against the dataclasses of ``grounded_text.config.schema`` when
 the file is loaded (unknown section/field, or a value whose type does not fit the
 field's annotation → ``SpaceError`` naming the file and the entry), so a space for a
 model family whose config fields do not exist yet fails at load time, not mid-search.
@@ -46,9 +46,9 @@ import tomllib
 import typing
 from pathlib import Path
 
-from grounded_text.config import ExperimentConfig, config_fields  # noqa: F401 (config_fields re-exported)
+from grounded_text.config.schema import ExperimentConfig, config_fields  # noqa: F401 (config_fields re-exported)
 from grounded_text.experiments.plans import check_overrides, flags_config, parse_sets
-from grounded_text.presets import deep_merge
+from grounded_text.papers.presets import deep_merge
 
 if typing.TYPE_CHECKING:  # annotations only: reading a space file needs no TensorFlow
     import keras_tuner as kt

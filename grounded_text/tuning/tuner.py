@@ -24,7 +24,7 @@ from pathlib import Path
 import keras
 import keras_tuner as kt
 
-from grounded_text.config import ExperimentConfig
+from grounded_text.config.schema import ExperimentConfig
 from grounded_text.tuning.space import SearchSpace
 
 OBJECTIVE = kt.Objective("avg2016", direction="max")

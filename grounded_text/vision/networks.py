@@ -50,7 +50,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from grounded_text._compat import keras_application_weight_hash, keras_home
+from grounded_text.utils.compat import keras_application_weight_hash, keras_home
 
 _GCS = "https://storage.googleapis.com/"
 _KERAS_APPS = _GCS + "tensorflow/keras-applications/"
@@ -170,7 +170,7 @@ def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_
       WeightsUnavailableError: ``"imagenet"`` and the preset cannot be fetched or read.
       ValueError: another ``include_top``/``pooling``/``weights``.
     """
-    from grounded_text._extras import require
+    from grounded_text.utils.extras import require
 
     if include_top or pooling != "avg" or weights not in (None, "imagenet"):
         raise ValueError("efficientnet_lite0 builds pooled features only (include_top=False, pooling='avg', "

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_text.durable import atomic_write
+from grounded_text.utils.durable import atomic_write
 
 _PART = re.compile(r"^part-(\d{6})\.npz$")
 
 
 def _atomic_savez(path: Path, **arrays) -> None:
-    """Writes ``path`` atomically (see ``grounded_text.durable.atomic_write``)."""
+    """Writes ``path`` atomically (see ``grounded_text.utils.durable.atomic_write``)."""
     atomic_write(path, lambda f: np.savez(f, **arrays))
 
 

@@ -2,7 +2,7 @@
 
 ``--help`` and argument errors must answer at once, so a parser takes its ``choices``
 from here rather than from the module that builds the thing (the config's own choices
-are in ``grounded_text.config``, which is light already). Each tuple mirrors the list its
+are in ``grounded_text.config.schema``, which is light already). Each tuple mirrors the list its
 module checks against; ``tests/test_packaging.py`` fails when the two differ.
 """
 

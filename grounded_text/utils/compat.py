@@ -43,7 +43,7 @@ def no_automatic_dependency_tracking(method: Callable) -> Callable:
     into the SavedModel's object graph with Keras's own default signatures, which trace the
     text pipeline again (slower export, bigger SavedModel) and which no consumer calls.
 
-    If gone: ``AttributeError`` when ``grounded_text.export`` is imported.
+    If gone: ``AttributeError`` when ``grounded_text.serving.export`` is imported.
     """
     import tensorflow as tf
 

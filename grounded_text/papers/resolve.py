@@ -1,8 +1,8 @@
 """Config resolution: a config's ``None`` choices filled from its preset record, and the
 combination checked. No TensorFlow is imported here, so a bad combination answers at once.
 
-``ExperimentConfig`` fields whose ``None`` means "the preset's choice" (``grounded_text.config``)
-take the value of the record named by ``ModelConfig.name`` (``grounded_text.presets``: the
+``ExperimentConfig`` fields whose ``None`` means "the preset's choice" (``grounded_text.config.schema``)
+take the value of the record named by ``ModelConfig.name`` (``grounded_text.papers.presets``: the
 paper's values, or ours where the paper leaves them unsaid); a value set by the user wins.
 
 A run resolves its config once, at the top (the train CLI's ``main``, or
@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from grounded_text.config import (
+from grounded_text.config.schema import (
     BASELINE_OBJECTIVES,
     LOSSES,
     SAMPLERS,
@@ -32,7 +32,7 @@ from grounded_text.config import (
     ModelConfig,
     TextConfig,
 )
-from grounded_text.presets import DICT_FIELDS, PRESET_FIELDS, SECTIONS, deep_merge, get_preset, record_config
+from grounded_text.papers.presets import DICT_FIELDS, PRESET_FIELDS, SECTIONS, deep_merge, get_preset, record_config
 
 # Losses that need several captions of one image in a batch (the grouped sampler).
 NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
@@ -173,7 +173,7 @@ def is_resolved(part) -> bool:
 
 
 def resolve_config(config: ExperimentConfig) -> ExperimentConfig:
-    """Fills the config's ``None`` choices from its preset record (``grounded_text.presets``)
+    """Fills the config's ``None`` choices from its preset record (``grounded_text.papers.presets``)
     and checks the combination.
 
     Args:
@@ -193,7 +193,7 @@ def resolve_config(config: ExperimentConfig) -> ExperimentConfig:
         not ``0 < lr_min <= learning_rate``; ``captions_per_image < 2`` or not dividing
         ``batch_size`` for the grouped sampler.
     """
-    from grounded_text.config_cli import check_config
+    from grounded_text.config.flags import check_config
 
     # Values typed and range-checked first, as for flags and files: a config built in code
     # (the API, the experiments) gets the same checks.

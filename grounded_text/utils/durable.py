@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-log = logging.getLogger("grounded_text.durable")
+log = logging.getLogger("grounded_text.utils.durable")
 
 #: Test-only: the name of a point of an export at which the process SIGKILLs itself, to check
 #: that a crash there leaves a loadable export (tests/test_reliability.py). Never set it in use.

@@ -10,8 +10,8 @@ true. ``coerce_param`` turns such values into the parameter's type (``"False"`` 
 before TensorFlow is imported (this module imports neither TensorFlow nor Keras).
 
 ``ENCODER_PARAMS`` maps each builder of ``grounded_text.models.registry.MODELS`` to its
-encoder parameters, ``LOSS_PARAMS`` each loss of ``grounded_text.config.LOSSES`` and each
-baseline objective of ``grounded_text.config.BASELINE_OBJECTIVES`` to its parameters.
+encoder parameters, ``LOSS_PARAMS`` each loss of ``grounded_text.config.schema.LOSSES`` and each
+baseline objective of ``grounded_text.config.schema.BASELINE_OBJECTIVES`` to its parameters.
 Each ``Param.source`` names where the value goes (``"module:Class.argument"``, or
 ``"module:CONSTANT"`` for a closed set of values the builder checks itself); a test
 compares the tables with those signatures and constants, so they cannot drift apart.
@@ -177,7 +177,7 @@ def _margin(cls: str, default: float) -> Param:
     return Param(float, default, above=0.0, source=f"{cls}.margin")
 
 
-#: Loss name (``grounded_text.config.LOSSES`` and ``BASELINE_OBJECTIVES``) → parameter → ``Param``.
+#: Loss name (``grounded_text.config.schema.LOSSES`` and ``BASELINE_OBJECTIVES``) → parameter → ``Param``.
 LOSS_PARAMS: dict[str, dict[str, Param]] = {
     "pearson": {"seed": _seed(f"{_CORR}:PearsonCorrelationLoss"),
                 "epsilon": Param(float, _EPSILON, minimum=0.0, source=f"{_CORR}:PearsonCorrelationLoss.epsilon")},

@@ -56,7 +56,7 @@ class Paper:
     figures: dict  # headline label → PaperFigure
     data_differences: tuple  # (aspect, the paper, ours; "{features}" etc. filled from the runs)
     notes: tuple = ()
-    figures_key: str = ""  # the paper's key in grounded_text.paper_figures
+    figures_key: str = ""  # the paper's key in grounded_text.papers.published
     published: tuple = ()  # Published rows: the paper's tables beside ours
     derived_means: tuple = ()  # (table, column, years): year means of a table's subsets (derived_means)
 
@@ -181,7 +181,7 @@ def headline_label(key: str, stat: str = "pearson") -> str | None:
 def published_figures(paper, run: str | None) -> dict:
     """``{headline label: PaperFigure}`` of the recorded figures of ``paper.published`` rows that
     ``run`` trains, on the headline's scale (correlations as r), for the headline table."""
-    from grounded_text.paper_figures import PAPERS as SOURCES
+    from grounded_text.papers.published import PAPERS as SOURCES
 
     several = len(paper.protocol.spaces) > 1
     out = {}
@@ -290,7 +290,7 @@ def trained_with(metrics: dict, overrides: dict | None) -> str:
 
 def record_note(name: str | None) -> str:
     """``"record `NAME`"``, with what it is a variant of (a name that is no record is shown as is)."""
-    from grounded_text.presets import PRESETS
+    from grounded_text.papers.presets import PRESETS
 
     record = PRESETS.get(name)
     return f"record `{name}`" + (f" (variant of `{record.variant_of}`)" if record and record.variant_of else "")
@@ -496,7 +496,7 @@ def format_paper_markdown(results: dict) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Published:
-    """One row of a paper's table (``grounded_text.paper_figures``) and what of ours stands beside it.
+    """One row of a paper's table (``grounded_text.papers.published``) and what of ours stands beside it.
 
     Attributes:
       table: ``"Table 2"``.
@@ -522,7 +522,7 @@ class Published:
 
 
 def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
-    """Our figure ``key`` (the ``ours`` keys of ``grounded_text.paper_figures``, plus
+    """Our figure ``key`` (the ``ours`` keys of ``grounded_text.papers.published``, plus
     ``supervised/...``, ``structure/...``, ``same_image/...``) from one space's evaluation.
 
     Returns:
@@ -586,7 +586,7 @@ def _label(fig, spec: Published) -> str:
 
 
 def _selected(paper_key: str, spec: Published) -> list:
-    from grounded_text.paper_figures import figures
+    from grounded_text.papers.published import figures
 
     return [f for f in figures(paper_key, spec.table) if (spec.row == "*" or f.row == spec.row)
             and (spec.block is None or f.block == spec.block) and (not spec.columns or f.column in spec.columns)]
@@ -653,7 +653,7 @@ def derived_means(paper, runs: dict) -> list[dict]:
     """Year means of Merkx & Frank's Table 5 (the unweighted mean of its printed subset
     figures; the paper prints no year mean) beside ours, for ``paper.derived_means``:
     ``[{"measure", "paper", "ours", "difference", "run"}]`` (Pearson r × 100, no interval)."""
-    from grounded_text.paper_figures import figures
+    from grounded_text.papers.published import figures
 
     if not paper.derived_means:
         return []
@@ -814,7 +814,7 @@ MF_RETRIEVAL = "Merckx & Frank 2019, Table 2, Flickr8k 1k-test retrieval, ResNet
 def mf_table5(label: str, keys) -> PaperFigure:
     """A headline figure of Merkx & Frank's Table 5 (char-GRU, Flickr8k) as Pearson r: one subset's
     figure / 100, or the unweighted mean of several (the paper prints no year mean)."""
-    from grounded_text.paper_figures import figures
+    from grounded_text.papers.published import figures
 
     vals = [f.value for f in figures("merkx2019_char_grounding", "Table 5") if f.column == "char-GRU (Flickr8k)"
             and (f"{f.block} {f.row}" in keys or f.ours in keys)]
@@ -825,7 +825,7 @@ def mf_table5(label: str, keys) -> PaperFigure:
 
 
 def mf_table2(column: str) -> PaperFigure:
-    from grounded_text.paper_figures import figures
+    from grounded_text.papers.published import figures
 
     (fig,) = [f for f in figures("merkx2019_char_grounding", "Table 2") if f.row == "char-GRU" and f.column == column]
     return PaperFigure(fig.value, MF_RETRIEVAL)
@@ -909,9 +909,9 @@ DOCS_HEADER = """# Reproducing the papers
 
 Written by `python -m grounded_text.reproduce PAPER --budget BUDGET --output-dir DIR --write-docs
 docs/reproduction.md` (one section per paper, replaced when that paper is run again). Each run is a
-preset record (`grounded_text.presets`) trained by `grounded_text.train.train` and scored by the
+preset record (`grounded_text.papers.presets`) trained by `grounded_text.train.train` and scored by the
 package's evaluation code (`grounded_text.evaluation`). Each section sets the paper's figures
-(`grounded_text.paper_figures`: every cell of the papers' tables, with its table, row, 95 %
+(`grounded_text.papers.published`: every cell of the papers' tables, with its table, row, 95 %
 interval where printed, training data and image features) beside ours with its 95 % interval and
 the difference, wherever the test set is the same; where the paper measured on data we lack, its
 figure stands beside our nearest measure, labelled as such and not differenced. Paired tests

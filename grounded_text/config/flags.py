@@ -1,4 +1,4 @@
-"""Command-line flags generated from the config dataclasses (``grounded_text.config``).
+"""Command-line flags generated from the config dataclasses (``grounded_text.config.schema``).
 
 Every ``ExperimentConfig`` field whose ``metadata`` names a ``flag`` becomes that flag;
 the value readers below check the text, and ``config_from_flags`` lays the values given
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from grounded_text.config import (
+from grounded_text.config.schema import (
     _SECTION_CLASSES,
     SECTIONS,
     ConfigError,
@@ -23,7 +23,7 @@ from grounded_text.config import (
     read_config_dict,
     rule_value,
 )
-from grounded_text.config import _choices_of as _field_choices
+from grounded_text.config.schema import _choices_of as _field_choices
 
 _DEST = "cfg__"  # argparse dest prefix of a generated flag: cfg__<section>__<field>
 # (section, field) → its flag, for the messages naming where a value came from.
@@ -34,7 +34,7 @@ _FLAGS = {(s, f.name): f.metadata.get("flag") or f.metadata.get("negative")
 
 def key_value(s: str):
     """``key=value`` → (key, value), the value read as ``--set`` reads it
-    (``grounded_text.config.parse_override``: a TOML value, else a string)."""
+    (``grounded_text.config.schema.parse_override``: a TOML value, else a string)."""
     try:
         return parse_override(s)
     except ConfigError:
@@ -97,7 +97,7 @@ def _choices_of(path: str):
     """A field's closed set of values; ``model.name``'s are the preset records' names."""
     choices = _field_choices(path)
     if choices == "presets":
-        from grounded_text.presets import PRESETS
+        from grounded_text.papers.presets import PRESETS
 
         return tuple(sorted(PRESETS))
     return choices
@@ -199,13 +199,13 @@ def config_from_flags(args: argparse.Namespace) -> ExperimentConfig:
 def check_builder_params(d: dict, where: str = "config", origins: dict | None = None) -> dict:
     """The config dict ``d`` with ``model.encoder`` and ``model.loss_params`` checked
     against the builder of preset ``model.name`` and its loss (``model.loss``, or the
-    record's), with ``grounded_text.params.check_model_params``: unknown keys (the message
+    record's), with ``grounded_text.config.params.check_model_params``: unknown keys (the message
     lists the ones taken), types, ranges, choices.
 
     Args:
       d: a config dict (``ExperimentConfig.to_dict()`` form; not changed).
       where, origins: where the values came from (see
-        ``grounded_text.config.check_config_dict``).
+        ``grounded_text.config.schema.check_config_dict``).
 
     Returns:
       A new config dict with typed parameters.
@@ -214,8 +214,8 @@ def check_builder_params(d: dict, where: str = "config", origins: dict | None = 
       ConfigError: unknown preset, or a parameter the builder or loss does not take or
         whose value does not fit.
     """
-    from grounded_text.params import ParamError, check_model_params
-    from grounded_text.presets import PRESETS
+    from grounded_text.config.params import ParamError, check_model_params
+    from grounded_text.papers.presets import PRESETS
 
     origins = origins or {}
     name = d["model"]["name"]
@@ -235,7 +235,7 @@ def check_builder_params(d: dict, where: str = "config", origins: dict | None = 
 
 def check_config(config: ExperimentConfig, where: str = "config") -> ExperimentConfig:
     """Every value of ``config`` checked and typed, as ``config_from_flags`` checks the
-    flags' (``grounded_text.config.check_config_dict``, then ``check_builder_params``).
+    flags' (``grounded_text.config.schema.check_config_dict``, then ``check_builder_params``).
     Imports no TensorFlow.
 
     Returns:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from grounded_text.config import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 
 SECTIONS = {"data": DataConfig, "text": TextConfig, "model": ModelConfig, "train": TrainConfig}
 # Dict-valued fields whose keys are the builder's parameters (merged key by key).
@@ -544,7 +544,7 @@ def get_preset(name: str) -> Preset:
 def record_config(name: str) -> ExperimentConfig:
     """The record ``name`` as a complete ``ExperimentConfig``: its values, over the
     ``OPTIONAL_FIELDS`` values it leaves out, over the dataclass defaults (the fields no
-    record sets). Not validated: ``grounded_text.resolve.resolve_config`` lays a user's
+    record sets). Not validated: ``grounded_text.papers.resolve.resolve_config`` lays a user's
     config over it and checks the combination.
 
     Raises:
@@ -569,7 +569,7 @@ def _short(path: str) -> str:
 
 
 def markdown_table() -> str:
-    """The records as a Markdown table (docs/models.md holds it; ``python -m grounded_text.presets``
+    """The records as a Markdown table (docs/models.md holds it; ``python -m grounded_text.papers.presets``
     prints it)."""
     rows = ["| preset | builder | paper | data | model | loss | training | not from the paper (ours; see `unsaid`) |",
             "|---|---|---|---|---|---|---|---|"]
