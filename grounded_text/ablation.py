@@ -21,7 +21,7 @@ run's ``metrics.json``; its figure columns come from the experiments figures reg
 Studies:
   * ``losses``: VETE-BOW (N = 128) with every loss of the package (docs/losses.md).
   * ``snapshot_ensemble``: a cyclic cosine schedule exported at its last epoch against
-    the ensemble of its snapshots (Merckx & Frank §3.3; docs/losses.md).
+    the ensemble of its snapshots (Merkx & Frank §3.3; docs/losses.md).
   * ``zoo``: every preset, and VETE-BOW on every feature file (docs/models.md).
 """
 
@@ -112,7 +112,7 @@ LOSSES = Study(
 
 SNAPSHOT_ENSEMBLE = Study(
     title="VETE-BOW + Pearson (N = 128) on Flickr8k train (all captions), cyclic cosine schedule "
-          "(Merckx & Frank §3.3) 1e-5 → 3e-3 → 1e-5, 3 cycles × 2 epochs, B = 128, seed 0; Pearson r of cosines",
+          "(Merkx & Frank §3.3) 1e-5 → 3e-3 → 1e-5, 3 cycles × 2 epochs, B = 128, seed 0; Pearson r of cosines",
     base={**_VETE_BOW_128, "model.loss": "pearson", "train.epochs": 6, "train.schedule": "cyclic_cosine",
           "train.cycle_epochs": 2, "train.learning_rate": 3e-3, "train.lr_min": 1e-5},
     rows=(

@@ -22,7 +22,7 @@ Figures (every phase in a fresh subprocess; warm-up excluded; median and spread 
    string → vector module: ``tokenize_reference``, tf-text) and export / tokeniser;
 3. the peak resident memory (``ru_maxrss``) of each phase's process.
 
-``--char-speed`` instead measures the character model (``char_gru_attention``, Merckx &
+``--char-speed`` instead measures the character model (``char_gru_attention``, Merkx &
 Frank 2019) at paper sizes, without and with length-bucketed batches::
 
     python -m grounded_text.benchmark --char-speed --units 512 1024 --steps 30 [--batch-size 32] [--json out.json]

@@ -6,7 +6,7 @@ Usage::
         [--data-dir D] [--only NAME ...] [--from-runs RUNS] [--write-docs docs/reproduction.md]
 
 ``PAPER`` is ``vete`` (Kurach et al. 2017), ``bordes`` (Bordes et al., EMNLP 2019),
-``kolluru`` (Kolluru's two-branch network), ``merckx_frank`` (Merckx & Frank 2019) or ``all``.
+``kolluru`` (Kolluru's two-branch network), ``merkx_frank`` (Merkx & Frank 2019) or ``all``.
 
 This module is the plan (data); the work is done by ``grounded_text.experiments``:
 
@@ -40,6 +40,7 @@ import dataclasses
 import logging
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from grounded_text.experiments import scoring
@@ -120,8 +121,8 @@ PAPERS: dict[str, Paper] = {
         notes=("The preset's K = 1 is the thesis's choice (it finds K = 1 best and K = 10 worse); "
                "its figures are not recorded here.",),
     ),
-    "merckx_frank": Paper(
-        "merckx_frank", "Character-level grounding (Merckx & Frank 2019)",
+    "merkx_frank": Paper(
+        "merkx_frank", "Character-level grounding (Merkx & Frank 2019)",
         "Merkx & Frank 2019, \"Learning semantic sentence representations from visually grounded "
         "language without lexical knowledge\", Natural Language Engineering 25",
         runs=(RunSpec("char_gru_attention", "char_gru_attention", main=True, groups=(("width", "n = 1024"),)),
@@ -133,7 +134,7 @@ PAPERS: dict[str, Paper] = {
                           description=(scoring.STS_ALL, scoring.SUPERVISED, scoring.RETRIEVAL),
                           figures=(("sts", {"subsets": True}), "mean_of_year_means", "supervised", "retrieval")),
         figures=papers.mf_headline_figures(), figures_key="merkx2019_char_grounding",
-        published=papers.PUBLISHED["merckx_frank"],
+        published=papers.PUBLISHED["merkx_frank"],
         derived_means=("Table 5", "char-GRU (Flickr8k)", ("STS12", "STS13", "STS16")),
         data_differences=(("training data", "Flickr8k (and MS COCO, not compared here)", "{dataset}"),
                           ("image features", "ResNet-152, 2048-d, mean of 10 crops", "{features}"),
@@ -347,7 +348,17 @@ def write_docs(path: str | Path, results_by_paper: dict) -> Path:
     return update_sections(path, sections, PAPER_NAMES, header=DOCS_HEADER, tag="reproduce")
 
 
+#: Paper keys kept for one release after a rename: old key → new key (a warning names the new one).
+DEPRECATED_PAPER_KEYS = {"merckx_frank": "merkx_frank"}  # misspelt Merkx before 0.2
+
+
 def parse_args(argv=None) -> argparse.Namespace:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(argv):
+        if arg in DEPRECATED_PAPER_KEYS:
+            warnings.warn(f"reproduce {arg!r} is deprecated; use {DEPRECATED_PAPER_KEYS[arg]!r}", FutureWarning,
+                          stacklevel=2)
+            argv[i] = DEPRECATED_PAPER_KEYS[arg]
     p = argparse.ArgumentParser(prog="python -m grounded_text.reproduce", description=__doc__.split("\n\n")[0])
     p.add_argument("paper", metavar="PAPER", choices=PAPER_NAMES + ("all",),
                    help="one of " + ", ".join(PAPER_NAMES) + " or all")

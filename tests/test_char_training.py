@@ -1,4 +1,4 @@
-"""Merckx & Frank's training protocol: length-bucketed batches, dev-retrieval selection,
+"""Merkx & Frank's training protocol: length-bucketed batches, dev-retrieval selection,
 snapshots ranked on dev retrieval, and the ensemble of the best snapshots (both towers)."""
 
 import json

@@ -53,8 +53,8 @@ def test_masked_mean_max_last_match_numpy():
         np.testing.assert_allclose(last[i], x[i, n - 1], atol=1e-6)
 
 
-def merckx_frank_attention(h, W, b_w, V, b_v):
-    """Merckx & Frank (2019) §3.1 for one sentence h [T, 2n], written from the paper:
+def merkx_frank_attention(h, W, b_w, V, b_v):
+    """Merkx & Frank (2019) §3.1 for one sentence h [T, 2n], written from the paper:
     a_t = softmax over t of (V·tanh(W·h_t + b_w) + b_v) ∈ R^{2n}, Att = Σ_t a_t ∘ h_t."""
     T, H = h.shape
     z = np.array([V.T @ np.tanh(W.T @ h[t] + b_w) + b_v for t in range(T)])  # [T, H]
@@ -65,7 +65,7 @@ def merckx_frank_attention(h, W, b_w, V, b_v):
     return sum(a[t] * h[t] for t in range(T)), a
 
 
-def test_vector_attention_matches_merckx_frank():
+def test_vector_attention_matches_merkx_frank():
     x, mask, lengths = _seq(1, h=6)
     layer = VectorAttentionPooling(128)  # the paper's 128 hidden units
     out = layer(tf.constant(x), tf.constant(mask)).numpy()
@@ -77,7 +77,7 @@ def test_vector_attention_matches_merckx_frank():
         if n == 0:
             np.testing.assert_array_equal(out[i], 0.0)
             continue
-        ref_out, ref_a = merckx_frank_attention(x[i, :n].astype(np.float64), W, bw, V, bv)
+        ref_out, ref_a = merkx_frank_attention(x[i, :n].astype(np.float64), W, bw, V, bv)
         np.testing.assert_allclose(a[i, :n], ref_a, atol=1e-6)
         np.testing.assert_array_equal(a[i, n:], 0.0)
         np.testing.assert_allclose(out[i], ref_out, atol=1e-5)

@@ -17,7 +17,7 @@ import pytest
 from grounded_text.papers.presets import PRESETS
 
 PAPER_FILES = {"Kurach": "kurach2017_vete", "Bordes": "bordes2019_grounded_space",
-               "Merckx": "merkx2019_char_grounding", "Merkx": "merkx2019_char_grounding",
+               "Merkx": "merkx2019_char_grounding",
                "Kolluru": "kolluru_two_branch"}
 OUTSIDE = ("Kim", "Kiela", "Mao", "Wang", "Collell", "Faghri", "Schroff", "Kiros", "Lazaridou", "Karpathy")
 CITATION = re.compile(r"§\s?(\d+(?:\.\d+)*)(?:\s?-\s?(\d+(?:\.\d+)*))?|Tables? (\d+)(?:\s?[-–]\s?(\d+))?"

@@ -31,22 +31,22 @@ def test_plans_follow_the_budget_table():
     assert smoke[0].overrides["data.max_train_images"] == 64 and smoke[0].overrides["train.epochs"] == 1
     assert smoke[0].overrides["model.encoder"] == {"hidden_units": [16]}
 
-    cpu = rp.plan_runs("merckx_frank", "cpu")[0]
+    cpu = rp.plan_runs("merkx_frank", "cpu")[0]
     assert cpu.preset == "char_gru_attention_512"
     assert cpu.overrides == {"train.epochs": 8, "train.cycle_epochs": 4}  # 2 cosine cycles
     cfg = cpu.config()
     assert (cfg.model.name, cfg.model.encoder["units"], cfg.train.epochs, cfg.train.cycle_epochs) == (
         "char_gru_attention_512", 512, 8, 4)
-    assert rp.plan_runs("merckx_frank", "full")[0].config().model.encoder["units"] == 1024  # the paper's n
+    assert rp.plan_runs("merkx_frank", "full")[0].config().model.encoder["units"] == 1024  # the paper's n
     # The width ablation is the main run itself where the budget trains the half width instead.
-    assert [r.selected for r in rp.plan_runs("merckx_frank", "cpu")] == [True, False]
-    assert "same run as char_gru_attention" in rp.plan_runs("merckx_frank", "cpu")[1].reason
+    assert [r.selected for r in rp.plan_runs("merkx_frank", "cpu")] == [True, False]
+    assert "same run as char_gru_attention" in rp.plan_runs("merkx_frank", "cpu")[1].reason
     # One cycle at the paper's width, with the half width beside it as the width ablation.
-    cycle = rp.plan_runs("merckx_frank", "cycle")
+    cycle = rp.plan_runs("merkx_frank", "cycle")
     assert [r.selected for r in cycle] == [True, True]
     assert [(c.model.encoder["units"], c.train.epochs, c.train.cycle_epochs)
             for c in (r.config() for r in cycle)] == [(1024, 4, 4), (512, 4, 4)]
-    full = [r.config() for r in rp.plan_runs("merckx_frank", "full")]
+    full = [r.config() for r in rp.plan_runs("merkx_frank", "full")]
     assert [(c.model.encoder["units"], c.train.epochs) for c in full] == [(1024, 32), (512, 32)]
     assert rp.plan_runs("bordes", "cpu")[0].overrides["train.epochs"] == 8
 
@@ -89,8 +89,8 @@ def test_from_runs_lookup_by_name_then_by_config(tmp_path):
     assert rp.find_run_dir(tmp_path, "vete", vete_rnn) == (None, [])
     # A CPU-size variant of the record stands for the paper's run.
     _fake_run(tmp_path / "cpu" / "char", "char_gru_attention_512", {})
-    char = rp.PAPERS["merckx_frank"].runs[0]
-    assert rp.find_run_dir(tmp_path, "merckx_frank", char)[0] == tmp_path / "cpu" / "char"
+    char = rp.PAPERS["merkx_frank"].runs[0]
+    assert rp.find_run_dir(tmp_path, "merkx_frank", char)[0] == tmp_path / "cpu" / "char"
     # Run folders linked into one place are found through the links.
     linked = tmp_path / "linked"
     linked.mkdir()
@@ -125,17 +125,17 @@ def _fake_results(paper: str, headline: dict, command: str = "python -m grounded
 
 
 def test_docs_writer_tables_and_section_update(tmp_path):
-    mf = _fake_results("merckx_frank", {"STS12 MSRvid r": 0.7, "caption→image R@1": 30.0})
+    mf = _fake_results("merkx_frank", {"STS12 MSRvid r": 0.7, "caption→image R@1": 30.0})
     rows = {r["measure"]: r for r in mf["figures"]}
     assert rows["STS12 MSRvid r"]["paper"] == 0.799 and rows["STS12 MSRvid r"]["difference"] == pytest.approx(-0.099)
     assert rows["image→caption R@10"]["ours"] is None and rows["image→caption R@10"]["paper"] == 79.3
     docs = tmp_path / "reproduction.md"
-    rp.write_docs(docs, {"merckx_frank": mf})
+    rp.write_docs(docs, {"merkx_frank": mf})
     rp.write_docs(docs, {"vete": _fake_results("vete", {"STS12 mean r": 0.5})})
     text = docs.read_text()
     assert text.startswith("# Reproducing the papers")
-    assert text.index("reproduce:vete:start") < text.index("reproduce:merckx_frank:start")  # PAPERS order
-    assert "| STS12 MSRvid r | 0.799 | 0.700 | −0.099 | Merckx & Frank 2019, Table 5, Flickr8k column |" in text
+    assert text.index("reproduce:vete:start") < text.index("reproduce:merkx_frank:start")  # PAPERS order
+    assert "| STS12 MSRvid r | 0.799 | 0.700 | −0.099 | Merkx & Frank 2019, Table 5, Flickr8k column |" in text
     assert "| caption→image R@1 | 27.5 | 30.0 | +2.5 |" in text
     assert "| image features | ResNet-152, 2048-d, mean of 10 crops | efficientnet_lite0, 1280-d" in text
     assert "| STS12 mean r | not in the paper | 0.500 | – | – |" in text
@@ -143,16 +143,16 @@ def test_docs_writer_tables_and_section_update(tmp_path):
     assert "| RNN | `vete_rnn` | (skipped) |" in text  # ablation rows of runs not trained
     # The paper's tables: every recorded figure shown, never "not reported" beside one.
     assert "| MSRvid | STS 2012 MSRvid | 79.9 | [77.2, 82.3] |" in text and "not reported" not in text
-    # Running merckx_frank again replaces its section only.
-    rp.write_docs(docs, {"merckx_frank": _fake_results("merckx_frank", {"STS12 MSRvid r": 0.8}, "cmd2")})
+    # Running merkx_frank again replaces its section only.
+    rp.write_docs(docs, {"merkx_frank": _fake_results("merkx_frank", {"STS12 MSRvid r": 0.8}, "cmd2")})
     text = docs.read_text()
-    assert text.count("reproduce:merckx_frank:start") == 1 and "`cmd2`" in text
+    assert text.count("reproduce:merkx_frank:start") == 1 and "`cmd2`" in text
     assert "| STS12 MSRvid r | 0.799 | 0.700 |" not in text and "| STS12 MSRvid r | 0.799 | 0.800 |" in text
     assert "| STS12 mean r | not in the paper | 0.500 |" in text
 
 
 def test_an_ablation_whose_run_is_a_budget_twin_is_not_tabled():
-    mf = rp.PAPERS["merckx_frank"]
+    mf = rp.PAPERS["merkx_frank"]
     runs = {"char_gru_attention": {"status": "ok", "headline": {"STS12 MSRvid r": 0.7}},
             "char_gru_attention_512": {"status": "skipped", "twin": "char_gru_attention"}}
     assert papers.ablation_tables(mf, runs) == {}  # "n = 1024" would label the n = 512 stand-in
@@ -186,7 +186,7 @@ def test_training_curve_table_reads_the_logged_history():
                            "val_avg2012/MSRvid": [0.7, 0.65], "val_avg2016/headlines": [0.1, 0.2]}}
     curve = papers.training_curve(metrics)
     assert list(curve) == ["val_rsum", "val_avg2016", "val_avg2012/MSRvid"]  # the validation figures only
-    mf = _fake_results("merckx_frank", {})
+    mf = _fake_results("merkx_frank", {})
     mf["runs"]["char_gru_attention"]["training"]["curve"] = curve
     text = papers.format_paper_markdown(mf)
     assert "| epoch | dev R@1+5+10 (both directions) | STS16 mean r | STS12 MSRvid r |" in text
@@ -207,7 +207,7 @@ def test_bad_arguments_exit_2_with_an_error(argv, tmp_path):
 # ----------------------------------------------------------------------------- real data: smoke budgets
 
 EXPECTED = {
-    "merckx_frank": ["STS12 MSRvid r", "STS16 mean r", "mean of STS12/13/16 means r", "STS-B test r (cosine)",
+    "merkx_frank": ["STS12 MSRvid r", "STS16 mean r", "mean of STS12/13/16 means r", "STS-B test r (cosine)",
                      "SICK-R test r (cosine)", "STS-B test r (supervised)", "SICK-R test r (supervised)",
                      "caption→image R@1", "caption→image R@10", "image→caption R@1", "image→caption medr"],
     "kolluru": ["caption→image R@1", "caption→image R@5", "caption→image R@10", "image→caption R@1", "rsum"],
@@ -289,3 +289,9 @@ def test_only_trains_an_ablation_run_and_from_runs_finds_it(smoke_all, data_dir,
     assert k_table["K = 5"]["measures"]["caption→image R@10"] is not None
     assert not (tmp_path / "fr" / "kolluru" / "runs").exists()  # nothing trained
     assert "evaluates already-trained runs found under" in docs.read_text()
+
+
+def test_the_misspelt_paper_key_still_works_for_one_release_and_warns():
+    with pytest.warns(FutureWarning, match="'merkx_frank'"):
+        a = rp.parse_args(["merckx_frank", "--output-dir", "out"])
+    assert a.papers == ["merkx_frank"]

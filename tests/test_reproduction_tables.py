@@ -86,7 +86,7 @@ def _row(res, table, measure, run=None):
 
 
 def test_merkx_frank_table5_every_flickr8k_subset_beside_ours_with_ci():
-    res = fake_results("merckx_frank")
+    res = fake_results("merkx_frank")
     ev = res["runs"]["char_gru_attention"]["evaluation"]["text"]
     t5 = [f for f in pf.figures("merkx2019_char_grounding", "Table 5") if f.column == "char-GRU (Flickr8k)"]
     checked = 0
@@ -113,7 +113,7 @@ def test_merkx_frank_table5_every_flickr8k_subset_beside_ours_with_ci():
 
 
 def test_merkx_frank_table2_char_gru_retrieval_beside_ours():
-    res = fake_results("merckx_frank")
+    res = fake_results("merkx_frank")
     ret = res["runs"]["char_gru_attention"]["evaluation"]["text"]["retrieval"]
     t2 = [f for f in pf.figures("merkx2019_char_grounding", "Table 2") if f.row == "char-GRU"]
     assert len(t2) == 8
@@ -132,16 +132,16 @@ def test_merkx_frank_table2_char_gru_retrieval_beside_ours():
 
 
 def test_a_retrieval_slice_is_not_the_papers_test_set():
-    res = fake_results("merckx_frank")
+    res = fake_results("merkx_frank")
     runs = res["runs"]
     for node in runs.values():
         node["evaluation"]["text"]["retrieval"] = _retrieval("all")
-    rows = [r for r in papers.comparison_rows(rp.PAPERS["merckx_frank"], runs) if r["table"] == "Table 2"]
+    rows = [r for r in papers.comparison_rows(rp.PAPERS["merkx_frank"], runs) if r["table"] == "Table 2"]
     assert rows and all(r["difference"] is None and r["compared"].startswith("nearest:") for r in rows)
 
 
 def test_merkx_frank_year_means_are_derived_without_an_interval():
-    res = fake_results("merckx_frank")
+    res = fake_results("merkx_frank")
     means = {r["measure"]: r for r in res["derived_means"]}
     t5 = {f.ours: f.value for f in pf.figures("merkx2019_char_grounding", "Table 5")
           if f.column == "char-GRU (Flickr8k)" and f.ours}
@@ -217,7 +217,7 @@ def test_paired_tests_match_the_references():
 
 
 def test_verdict_counts_agreement_and_names_documented_differences():
-    res = fake_results("merckx_frank")
+    res = fake_results("merkx_frank")
     text = " ".join(res["verdict"])
     same = [r for r in res["comparison"] if r["difference"] is not None]
     assert f"{len(same)} figures on the paper's own test sets" in text
@@ -228,11 +228,11 @@ def test_verdict_counts_agreement_and_names_documented_differences():
 
 
 def test_headline_table_takes_the_papers_figure_wherever_it_is_recorded():
-    res = fake_results("merckx_frank")
+    res = fake_results("merkx_frank")
     runs = res["runs"]
     runs["char_gru_attention"]["headline"] = {"STS12 MSRpar r": 0.5, "STS-B test r (cosine)": 0.4,
                                               "caption→image R@1": 20.0}
-    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merckx_frank"], runs)}
+    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merkx_frank"], runs)}
     assert rows["STS12 MSRpar r"]["paper"] == pytest.approx(0.491)
     assert rows["STS12 MSRpar r"]["difference"] == pytest.approx(0.5 - 0.491)
     assert "Table 5" in rows["STS12 MSRpar r"]["source"]
@@ -240,5 +240,5 @@ def test_headline_table_takes_the_papers_figure_wherever_it_is_recorded():
     assert rows["caption→image R@1"]["difference"] == pytest.approx(20.0 - 27.5)  # protocol flickr8k_1k
     for node in runs.values():
         node["evaluation"]["text"]["retrieval"]["protocol"] = "all"
-    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merckx_frank"], runs)}
+    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merkx_frank"], runs)}
     assert rows["caption→image R@1"]["difference"] is None  # a slice is not the paper's 1,000-image test

@@ -1,4 +1,4 @@
-"""Cyclic cosine schedule, snapshot saving and snapshot ensembles (Merckx & Frank §3.3)."""
+"""Cyclic cosine schedule, snapshot saving and snapshot ensembles (Merkx & Frank §3.3)."""
 
 import json
 import math
@@ -31,19 +31,19 @@ CAPS = ["A dog runs on the beach .", "A man rides a red bike .", "Two kids play 
 PROBE = CAPS + ["", "zebra unicorn", "a dog and a cat"]
 
 
-def merckx_frank_lr(mb, lr_min, lr_max, step):
-    """Merckx & Frank (2019) §3.3 as printed: lr = lr_min + ½(lr_max − lr_min)(1 + cos(π(1 + 2·mb/step))),
+def merkx_frank_lr(mb, lr_min, lr_max, step):
+    """Merkx & Frank (2019) §3.3 as printed: lr = lr_min + ½(lr_max − lr_min)(1 + cos(π(1 + 2·mb/step))),
     mb counted from each cycle's start."""
     return lr_min + 0.5 * (lr_max - lr_min) * (1 + np.cos(np.pi * (1 + 2 * (mb % step) / step)))
 
 
-def test_merckx_frank_schedule_matches_the_paper():
+def test_merkx_frank_schedule_matches_the_paper():
     lr_min, lr_max = 1e-6, 1e-3  # the paper's Flickr8k constants
     steps_per_epoch, cycle_epochs = 5, 4  # a cycle is 4 epochs
     period = cycle_steps(cycle_epochs, steps_per_epoch)
     schedule = CyclicCosineSchedule(lr_min, lr_max, period)
     for mb in [0, 1, 3, 7, 10, 13, 19, 20, 21, 30, 39, 40, 55]:
-        assert float(schedule(mb)) == pytest.approx(merckx_frank_lr(mb, lr_min, lr_max, period), rel=1e-5, abs=1e-9)
+        assert float(schedule(mb)) == pytest.approx(merkx_frank_lr(mb, lr_min, lr_max, period), rel=1e-5, abs=1e-9)
     # lr_min at each cycle's start and end, lr_max at its middle.
     for c in range(3):
         assert float(schedule(c * period)) == pytest.approx(lr_min, abs=1e-9)
@@ -71,7 +71,7 @@ def test_warm_restart_schedule_is_sgdr():
     assert float(schedule(0)) == pytest.approx(lr_max) and float(schedule(7)) == pytest.approx(lr_max)
     assert schedule.cycle(13) == 1 and schedule.cycle(14) == 2
     assert WarmRestartCosineSchedule.from_config(schedule.get_config()).get_config() == schedule.get_config()
-    # The two schedules differ: SGDR starts high, Merckx & Frank start low.
+    # The two schedules differ: SGDR starts high, Merkx & Frank start low.
     assert float(CyclicCosineSchedule(lr_min, lr_max, period)(0)) == pytest.approx(lr_min)
 
 

@@ -14,7 +14,7 @@ JSON line with its results. Phases:
 * ``encode``: sentences/s of an exported hub module (``tf.saved_model.load``) at
   several batch sizes on a fixed sentence list; each repeat encodes consecutive
   batches until ``min_seconds`` have passed (at least one batch).
-* ``char_speed``: the character model (``char_gru_attention``, Merckx & Frank 2019) at
+* ``char_speed``: the character model (``char_gru_attention``, Merkx & Frank 2019) at
   one size (``units`` per direction) with or without length-bucketed batches
   (``DataConfig.bucket_by_length``): the model built through ``prepare_training``, the
   first ``warmup + steps`` batches of the real train pipeline, the compiled train step

@@ -58,7 +58,7 @@ BASELINE_OBJECTIVES = {
 SAMPLERS = ("random", "grouped")
 SCHEDULES = ("constant", "cyclic_cosine", "warm_restarts")
 #: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum (the training task;
-#: Merckx & Frank), the last epoch, or the SICK validation Pearson (Bordes §4.4).
+#: Merkx & Frank), the last epoch, or the SICK validation Pearson (Bordes §4.4).
 SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last", "sick_val")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISION = ("mixed_float16", "mixed_bfloat16", "auto")
@@ -144,7 +144,7 @@ class TextConfig:
       min_count: a word's minimum count in the training captions.
       num_oov_buckets: hashed buckets for unknown words.
       lowercase: case-fold words (and characters, for the character-level model);
-        ``None`` = the preset's choice (Merckx & Frank keep case, §3.2.1).
+        ``None`` = the preset's choice (Merkx & Frank keep case, §3.2.1).
       boundary_tokens: ``<s>``/``</s>`` around each caption.
       max_tokens: truncate captions to this many tokens (``None`` or 0: no limit).
       The vocabulary fields are package-wide, not per preset.
@@ -154,7 +154,7 @@ class TextConfig:
     min_count: int = _field(1, flag="--min-count", parse="positive_int")
     num_oov_buckets: int = _field(1, flag="--num-oov-buckets", parse="positive_int")
     lowercase: bool | None = _field(None, flag="--lowercase", negative="--keep-case",
-                                    help="case-fold the text / keep case, Merckx & Frank §3.2.1 "
+                                    help="case-fold the text / keep case, Merkx & Frank §3.2.1 "
                                          "(default: the preset's choice)")
     boundary_tokens: bool = _field(True, negative="--no-boundary-tokens", help="no <s> </s> boundary tokens")
     max_tokens: int | None = _field(None, flag="--max-tokens", parse="none_or_int")
@@ -213,12 +213,12 @@ class TrainConfig:
         > 0; ``None`` = the preset's.
       select_on: ``"avg2016"`` (mean Pearson over the STS16 subsets, VETE's
         selection signal), ``"val_loss"`` (loss on Flickr8k dev),
-        ``"dev_retrieval"`` (Flickr8k dev caption↔image retrieval, Merckx & Frank),
+        ``"dev_retrieval"`` (Flickr8k dev caption↔image retrieval, Merkx & Frank),
         ``"last"`` (the last epoch) or ``"sick_val"`` (Pearson r of the cosine on the SICK
         validation split, ``sts/SICK/SICK_trial.txt``, Bordes et al. 2019 §4.4; refused when the
         data folder has no such file); ``None`` = the preset's choice.
       seed: weight initialisation and loss permutation seed.
-      schedule: ``"constant"``, ``"cyclic_cosine"`` (Merckx & Frank §3.3: each cycle
+      schedule: ``"constant"``, ``"cyclic_cosine"`` (Merkx & Frank §3.3: each cycle
         of ``cycle_epochs`` epochs goes ``lr_min`` → ``learning_rate`` → ``lr_min``,
         starting at ``lr_min``) or ``"warm_restarts"`` (SGDR, Loshchilov & Hutter
         2017: each cycle falls from ``learning_rate`` to ``lr_min``, then restarts);

@@ -1,6 +1,6 @@
 """Cross-modal retrieval: caption→image and image→caption Recall@K, medr, meanr.
 
-Conventions (as in Karpathy & Fei-Fei 2015, VSE++ — Faghri et al. 2018 §4, Merckx &
+Conventions (as in Karpathy & Fei-Fei 2015, VSE++ — Faghri et al. 2018 §4, Merkx &
 Frank 2019 §4):
 
 * similarity = cosine between the text-tower embedding of a caption and the
@@ -36,7 +36,7 @@ Frank 2019 §4):
 Protocols (the name is stored in every result):
 
 * ``flickr8k_1k``: the Flickr8k test split, 1,000 images / 5,000 captions, one
-  fold (Hodosh et al. 2013 split; Karpathy & Fei-Fei; Merckx & Frank Table 2);
+  fold (Hodosh et al. 2013 split; Karpathy & Fei-Fei; Merkx & Frank Table 2);
 * ``coco_5fold_1k``: 5,000 test images cut into 5 **contiguous** folds of 1,000
   images (with their captions, in image order), each scored alone, metrics
   averaged over folds (VSE++ "1K test", ranks averaged as numbers: the reported
@@ -50,7 +50,7 @@ over all queries of all folds (the fold average of equal folds is the pooled rec
 a percentile bootstrap over the queries (resampled within each fold, the statistic being the
 mean of the fold medians; 1,000 resamples, seed 0). The queries of one image's captions are
 not independent, so the caption→image interval over 5,000 captions is narrower than one over
-the 1,000 images; Merckx & Frank's Table 2 intervals match a normal interval over 1,000
+the 1,000 images; Merkx & Frank's Table 2 intervals match a normal interval over 1,000
 queries in both directions.
 """
 

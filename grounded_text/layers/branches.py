@@ -1,7 +1,7 @@
 """Image branches and the grounded-space projection.
 
 * ``LinearImageEncoder``: ``v = W x + b`` (VETE's affine image branch, Kurach et al.
-  2017, §3) or ``v = (W x + b) / ||W x + b||`` (Merckx & Frank 2019, §3.1: a linear
+  2017, §3) or ``v = (W x + b) / ||W x + b||`` (Merkx & Frank 2019, §3.1: a linear
   projection of the CNN features, L2-normalised).
 * ``MLPBranch``: FC–ReLU–Dropout–…–FC–BatchNorm–L2, one branch of Kolluru's
   two-branch network (§3.1, after Wang et al. 2016); used for both the image and
@@ -26,7 +26,7 @@ class LinearImageEncoder(keras.layers.Layer):
 
     Args:
       output_dim: N.
-      normalize: L2-normalise (Merckx & Frank) or not (VETE's affine W).
+      normalize: L2-normalise (Merkx & Frank) or not (VETE's affine W).
       use_bias: add b.
 
     Raises:

@@ -1,4 +1,4 @@
-"""Character-level grounded sentence encoder (Merckx & Frank 2019, §3.1).
+"""Character-level grounded sentence encoder (Merkx & Frank 2019, §3.1).
 
 Raw strings → characters (inside the graph, tensorflow-text) → 20-d character
 embeddings → bidirectional GRU/LSTM → self-attention (or max) pooling → L2.
@@ -17,7 +17,7 @@ from grounded_text.layers.pooling import ScalarAttentionPooling, VectorAttention
 from grounded_text.layers.rnn_encoder import CELLS
 from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
 
-# "attention" is Merckx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
+# "attention" is Merkx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
 POOLINGS = ("attention", "scalar_attention", "max", "mean")
 
 
@@ -64,7 +64,7 @@ class CharacterPreprocessor(keras.layers.Layer):
       vocabulary: list of single characters (unique).
       num_oov_buckets: buckets for unseen characters (>= 1).
       lowercase: Unicode case folding first; ``False`` keeps case and punctuation as
-        they are (NFKC only), as Merckx & Frank feed characters (§3.2.1).
+        they are (NFKC only), as Merkx & Frank feed characters (§3.2.1).
       max_chars: truncate to this many characters, or ``None``.
 
     Returns:
@@ -125,7 +125,7 @@ class CharacterPreprocessor(keras.layers.Layer):
 class CharacterEncoder(keras.layers.Layer):
     """Character ids → embeddings → bidirectional RNN(s) → attention/max pooling → L2.
 
-    Merckx & Frank (2019, §3.1): 20-d character embeddings, a bidirectional
+    Merkx & Frank (2019, §3.1): 20-d character embeddings, a bidirectional
     GRU (or LSTM), then vector self-attention ``a_t = softmax_t(V tanh(W h_t + b_w) + b_v)
     ∈ R^N`` (softmax over time for each feature, 128 hidden units) and
     ``e = Σ_t a_t ∘ h_t`` (``VectorAttentionPooling``); or scalar attention, max or mean

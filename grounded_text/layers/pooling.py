@@ -94,7 +94,7 @@ class _AttentionPoolingBase(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="grounded_text")
 class VectorAttentionPooling(_AttentionPoolingBase):
-    """Vector self-attention of Merckx & Frank (2019, §3.1): one weight per feature and step.
+    """Vector self-attention of Merkx & Frank (2019, §3.1): one weight per feature and step.
 
     ``a_t = softmax_t(V tanh(W h_t + b_w) + b_v) ∈ R^H`` (the softmax runs over time,
     separately for each of the H features, over the valid steps only) and
@@ -123,7 +123,7 @@ class ScalarAttentionPooling(_AttentionPoolingBase):
 
     ``a_t = softmax_t(v·tanh(W h_t + b_w) + b_v) ∈ R`` over the valid steps and
     ``Σ_t a_t h_t`` (the additive attention of Yang et al. 2016 without a context
-    query; a lighter variant of ``VectorAttentionPooling``, not Merckx & Frank's).
+    query; a lighter variant of ``VectorAttentionPooling``, not Merkx & Frank's).
 
     Args:
       units: hidden size of the attention MLP.

@@ -29,7 +29,7 @@ The thesis uses m = 0.1, λ = 0.1 (§4.2) and K = 1 (§4.4.2, Tables 1-2; see
 whose image id differs from row i's (two captions of one image are never a negative
 pair: no false negatives). Negative selection:
 
-* ``"all"``: every in-batch negative — the hinge sum of Merckx & Frank (2019, §3.1.2,
+* ``"all"``: every in-batch negative — the hinge sum of Merkx & Frank (2019, §3.1.2,
   after Kiros et al. 2014);
 * ``"hardest"``: the K negatives with the largest violation per anchor
   (``k``; K = 1 is the max-violation loss of VSE++, Faghri et al. 2018, eq. 5;
@@ -136,7 +136,7 @@ def triplet_ranking_loss(
 class TripletRankingLoss(BatchLoss):
     """Bidirectional triplet ranking loss layer (Kolluru eq. 3; module docstring).
 
-    Presets: ``negatives="all"`` is the hinge sum of Merckx & Frank (2019);
+    Presets: ``negatives="all"`` is the hinge sum of Merkx & Frank (2019);
     ``negatives="hardest", k=1`` is VSE++ max-violation (Faghri et al. 2018);
     ``negatives="hardest", k=K`` is Kolluru's K-hard negative mining.
 

@@ -1,4 +1,4 @@
-"""Character-level grounded sentence encoder of Merckx & Frank (2019), "Learning semantic
+"""Character-level grounded sentence encoder of Merkx & Frank (2019), "Learning semantic
 sentence representations from visually grounded language without lexical knowledge"
 (Natural Language Engineering), §3.
 
@@ -27,7 +27,7 @@ CHAR_KEYS = ("char_dim", "units", "num_layers", "cell", "bidirectional", "poolin
 
 def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                              train_captions=None, **_) -> GroundedModel:
-    """Merckx & Frank (2019) character-level bi-GRU with self-attention.
+    """Merkx & Frank (2019) character-level bi-GRU with self-attention.
 
     Characters (``TextConfig.lowercase``: the paper keeps case, §3.2.1) → embeddings →
     bidirectional GRU → vector self-attention → L2; image branch linear + L2 to the text width;

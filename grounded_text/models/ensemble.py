@@ -1,4 +1,4 @@
-"""Snapshot ensembles of text towers (Merckx & Frank 2019, §3.3; Huang et al. 2017).
+"""Snapshot ensembles of text towers (Merkx & Frank 2019, §3.3; Huang et al. 2017).
 
 The ensemble embeds a sentence with every snapshot, averages the embeddings and
 re-normalises the mean to unit L2 norm:
@@ -41,7 +41,7 @@ def build_snapshot_ensemble(text_towers, name: str = "snapshot_ensemble") -> ker
     """One tower from M snapshots: input[B, ...] → float32[B, N], mean then L2-normalise.
 
     Text towers (string[B]) give the text ensemble; image towers (float[B, d]) the
-    image ensemble, for retrieval (Merckx & Frank ensemble both encoders).
+    image ensemble, for retrieval (Merkx & Frank ensemble both encoders).
 
     Args:
       text_towers: list of M >= 1 Keras models with the same input and the same

@@ -313,7 +313,7 @@ _PRESETS = [
     ),
     Preset(
         name="char_gru_attention", builder="char_gru_attention",
-        paper="Merckx & Frank 2019, Learning semantic sentence representations from visually grounded "
+        paper="Merkx & Frank 2019, Learning semantic sentence representations from visually grounded "
               "language without lexical knowledge (NLE)",
         config={
             "data": {"one_caption_per_image": False, "batch_size": 32, "sampler": "random",

@@ -807,8 +807,8 @@ def verdict(paper, results: dict) -> list[str]:
 
 # ----------------------------------------------------------------------------- the plans' published rows
 
-MF_TABLE5 = "Merckx & Frank 2019, Table 5, Flickr8k column"
-MF_RETRIEVAL = "Merckx & Frank 2019, Table 2, Flickr8k 1k-test retrieval, ResNet-152 10-crop features"
+MF_TABLE5 = "Merkx & Frank 2019, Table 5, Flickr8k column"
+MF_RETRIEVAL = "Merkx & Frank 2019, Table 2, Flickr8k 1k-test retrieval, ResNet-152 10-crop features"
 
 
 def mf_table5(label: str, keys) -> PaperFigure:
@@ -894,7 +894,7 @@ PUBLISHED = {
                Published("Table 1", "${\\bf P}_g$", None),
                Published("Table 1", "$\\mathbf{C}_g$", None)),
     "kolluru": kolluru_rows(),
-    "merckx_frank": (
+    "merkx_frank": (
         Published("Table 5", "*", "char_gru_attention", columns=("char-GRU (Flickr8k)",),
                   ours={"STS-B STS 12-16": "supervised/STSBenchmark/test",
                         "SICK Relatedness": "supervised/SICK/test"}),

@@ -104,7 +104,7 @@ class SICKValidation(keras.callbacks.Callback):
 class DevRetrieval(keras.callbacks.Callback):
     """Scores caption↔image retrieval on a dev split at each epoch end (the training task).
 
-    Merckx & Frank (2019) select their snapshots on the Flickr8k dev set by the
+    Merkx & Frank (2019) select their snapshots on the Flickr8k dev set by the
     task they train for. Adds ``logs[metric_name]`` = rsum (R@1 + R@5 + R@10 of
     both directions, percent, 0–600) and ``logs[metric_name + "/t2i_R@k"]`` /
     ``"/i2t_R@k"``, so ``ModelCheckpoint`` placed after this callback can monitor it.
@@ -155,7 +155,7 @@ class DevRetrieval(keras.callbacks.Callback):
 class SnapshotSaver(keras.callbacks.Callback):
     """Saves the text tower at the end of every learning-rate cycle (snapshot ensembles).
 
-    With ``CyclicCosineSchedule`` over cycles of ``cycle_epochs`` epochs (Merckx &
+    With ``CyclicCosineSchedule`` over cycles of ``cycle_epochs`` epochs (Merkx &
     Frank 2019, §3.3; Huang et al. 2017), the model at the end of each cycle sits at
     the lowest learning rate: a snapshot. After epoch e (1-based) with
     ``e % cycle_epochs == 0`` this callback writes ``directory/snapshot_{k:02d}.keras``

@@ -2,7 +2,7 @@
 
 Two cosine schedules with a period of T optimizer steps (``cycle_steps``):
 
-* ``CyclicCosineSchedule`` — Merckx & Frank (2019, §3.3): each cycle starts at
+* ``CyclicCosineSchedule`` — Merkx & Frank (2019, §3.3): each cycle starts at
   lr_min, rises to lr_max at mid-cycle and returns to lr_min at its end. With
   mb the 0-based step and ``step`` = T,
 
@@ -69,7 +69,7 @@ class _CosineCycle(keras.optimizers.schedules.LearningRateSchedule):
 
 @keras.saving.register_keras_serializable(package="grounded_text")
 class CyclicCosineSchedule(_CosineCycle):
-    """Cyclic cosine learning rate of Merckx & Frank (2019, §3.3): min → max → min.
+    """Cyclic cosine learning rate of Merkx & Frank (2019, §3.3): min → max → min.
 
     ``lr(mb) = lr_min + ½ (lr_max − lr_min)(1 + cos(π (1 + 2 (mb mod T) / T)))`` with
     mb the optimizer step (0-based) and T = ``steps_per_cycle`` (``cycle_steps``):

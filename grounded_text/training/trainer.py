@@ -20,7 +20,7 @@ replays the run), ``vocab.txt``, ``checkpoints/{best,last}.weights.h5``, ``logs/
 
 Model selection never uses a test set: ``avg2016`` (mean Pearson over the STS 2016 subsets,
 VETE's signal, Kurach et al. 2017 Algorithm 1), ``dev_retrieval`` (Flickr8k dev rsum,
-Merckx & Frank 2019 §3.3), ``val_loss`` (Flickr8k dev) or ``sick_val`` (cosine Pearson on the
+Merkx & Frank 2019 §3.3), ``val_loss`` (Flickr8k dev) or ``sick_val`` (cosine Pearson on the
 SICK validation split ``SICK_trial``, Bordes et al. 2019 §4.4). STS16 is then not an unseen test:
 the papers report on the held-out STS 2014/2015 years.
 """
@@ -281,7 +281,7 @@ def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
 
 def _learning_rate(train_cfg: TrainConfig, steps_per_epoch: int):
     """A float (constant), or a cyclic cosine schedule: ``CyclicCosineSchedule``
-    (Merckx & Frank §3.3, min → max → min) or ``WarmRestartCosineSchedule`` (SGDR)."""
+    (Merkx & Frank §3.3, min → max → min) or ``WarmRestartCosineSchedule`` (SGDR)."""
     from grounded_text.training.schedules import CYCLIC_SCHEDULES, cycle_steps
 
     if train_cfg.schedule in CYCLIC_SCHEDULES:
@@ -424,7 +424,7 @@ def _watch(run: Run) -> list:
         retrieval = DevRetrieval(model.text_tower, model.image_tower, run.setup.dev_pairs)
         callbacks.append(retrieval)
     if select_on == "dev_retrieval" and SELECTION_YEAR in years and sts is None:
-        # Logged, not selected on: the semantic score's curve over training (Merckx & Frank, Fig. 4).
+        # Logged, not selected on: the semantic score's curve over training (Merkx & Frank, Fig. 4).
         sts = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
         callbacks.append(sts)
     if select_on == "dev_retrieval" and CAPTION_LIKE_YEAR in years:

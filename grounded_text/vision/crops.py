@@ -8,7 +8,7 @@ VETE / grounded-space feature pipelines do with InceptionV3 (the full image, no
 cropping away of borders).
 
 Ten-crop (``crops=10``; Krizhevsky et al. 2012, §4.1; the ResNet-152 features of
-Karpathy & Fei-Fei 2015 and Merckx & Frank 2019): resize so that the *short* side is
+Karpathy & Fei-Fei 2015 and Merkx & Frank 2019): resize so that the *short* side is
 R (aspect ratio kept; long side ``round(long * R / short)``), take the four S×S corner
 crops and the centre crop, in the order top-left, top-right, bottom-left,
 bottom-right, centre, then the horizontal mirrors of those five in the same order.

@@ -9,7 +9,7 @@ pooling="avg"``: the output is the global-average-pooled last convolutional bloc
 =================  ======  =======================================  ======  ==============================
 inception_v3       299 px  "tf": x / 127.5 - 1 → [-1, 1]            2048    Kurach et al. 2017 (VETE);
                                                                             Bordes et al. 2019
-resnet152          224 px  "caffe": RGB→BGR, minus ImageNet mean    2048    Merckx & Frank 2019 (ten-crop);
+resnet152          224 px  "caffe": RGB→BGR, minus ImageNet mean    2048    Merkx & Frank 2019 (ten-crop);
                                                                             Karpathy & Fei-Fei 2015 style
 resnet50           224 px  "caffe"                                  2048    He et al. 2016
 vgg19              224 px  "caffe"                                  512     Kiros et al. 2014; VSE
@@ -213,7 +213,7 @@ def _specs() -> dict[str, NetworkSpec]:
             "resnet152_weights_tf_dim_ordering_tf_kernels_notop.h5",
             _KERAS_APPS + "resnet/resnet152_weights_tf_dim_ordering_tf_kernels_notop.h5",
             _resnet_hash("resnet152"),
-            "He et al. 2016 (CVPR); ten-crop features of Merckx & Frank 2019",
+            "He et al. 2016 (CVPR); ten-crop features of Merkx & Frank 2019",
         ),
         "resnet50": NetworkSpec(
             "resnet50", apps.ResNet50, apps.resnet50.preprocess_input, 224, 2048,
