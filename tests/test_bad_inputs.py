@@ -420,10 +420,10 @@ def test_sts_paths_that_are_folders_are_named(tmp_path):
 def toy_cli(tmp_path, monkeypatch):
     """The evaluate CLI with a toy encoder in place of a SavedModel."""
     cli = importlib.import_module("grounded_text.evaluate")  # the command (gt.evaluate is the API's)
-    from grounded_text.evaluation import sts as sts_eval
+    from grounded_text.serving import encoder as serving_encoder
 
     vec = {"a": [1.0, 0.0], "b": [1.0, 0.1], "c": [1.0, 1.0], "d": [0.0, 1.0]}
-    monkeypatch.setattr(sts_eval, "load_encoder", lambda path, batch_size=512: (
+    monkeypatch.setattr(serving_encoder, "load", lambda path, batch_size=512: (
         lambda s: np.array([vec[x] for x in s], np.float32)))
     _subset(tmp_path / "STS12-en-test", "toy", "a\tb\na\tc\na\td\n", "5\n2.5\n0\n")
     _subset(tmp_path / "STS16-en-test", "toy", "a\tb\na\tc\na\td\n", "5\n2.5\n0\n")

@@ -360,13 +360,13 @@ def main(argv=None) -> int:
             merged.update(json.loads(Path(path).read_text(encoding="utf-8"))["encoders"])
         except (OSError, ValueError, KeyError, TypeError) as e:
             p.error(f"--merge {path}: not a report written by --json ({type(e).__name__}: {e})")
-    from grounded_text.evaluation.sts import load_encoder
+    from grounded_text.serving.encoder import load
 
     encoders = []
     for item in a.run:
         name, _, run_dir = item.partition("=")
         export = Path(run_dir) / "export"
-        encoders.append((name, "model", load_encoder(export), str(export)))
+        encoders.append((name, "model", load(export), str(export)))
     if a.glove_t:
         from grounded_text.baselines.glove import glove_mean_encoder
 

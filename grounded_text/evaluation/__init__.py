@@ -16,7 +16,7 @@ _EXPORTS = {
     "read_coco_captioned_images": "same_image", "sample_same_image_pairs": "same_image",
     "cluster_cohesion": "structure", "mnno": "structure", "rho_vis": "structure",
     "structural_measures": "structure", "correlations": "sts", "cosine_rows": "sts", "evaluate_sts": "sts",
-    "format_markdown": "sts", "load_encoder": "sts", "score_pairs": "sts",
+    "format_markdown": "sts", "score_pairs": "sts",
     "evaluate_supervised_sts": "supervised_sts",
 }
 __all__ = sorted(_EXPORTS)

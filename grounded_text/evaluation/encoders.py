@@ -1,7 +1,7 @@
 """The one encoder interface of the evaluation: text and image encoders as NumPy callables.
 
 * A text ``Encoder`` maps a list of n strings to float32 [n, N]: a SavedModel loaded with
-  ``load_encoder`` (ours, or any TF Hub text-embedding module), an in-memory Keras text
+  ``grounded_text.serving.encoder.load`` (ours, or any TF Hub text-embedding module), an in-memory Keras text
   tower (``tower_encoder``) or a baseline (``baseline_encoder``: GloVe-mean, word2vec-mean).
 * An ``ImageEncoder`` maps float [n, d] CNN features to float32 [n, N]
   (``load_image_encoder`` for an exported image tower, ``image_tower_encoder`` for a Keras one).
@@ -22,103 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.serving.encoder import load
+
 log = logging.getLogger("grounded_text.evaluate")
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
 ImageEncoder = Callable[[np.ndarray], np.ndarray]
-
-
-class EncoderSignatureError(ValueError):
-    """A SavedModel that is not a text encoder string[B] → float[B, N]."""
-
-
-def _spec_text(spec) -> str:
-    shape = getattr(spec, "shape", None)
-    dtype = getattr(spec, "dtype", None)
-    if shape is None or dtype is None:
-        return repr(spec)
-    dims = "?" if shape.rank is None else ", ".join("None" if d is None else str(d) for d in shape.as_list())
-    return f"{dtype.name}[{dims}]"
-
-
-def describe_signatures(module) -> str:
-    """One line naming what a loaded SavedModel offers: its ``__call__`` input specs and
-    its signatures (inputs → outputs), for error messages."""
-    parts = []
-    for concrete in getattr(getattr(module, "__call__", None), "concrete_functions", []) or []:
-        args, kwargs = concrete.structured_input_signature
-        items = [_spec_text(a) for a in args] + [f"{k}={_spec_text(v)}" for k, v in kwargs.items()]
-        parts.append(f"__call__({', '.join(items)})")
-    for name, fn in getattr(module, "signatures", {}).items():
-        _, kwargs = fn.structured_input_signature
-        outputs = fn.structured_outputs
-        outs = ", ".join(f"{k}: {_spec_text(v)}" for k, v in outputs.items()) if isinstance(outputs, dict) \
-            else _spec_text(outputs)
-        parts.append(f"signature {name}({', '.join(f'{k}: {_spec_text(v)}' for k, v in kwargs.items())}) -> {outs}")
-    return "; ".join(dict.fromkeys(parts)) or "no __call__ and no signatures"
-
-
-def check_text_encoder(module, path) -> int:
-    """Calls a loaded SavedModel on two probe sentences; returns N.
-
-    Raises:
-      EncoderSignatureError: it is not callable, the call fails, or the output is not a
-        float [2, N] tensor. The message is one line naming what the model offers (its
-        TF error, which can print every input sentence, is not repeated).
-    """
-    import tensorflow as tf
-
-    what = f"{str(path)!r} is not a text-embedding SavedModel (string[B] -> float[B, N])"
-    if not callable(module):
-        raise EncoderSignatureError(f"{what}: it has no __call__; it offers {describe_signatures(module)}.")
-    try:
-        out = module(tf.constant(["a probe sentence", ""], dtype=tf.string))
-    except Exception as e:  # any TF/Python failure means "wrong kind of model"
-        raise EncoderSignatureError(f"{what}: calling it on a string[2] batch failed ({type(e).__name__}); "
-                                    f"it offers {describe_signatures(module)}.") from None
-    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
-    if shape is None or dtype is None or not dtype.is_floating or shape.rank != 2 or shape[0] != 2:
-        got = type(out).__name__ if shape is None else _spec_text(out)
-        if isinstance(out, dict):
-            got = "{" + ", ".join(f"{k}: {_spec_text(v)}" for k, v in out.items()) + "}"
-        raise EncoderSignatureError(f"{what}: on a string[2] batch it returned {got}; "
-                                    f"it offers {describe_signatures(module)}.")
-    return int(shape[1])
-
-
-def load_encoder(path: str | Path, batch_size: int = 512) -> Encoder:
-    """Loads a SavedModel text encoder (string[B] → float[B, N]) with ``hub.load``.
-
-    ``tensorflow_text`` is imported first so modules using its ops load. A SavedModel's
-    graph is code: load only models you trust (docs/reliability.md). An export left
-    half-swapped by a crash is restored first (``grounded_text.serving.export.recover_export``).
-    Each call is padded with empty strings to a power-of-two batch (8 … ``batch_size``) and
-    the padding rows are dropped: the loaded function's graph is re-optimised for every new
-    batch size (about 1.5 s each on 2 CPU cores), and every STS subset ends in a batch of
-    another size.
-
-    Raises:
-      FileNotFoundError: ``path`` is not a SavedModel directory.
-      EncoderSignatureError: it does not map string[B] to float[B, N] (``check_text_encoder``).
-    """
-    import tensorflow as tf
-    import tensorflow_hub as hub
-    import tensorflow_text  # noqa: F401  (registers the ops the module uses)
-
-    from grounded_text.utils.durable import recover_export
-
-    recover_export(path)
-    if not (Path(path) / "saved_model.pb").is_file():
-        raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
-    module = hub.load(str(path))
-    check_text_encoder(module, path)
-
-    def call(batch):
-        n = len(batch)
-        size = max(n, min(batch_size, max(8, 1 << (n - 1).bit_length())))
-        return module(tf.constant(list(batch) + [""] * (size - n), dtype=tf.string))[:n]
-
-    return batched(call, batch_size)
 
 
 def batched(fn, batch_size: int = 512) -> Encoder:
@@ -282,7 +191,7 @@ def run_dir_specs(run_dir: str | Path, batch_size: int = 512) -> tuple[EncoderSp
     """
     run_dir = Path(run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text()) if (run_dir / "metrics.json").is_file() else {}
-    text = load_encoder(run_dir / "export", batch_size)
+    text = load(run_dir / "export", batch_size)
     image = None
     if (run_dir / "image_export" / "saved_model.pb").is_file():
         image = load_image_encoder(run_dir / "image_export")

@@ -8,7 +8,7 @@ test (SICK-R) are scored the same way, *without* training a regressor (that is
 SentEval's supervised protocol, which these numbers are not).
 
 An encoder is any callable mapping a list of n strings to a float array [n, N]:
-an in-memory Keras text tower, or any SavedModel loaded by ``load_encoder`` (ours
+an in-memory Keras text tower, or any SavedModel loaded by ``grounded_text.load`` (ours
 or a downloaded TF Hub text-embedding module).
 """
 
@@ -31,10 +31,8 @@ from grounded_text.data.sts import (
 from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the STS API takes encoders)
     EmbeddingCache,
     Encoder,
-    EncoderSignatureError,
     batched,
     cached,
-    load_encoder,
 )
 
 

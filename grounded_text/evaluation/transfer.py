@@ -30,7 +30,7 @@ family and standardising only makes lbfgs converge). Accuracies and F1 are in pe
 as SentEval and the papers report them.
 
 An encoder is any callable ``list[str]`` (n) → float array [n, N]: a hub SavedModel from
-``grounded_text.evaluation.sts.load_encoder``, or ``grounded_text.baselines.glove_mean_encoder()``.
+``grounded_text.load``, or ``grounded_text.baselines.glove_mean_encoder()``.
 """
 
 from __future__ import annotations

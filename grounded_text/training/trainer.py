@@ -633,10 +633,11 @@ def _evaluate(run: Run, metrics: dict, verbose) -> None:
     """Sets ``metrics["evaluation"]``: the STS report of ``export/`` and its headline figures
     (``timing_seconds.evaluate`` times that), and each space's headline (the space ``export/``
     holds is not scored twice); every export's model card is rewritten with its figures."""
-    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures, load_encoder
+    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
+    from grounded_text.serving.encoder import load
 
     t_eval = time.perf_counter()
-    report = evaluate_sts(load_encoder(run.export_dir), run.sts_dir)
+    report = evaluate_sts(load(run.export_dir), run.sts_dir)
     metrics["evaluation"] = evaluation = {"sts": report, "headline": headline_figures(report)}
     metrics["timing_seconds"]["evaluate"] = time.perf_counter() - t_eval
     write_card(run.export_dir, run.export_tower, run.config, evaluation["headline"])
@@ -650,7 +651,7 @@ def _evaluate(run: Run, metrics: dict, verbose) -> None:
     spaces = run.setup.model.spaces
     for name, space_dir in run.space_dirs.items():
         headline = evaluation["headline"] if spaces[name] is run.export_tower else \
-            headline_figures(evaluate_sts(load_encoder(space_dir), run.sts_dir))
+            headline_figures(evaluate_sts(load(space_dir), run.sts_dir))
         evaluation["spaces"][name] = headline
         write_card(space_dir, spaces[name], run.config, headline)
 

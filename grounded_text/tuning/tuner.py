@@ -130,5 +130,5 @@ class GroundedTuner(kt.RandomSearch):
     def load_model(self, trial):
         raise NotImplementedError(
             f"Load the trial's hub export instead: {self.get_trial_dir(trial.trial_id)}/{RUN_SUBDIR}/export "
-            "(grounded_text.evaluation.sts.load_encoder)."
+            "(grounded_text.load)."
         )

@@ -11,7 +11,7 @@ folder is written to a hidden sibling ``.<name>.tmp-<pid>`` (``staging_dir``), f
 to ``.<name>.old``, the new one renamed to ``<name>``, then the old one removed, so a crash
 at any moment leaves a complete old or new folder. If it strikes between the two renames,
 ``<name>`` is missing and ``.<name>.old`` complete; ``recover_export`` (run by every export,
-by ``load_encoder`` and when a training run starts) renames it back. Leftover ``.tmp-*``
+by ``grounded_text.load`` and when a training run starts) renames it back. Leftover ``.tmp-*``
 folders are removed by the next install to the same place.
 """
 
