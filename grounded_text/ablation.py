@@ -33,10 +33,10 @@ import sys
 from pathlib import Path
 
 from grounded_text.config.schema import ConfigError, ExperimentConfig
-from grounded_text.experiments.figures import FIGURES
 from grounded_text.experiments.plans import RunPlan, flags_config
-from grounded_text.experiments.report import fmt, markdown_table, write_report
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
+from grounded_text.reporting.figures import FIGURES
+from grounded_text.reporting.tables import fmt, markdown_table, write_report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Study:
       title: what the table compares (printed above it).
       base: ``{"section.field": value}`` set for every row.
       rows: ``(run name, {"section.field": value})`` in table order.
-      columns: names of the figures (``grounded_text.experiments.figures.FIGURES``) taken
+      columns: names of the figures (``grounded_text.reporting.figures.FIGURES``) taken
         from each run's ``metrics.json``.
     """
 

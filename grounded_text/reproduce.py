@@ -13,7 +13,7 @@ This module is the plan (data); the work is done by ``grounded_text.experiments`
 * Training: every run of the paper's plan (``PAPERS``) is a preset record with the budget's
   overrides (``BUDGETS``) and the run's own (an ablation's loss or K), dotted
   ``section.field`` keys as ``train --set`` takes them, trained by the experiments runner
-  (``grounded_text.train.train``) into ``DIR/<paper>/runs/<run>/``. A finished run of the
+  (``grounded_text.training.trainer.train``) into ``DIR/<paper>/runs/<run>/``. A finished run of the
   same resolved config is reused, so an interrupted reproduction resumes; a finished run of
   another config is refused (remove it, or choose another ``--output-dir``).
 * Evaluation: the experiments layer's one scoring call (``grounded_text.evaluation.suite``
@@ -43,14 +43,14 @@ import time
 import warnings
 from pathlib import Path
 
+from grounded_text.experiments import comparison as papers
 from grounded_text.experiments import scoring
-from grounded_text.experiments.figures import read_families
+from grounded_text.experiments.comparison import Budget, Paper, PaperFigure, PlannedRun, Published, RunSpec
 from grounded_text.experiments.plans import merge_overrides
-from grounded_text.experiments.report import public_command, update_sections, write_report
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
-from grounded_text.papers import reproduction as papers
-from grounded_text.papers.reproduction import Budget, Paper, PaperFigure, PlannedRun, Published, RunSpec
+from grounded_text.reporting.figures import read_families
+from grounded_text.reporting.tables import public_command, update_sections, write_report
 
 __all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "Paper", "PaperFigure", "PlannedRun", "Published", "RunSpec",
            "main", "plan_runs", "reproduce_paper", "write_docs"]
@@ -225,7 +225,7 @@ def valid_only_names(papers) -> set:
 
 def find_run_dir(root: Path, paper: str, spec: RunSpec) -> tuple[Path | None, list]:
     """The trained run folder of ``spec`` under ``root`` and every folder that matched
-    (``grounded_text.papers.reproduction.find_run_dir``, with the records of ``record_names``)."""
+    (``grounded_text.experiments.comparison.find_run_dir``, with the records of ``record_names``)."""
     return papers.find_run_dir(root, paper, spec, record_names(spec))
 
 

@@ -15,8 +15,7 @@ ensembling) unless the config/flags set them (see ``grounded_text.papers.resolve
 
 This module is the command: it parses the flags, resolves the config once (no TensorFlow
 is loaded before a bad combination is refused) and calls the library trainer,
-``grounded_text.training.trainer.train`` (re-exported here with ``prepare_training``,
-``TrainingSetup`` and ``compile_for_training``).
+``grounded_text.training.trainer.train`` (the Python API's ``grounded_text.train``).
 
 Writes to ``--output-dir``:
   * ``config.toml``: the resolved config (every preset choice filled in);
@@ -58,19 +57,13 @@ import logging
 import os
 import sys
 
-from grounded_text.config.flags import add_config_flags, config_from_flags
+from grounded_text.config.flags import add_config_flags
 
 # TensorFlow is imported by the trainer, once the flags and their combination are good, so that
 # --help and bad flags or configs answer in well under a second.
 from grounded_text.config.schema import ExperimentConfig
-from grounded_text.papers.resolve import resolve_config
-from grounded_text.training.trainer import (  # noqa: F401 (re-exported: the library API)
-    SELECTION_YEAR,
-    TrainingSetup,
-    compile_for_training,
-    prepare_training,
-    train,
-)
+from grounded_text.papers.presets import PRESETS
+from grounded_text.papers.resolve import config_from_flags, resolve_config
 
 
 def verbosity(text: str) -> str | int:
@@ -97,12 +90,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-evaluate", dest="evaluate", action="store_false", default=True)
     p.add_argument("--verbose", default="auto", type=verbosity,
                    help="Keras fit verbosity: auto, 0 (nothing printed but the final summary), 1, 2")
-    add_config_flags(p)
+    add_config_flags(p, sorted(PRESETS))
     return p.parse_args(argv)
 
 
 def config_from_args(a: argparse.Namespace) -> ExperimentConfig:
-    """The flags as an ``ExperimentConfig`` (``grounded_text.config.flags.config_from_flags``);
+    """The flags as an ``ExperimentConfig`` (``grounded_text.papers.resolve.config_from_flags``);
     fields left unset stay ``None`` (the preset's choice, filled by ``resolve_config``)."""
     return config_from_flags(a)
 
@@ -126,6 +119,7 @@ def main(argv=None) -> int:
     # The flags are good: now the TensorFlow side (Ctrl-C while it loads: one line, exit 130).
     try:
         from grounded_text.training import run_dir
+        from grounded_text.training.trainer import train
     except KeyboardInterrupt:
         print("interrupted while starting (loading TensorFlow): nothing was written.", file=sys.stderr)
         return 130

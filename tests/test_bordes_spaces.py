@@ -16,7 +16,7 @@ from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfi
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
 from grounded_text.models.registry import resolve_config
-from grounded_text.train import train
+from grounded_text.training.trainer import train
 
 CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play in the snow", "a cat sleeps",
         "A man rides a bike", "a black dog swims", "two girls on a bench", "a red car"]

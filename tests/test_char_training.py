@@ -12,7 +12,7 @@ from scipy import stats
 from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.data.pairs import CaptionPairs, make_dataset
 from grounded_text.data.sts import read_sts_subset
-from grounded_text.train import train
+from grounded_text.training.trainer import train
 
 rng = np.random.default_rng(0)
 WORDS = "a dog runs on the beach man rides red bike two kids play in snow cat sleeps".split()

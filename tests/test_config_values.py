@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from grounded_text.config.flags import check_config, config_from_flags
 from grounded_text.config.params import ENCODER_PARAMS, LOSS_PARAMS, REQUIRED, Param, ParamError, coerce_param
 from grounded_text.config.schema import (
     _SECTION_CLASSES,
@@ -24,6 +23,7 @@ from grounded_text.config.schema import (
     read_config_file,
 )
 from grounded_text.papers.presets import PRESETS
+from grounded_text.papers.resolve import check_config, config_from_flags
 from grounded_text.train import main, parse_args
 
 

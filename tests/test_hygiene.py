@@ -14,15 +14,15 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "grounded_text"
 
 
-def _module_name(path: Path) -> str:
-    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+def _module_name(path: Path, repo: Path = REPO) -> str:
+    name = ".".join(path.relative_to(repo).with_suffix("").parts)
     return name[: -len(".__init__")] if name.endswith(".__init__") else name
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """``{module: package modules it imports}``, function-level imports included (a lazy
     import still ties the two modules together)."""
-    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    paths = {_module_name(p, package.parent): p for p in package.rglob("*.py")}
     graph = {m: set() for m in paths}
     for mod, path in paths.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -77,6 +77,48 @@ def test_no_import_cycle_in_the_package():
     graph = import_graph()
     assert "grounded_text.data.pairs" in graph and graph["grounded_text.data.pairs"]
     assert strongly_connected(graph) == []
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed to the package's top-level units: each folder (``pkg.data``,
+    with everything below it) and each top-level module (the commands and faces)."""
+    def unit(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        out.setdefault(unit(module), set()).update(unit(d) for d in deps if unit(d) != unit(module))
+    for deps in list(out.values()):
+        for d in deps:
+            out.setdefault(d, set())
+    return out
+
+
+def test_a_planted_folder_cycle_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    for folder in ("vision", "data"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "vision" / "sinks.py").write_text("from pkg.data.readers import read\n")
+    (pkg / "data" / "readers.py").write_text("def read():\n    from pkg.vision.networks import NAMES\n")
+    (pkg / "vision" / "networks.py").write_text("NAMES = ()\n")
+    graph = import_graph(pkg)
+    assert strongly_connected(graph) == []  # no module-level cycle ...
+    assert strongly_connected(folder_graph(graph)) == [["pkg.data", "pkg.vision"]]  # ... but a folder-level one
+
+
+def test_no_import_cycle_between_the_package_folders():
+    """Folders are layers (utils < config < papers < the library < training < experiments <
+    the commands): a folder that reaches back up makes two folders one."""
+    assert strongly_connected(folder_graph(import_graph())) == []
+
+
+def test_no_function_in_the_package_is_over_100_lines():
+    long = [f"{p.relative_to(REPO)}:{node.name}" for p in PACKAGE.rglob("*.py")
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 100]
+    assert long == []
 
 
 def test_comments_give_reasons_not_issue_numbers():

@@ -264,7 +264,7 @@ def trained_baselines(data_dir, tmp_path_factory):
     """Every baseline trained for one epoch on 64 real training images with its record's
     sampler and exported; the exports embedded in-process and by ``hub.load`` in one fresh
     process (one TensorFlow start-up for all, not one per baseline)."""
-    from grounded_text.train import train
+    from grounded_text.training.trainer import train
 
     root = tmp_path_factory.mktemp("baselines")
     runs = {}

@@ -20,7 +20,8 @@ from grounded_text.models.registry import MODELS, preset_config, resolve_config
 from grounded_text.papers import resolve as resolve_mod
 from grounded_text.papers.presets import PRESETS as RECORDS
 from grounded_text.papers.presets import Preset, get_preset, leaves
-from grounded_text.train import config_from_args, parse_args, train
+from grounded_text.train import config_from_args, parse_args
+from grounded_text.training.trainer import train
 
 # The records' module (``grounded_text.papers.presets`` as an attribute is the API's presets()).
 presets_mod = importlib.import_module("grounded_text.papers.presets")
@@ -332,8 +333,8 @@ def test_every_model_value_of_a_record_reaches_the_built_model(name):
 
 def test_training_values_reach_the_optimizer_and_the_batches(data_dir):
     """Batch size, learning rate and schedule reach ``prepare_training`` (test-only slices)."""
-    from grounded_text.train import prepare_training
     from grounded_text.training.schedules import CyclicCosineSchedule
+    from grounded_text.training.trainer import prepare_training
 
     small = {"data": {"max_train_images": 80, "max_dev_images": 4}}
     s = prepare_training(preset_config("two_branch_khard", small), data_dir)

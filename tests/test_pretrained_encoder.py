@@ -86,7 +86,7 @@ def test_export_reload_equal(tiny_preset, tmp_path):
 def test_grounded_pretrained_preset_trains_and_exports(tiny_preset, data_dir, tmp_path):
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.models.pretrained import build_grounded_pretrained
-    from grounded_text.train import train
+    from grounded_text.training.trainer import train
 
     path, _, _ = tiny_preset
     with pytest.raises(ValueError, match="preset"):

@@ -62,7 +62,7 @@ def test_rho_vis_headline_is_the_pearson_correlation_with_spearman_beside_it():
 def test_structure_markdown_puts_pearson_first_and_the_figures_registry_reads_it():
     from grounded_text.evaluation.report import format_report_markdown
     from grounded_text.evaluation.structure import structural_measures
-    from grounded_text.experiments.figures import structure_rows
+    from grounded_text.reporting.figures import structure_rows
 
     rng = np.random.default_rng(0)
     images = np.repeat(np.arange(12), 3)

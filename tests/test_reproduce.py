@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grounded_text import reproduce as rp
-from grounded_text.papers import reproduction as papers
+from grounded_text.experiments import comparison as papers
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -171,7 +171,7 @@ def test_supervised_figures_name_the_regressor_that_made_them():
 def test_the_documented_command_leaves_the_data_variable_to_the_shell(tmp_path, monkeypatch):
     import shlex
 
-    from grounded_text.experiments.report import public_command
+    from grounded_text.reporting.tables import public_command
 
     monkeypatch.setenv("GROUNDED_TEXT_DATA", str(tmp_path))
     monkeypatch.chdir(tmp_path)

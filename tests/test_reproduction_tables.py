@@ -9,8 +9,8 @@ from scipy import stats
 
 from grounded_text import reproduce as rp
 from grounded_text.evaluation.stats import paired_bootstrap, pearson_ci, williams_test
+from grounded_text.experiments import comparison as papers
 from grounded_text.papers import published as pf
-from grounded_text.papers import reproduction as papers
 
 MF_SUBSETS = {"STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
               "STS13": ("FNWN", "headlines", "OnWN"),

@@ -9,11 +9,10 @@ import json
 
 import pytest
 
-from grounded_text.config.flags import config_from_flags
 from grounded_text.config.params import LOSS_PARAMS
 from grounded_text.config.schema import ConfigError, ExperimentConfig, check_field, config_toml, read_config_file
 from grounded_text.papers.presets import PRESETS
-from grounded_text.papers.resolve import preset_config
+from grounded_text.papers.resolve import config_from_flags, preset_config
 from grounded_text.train import parse_args
 
 # The trainer's flags before they were generated from the dataclasses: every one still works.

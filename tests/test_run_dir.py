@@ -149,8 +149,8 @@ def test_healthy_tiny_runs_stay_far_from_the_collapse_limit_at_every_step(data_d
     import keras
 
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-    from grounded_text.train import prepare_training
     from grounded_text.training.run_dir import CollapseGuard
+    from grounded_text.training.trainer import prepare_training
 
     lowest = {}
     for name in ("pure_text_rnn", "char_gru_attention_512"):

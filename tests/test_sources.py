@@ -387,7 +387,7 @@ def test_train_on_coco_format_fixture(tmp_path):
     from grounded_text import prepare
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.serving.encoder import load as load_encoder
-    from grounded_text.train import train
+    from grounded_text.training.trainer import train
 
     names = _fixture_files()
     store = _store_for(names, dim=12)

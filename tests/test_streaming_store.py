@@ -216,7 +216,7 @@ def test_streaming_pairs_equal_in_memory_pairs(tmp_path):
 def test_real_features_stream_and_train(data_dir, tmp_path):
     """The real EfficientNet-Lite0 features as a store: same pairs as the .npz path; trains and exports."""
     from grounded_text.config.schema import DataConfig, ExperimentConfig, TrainConfig
-    from grounded_text.train import train
+    from grounded_text.training.trainer import train
 
     npz = data_dir / "flickr8k" / "features" / "efficientnet_lite0.npz"
     mem = open_feature_store(npz)

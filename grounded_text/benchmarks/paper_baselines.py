@@ -48,13 +48,13 @@ import json
 import sys
 from pathlib import Path
 
-from grounded_text.experiments.figures import FIGURES
-from grounded_text.experiments.report import markdown_table as table_lines
-from grounded_text.experiments.report import write_report
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 from grounded_text.papers import published as paper_figures
+from grounded_text.reporting.figures import FIGURES
+from grounded_text.reporting.tables import markdown_table as table_lines
+from grounded_text.reporting.tables import write_report
 
-# The STS columns (names in grounded_text.experiments.figures.FIGURES); the same-image column is separate.
+# The STS columns (names in grounded_text.reporting.figures.FIGURES); the same-image column is separate.
 STS_COLUMNS = ("sts12_mean", "sts13_mean", "sts16_mean", "sts12_msrvid", "stsb_test", "stsb_captions", "stsb_news",
                "stsb_forum", "sick_test")
 SAME_IMAGE = "same_image_flickr8k"

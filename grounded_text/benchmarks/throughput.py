@@ -4,7 +4,7 @@ Each phase runs in a fresh Python process (``python -m grounded_text.benchmarks.
 PHASE JSON_ARGS``) so its peak resident memory (``ru_maxrss``) is its own; it prints one
 JSON line with its results. Phases:
 
-* ``fit``: training pairs/s through the real ``fit`` path (``grounded_text.train.
+* ``fit``: training pairs/s through the real ``fit`` path (``grounded_text.training.trainer.
   prepare_training``: the same data, vocabulary, model and compile as ``train.py``);
   one fit call of ``repeats`` epochs (each timed by a callback), after a warm-up epoch.
   Then the same model's bare compiled train step (``train_model.train_step`` in a
@@ -215,7 +215,7 @@ def _tokenize_in_pipeline_timing(setup, repeats: int, pairs_per_epoch: int) -> d
 
 
 def _fit_phase(a: dict) -> dict:
-    from grounded_text.train import prepare_training
+    from grounded_text.training.trainer import prepare_training
 
     rss0 = rss_mib()
     cfg = _fit_config(a)
@@ -290,7 +290,7 @@ def tokenize_in_pipeline_variant(setup):
     image_id = keras.Input(shape=(), dtype="int64", name=IMAGE_ID_KEY)
     loss = loss_layer(x, setup.model.image_tower(features), image_ids=image_id)
     ids_model = keras.Model({CAPTION_KEY: ids, FEATURES_KEY: features, IMAGE_ID_KEY: image_id}, loss)
-    from grounded_text.train import compile_for_training
+    from grounded_text.training.trainer import compile_for_training
 
     compile_for_training(ids_model, setup.config.train, setup.steps_per_epoch)
     ds = setup.train_ds.map(lambda d: {**d, CAPTION_KEY: pre(d[CAPTION_KEY])},
@@ -438,7 +438,7 @@ def _char_speed_phase(a: dict) -> dict:
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig
     from grounded_text.data.pairs import CAPTION_KEY
     from grounded_text.layers.char_encoder import CharacterPreprocessor
-    from grounded_text.train import prepare_training
+    from grounded_text.training.trainer import prepare_training
 
     units, steps, warmup = int(a["units"]), int(a["steps"]), int(a.get("warmup", 3))
     rss0 = rss_mib()

@@ -18,7 +18,6 @@ from grounded_text.config.schema import (
     ConfigError,
     ExperimentConfig,
     apply_override,
-    check_config_dict,
     parse_override,
     read_config_dict,
     rule_value,
@@ -93,13 +92,12 @@ _PARSERS = {"none_or_int": none_or_int, "positive_int": positive_int, "nonnegati
             "positive_float": positive_float, "bool_or_none": bool_or_none, "key_value": key_value}
 
 
-def _choices_of(path: str):
-    """A field's closed set of values; ``model.name``'s are the preset records' names."""
+def _choices_of(path: str, model_names=()):
+    """A field's closed set of values; ``model.name``'s are ``model_names`` (the preset records'
+    names, which the caller passes: the config system names no paper)."""
     choices = _field_choices(path)
     if choices == "presets":
-        from grounded_text.papers.presets import PRESETS
-
-        return tuple(sorted(PRESETS))
+        return tuple(model_names) or None
     return choices
 
 
@@ -114,11 +112,17 @@ def _scalar_type(section: str, f: dataclasses.Field):
     return str
 
 
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
+def add_config_flags(parser: argparse.ArgumentParser, model_names=()) -> None:
     """Adds ``--config``, ``--set`` and one flag per flagged config field to ``parser``.
 
     A flag not given leaves no value (``argparse.SUPPRESS``), so the config file's or the
-    dataclass default stands."""
+    dataclass default stands.
+
+    Args:
+      parser: the command's parser.
+      model_names: the choices of ``--model`` (the preset records' names; empty: any name,
+        checked later by ``grounded_text.papers.resolve.config_from_flags``).
+    """
     parser.add_argument("--config", default=None, metavar="FILE.toml",
                         help="a run config (tables [data] [text] [model] [train]; a run directory's "
                              "config.toml replays that run); flags and --set override it")
@@ -134,7 +138,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             help_ = f"{meta.get('help') or ''} [{section}.{f.name}]".strip()
             g = groups[section]
             parse = meta.get("parse")
-            choices = _choices_of(f"{section}.{f.name}")
+            choices = _choices_of(f"{section}.{f.name}", model_names)
             if meta.get("negative"):  # a bool toggle: FLAG sets True, NEGATIVE sets False
                 pair = g.add_mutually_exclusive_group()
                 if meta.get("flag"):
@@ -154,20 +158,20 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
                                metavar=None if choices else f.name.upper(), help=help_)
 
 
-def config_from_flags(args: argparse.Namespace) -> ExperimentConfig:
-    """The ``ExperimentConfig`` of parsed flags: defaults < ``--config`` < flags < ``--set``.
+def flags_to_dict(args: argparse.Namespace) -> tuple[dict, dict]:
+    """The config dict of parsed flags, not yet checked: defaults < ``--config`` < flags < ``--set``,
+    and where each value came from. ``grounded_text.papers.resolve.config_from_flags`` checks it.
 
     ``--seed`` (``train.seed``) sets ``data.seed`` too (a ``--set data.seed=...`` wins).
-    Every field is checked at the end, whichever way it was set (``check_config_dict``):
-    the builder parameters of ``model.encoder`` / ``model.loss_params`` are typed for the
-    final model and loss (``--encoder-param trainable_embeddings=False`` is ``False``), and
-    an error names the field and where its value came from (the file, the flag, ``--set``).
     No TensorFlow is imported.
 
+    Returns:
+      ``(d, origins)``: ``d`` in ``ExperimentConfig.to_dict()`` form; ``origins`` maps a dotted
+      field (or ``model.encoder.KEY``) to the file, flag or ``--set`` that set it.
+
     Raises:
-      ConfigError (a ValueError): a bad config file (missing, a directory, unreadable, not
-        TOML) or a value from any source that does not fit its field or parameter (unknown
-        field or parameter, wrong type, outside the choices or the range).
+      ConfigError (a ValueError): a bad config file (missing, a directory, unreadable, not TOML)
+        or a ``--set`` that does not parse.
     """
     origins: dict = {}
     d = ExperimentConfig().to_dict()
@@ -192,61 +196,8 @@ def config_from_flags(args: argparse.Namespace) -> ExperimentConfig:
         origins[path] = "--set"
         if isinstance(value, dict):  # a whole dict field replaced: its keys are --set's
             origins.update({f"{path}.{k}": "--set" for k in value})
-    d = check_builder_params(check_config_dict(d, "config", origins, params=False), "config", origins)
-    return ExperimentConfig.from_dict(d)
+    return d, origins
 
 
-def check_builder_params(d: dict, where: str = "config", origins: dict | None = None) -> dict:
-    """The config dict ``d`` with ``model.encoder`` and ``model.loss_params`` checked
-    against the builder of preset ``model.name`` and its loss (``model.loss``, or the
-    record's), with ``grounded_text.config.params.check_model_params``: unknown keys (the message
-    lists the ones taken), types, ranges, choices.
-
-    Args:
-      d: a config dict (``ExperimentConfig.to_dict()`` form; not changed).
-      where, origins: where the values came from (see
-        ``grounded_text.config.schema.check_config_dict``).
-
-    Returns:
-      A new config dict with typed parameters.
-
-    Raises:
-      ConfigError: unknown preset, or a parameter the builder or loss does not take or
-        whose value does not fit.
-    """
-    from grounded_text.config.params import ParamError, check_model_params
-    from grounded_text.papers.presets import PRESETS
-
-    origins = origins or {}
-    name = d["model"]["name"]
-    if name not in PRESETS:
-        raise ConfigError(f"{origins.get('model.name', where)}: model.name = {name!r} is not one of "
-                          f"{sorted(PRESETS)}.")
-    record = PRESETS[name]
-    keyed = {field: {k: origins.get(f"model.{field}.{k}", origins.get(f"model.{field}", where))
-                     for k in d["model"][field]} for field in ("encoder", "loss_params")}
-    try:
-        model = check_model_params(d["model"], record.builder, record.config.get("model", {}).get("loss"), where,
-                                   keyed["encoder"], keyed["loss_params"])
-    except ParamError as e:
-        raise ConfigError(str(e)) from None
-    return {**d, "model": model}
-
-
-def check_config(config: ExperimentConfig, where: str = "config") -> ExperimentConfig:
-    """Every value of ``config`` checked and typed, as ``config_from_flags`` checks the
-    flags' (``grounded_text.config.schema.check_config_dict``, then ``check_builder_params``).
-    Imports no TensorFlow.
-
-    Returns:
-      A new ``ExperimentConfig`` with normalised, typed values.
-
-    Raises:
-      ConfigError: see ``check_config_dict`` and ``check_builder_params``.
-    """
-    d = check_config_dict(config.to_dict(), where, params=False)
-    return ExperimentConfig.from_dict(check_builder_params(d, where))
-
-
-__all__ = ["ConfigError", "add_config_flags", "check_builder_params", "check_config", "config_from_flags", "key_value",
+__all__ = ["ConfigError", "add_config_flags", "flags_to_dict", "key_value",
            "bool_or_none", "none_or_int", "positive_int", "nonnegative_int", "positive_float"]

@@ -19,7 +19,7 @@ its value rule (``parse``: ``RULES``, e.g. counts >= 1, learning rates finite an
 which ``check_field`` applies whichever way the value is set: flag, config file or
 ``--set``. The dict fields ``model.encoder`` / ``model.loss_params`` are typed against the
 builder's parameters (``grounded_text.config.params``): by name here (``check_config_dict``),
-for the model's own builder and loss by ``grounded_text.config.flags.check_builder_params``.
+for the model's own builder and loss by ``grounded_text.papers.resolve.check_builder_params``.
 This module imports no TensorFlow, so ``--help`` and bad values answer at once.
 """
 
@@ -331,8 +331,8 @@ def _fits(value, tps: tuple) -> bool:
 def _choices_of(path: str):
     section, name = path.split(".", 1)
     meta = {f.name: f.metadata for f in dataclasses.fields(_SECTION_CLASSES[section])}[name]
-    # "presets" (model.name) is resolved by ``grounded_text.config.flags``: the records
-    # import this module, so it cannot import them.
+    # "presets" (model.name): the command passes the records' names to the flags (the records
+    # import this module, so it cannot import them).
     return meta.get("choices")
 
 
@@ -449,7 +449,7 @@ def check_config_dict(d: dict, where: str = "config", origins: dict | None = Non
     and types the builder parameters of ``model.encoder`` / ``model.loss_params`` by name
     (``grounded_text.config.params.type_params``: ``"False"`` → ``False`` where the parameter is a
     boolean). Whether the model's builder and loss take each key, and their ranges, need the
-    preset record: ``grounded_text.config.flags.check_builder_params``.
+    preset record: ``grounded_text.papers.resolve.check_builder_params``.
 
     Args:
       d: the config dict (not changed).

@@ -121,7 +121,7 @@ def resolve_features_path(root: str | Path, name: str) -> Path:
 def _how_to_make(root: str | Path, name: str) -> str:
     """The command that makes feature file ``name`` from the Flickr8k photos under ``root``,
     or, for a network ``grounded-text features`` does not build, one it does."""
-    from grounded_text.vision.networks import NETWORK_NAMES
+    from grounded_text.config.choices import NETWORK_NAMES
 
     stem = Path(name).stem
     images = Path(root) / "flickr8k" / "images"

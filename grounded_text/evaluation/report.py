@@ -21,9 +21,9 @@ from grounded_text.evaluation.transfer import (
     format_comparison_markdown,
     format_transfer_markdown,
 )
-from grounded_text.experiments.figures import dig
-from grounded_text.experiments.report import fmt
-from grounded_text.experiments.report import write_report as write_report_files
+from grounded_text.reporting.figures import dig
+from grounded_text.reporting.tables import fmt
+from grounded_text.reporting.tables import write_report as write_report_files
 
 
 def report_markdown(report: dict) -> str:
@@ -77,7 +77,7 @@ def slug(label: str) -> str:
 
 
 def _f(x, digits: int = 4) -> str:
-    """A report cell (``grounded_text.experiments.report.fmt``; ``n/a`` when missing)."""
+    """A report cell (``grounded_text.reporting.tables.fmt``; ``n/a`` when missing)."""
     return fmt(x, digits, minus="-", missing="n/a")
 
 

@@ -11,11 +11,11 @@
 Importing this package imports no TensorFlow.
 """
 
-from grounded_text.experiments.figures import FAMILIES, FIGURES, Figure, digits_for, fmt_figure, read_families
 from grounded_text.experiments.plans import RunPlan, merge_overrides, nest, parse_sets, resolve
-from grounded_text.experiments.report import fmt, markdown_table, update_sections, write_report
 from grounded_text.experiments.runner import Decision, RunConflict, decide, ensure_run, finished, run_config
 from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder, score_run
+from grounded_text.reporting.figures import FAMILIES, FIGURES, Figure, digits_for, fmt_figure, read_families
+from grounded_text.reporting.tables import fmt, markdown_table, update_sections, write_report
 
 __all__ = ["FAMILIES", "FIGURES", "Decision", "EvalSettings", "Figure", "Protocol", "RunConflict", "RunPlan",
            "TestData", "decide", "digits_for", "ensure_run", "finished", "fmt", "fmt_figure", "markdown_table",

@@ -14,7 +14,7 @@ The reuse rule (``decide``), for a plan's resolved config C and its run folder D
   an unfinished run of another config, or without a state to resume from → ``overwrite``
   (it holds no result; the trainer replaces its files).
 
-Training is ``grounded_text.train.train`` in this process, or with ``log`` given, the
+Training is ``grounded_text.training.trainer.train`` in this process, or with ``log`` given, the
 trainer's CLI in its own process (``python -m grounded_text.train --config D.toml``) with its
 output in ``log``. No TensorFlow is imported here until a run is trained.
 """
@@ -40,7 +40,7 @@ class RunConflict(ValueError):
 
 def plain(value):
     """JSON round trip (tuples → lists, NumPy scalars → numbers), so configs compare as stored."""
-    from grounded_text.experiments.report import json_default
+    from grounded_text.reporting.tables import json_default
 
     return json.loads(json.dumps(value, default=json_default))
 
@@ -165,7 +165,7 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
       ``RunResult``.
 
     Raises:
-      RunConflict: see ``decide``; and what ``grounded_text.train.train`` raises.
+      RunConflict: see ``decide``; and what ``grounded_text.training.trainer.train`` raises.
     """
     run_dir = Path(run_dir)
     decision = decide(config, run_dir)
@@ -174,7 +174,7 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
     if decision.action == "reuse":
         return RunResult(run_dir, decision, read_metrics(run_dir))
     if log is None:
-        from grounded_text.train import train
+        from grounded_text.training.trainer import train
 
         metrics = train(config, data_dir, run_dir, evaluate=evaluate, verbose=verbose,
                         resume=decision.action == "resume", overwrite=decision.action == "overwrite")

@@ -42,7 +42,7 @@ class Protocol:
       spaces: ``(label, export folders tried in order)``: each space is one text encoder.
       transfer: also the SentEval tasks under ``data_dir/senteval``.
       description: one line per measure, for the report.
-      figures: the headline figures, families of ``grounded_text.experiments.figures.FAMILIES``.
+      figures: the headline figures, families of ``grounded_text.reporting.figures.FAMILIES``.
       same_image_n: the paper's pairs per label of the same-image test (VETE §4.3: 1,000), or
         ``None`` (the budget's ``EvalSettings.same_image_n``); the smaller of the two is used.
       supervised_model: the paper's STS-B / SICK-R regressor (``"ridge"`` or ``"senteval"``,
@@ -114,7 +114,7 @@ def _export_dir(run_dir: Path, candidates) -> Path | None:
 def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=None, *,
                 sections=("sts", "retrieval")) -> dict:
     """The per-pair and per-query predictions behind the STS and retrieval figures, for the
-    paired tests between two encoders (``grounded_text.papers.reproduction.paired_tests``).
+    paired tests between two encoders (``grounded_text.experiments.comparison.paired_tests``).
 
     Args:
       encoder: ``list[str] → [n, d]`` (an ``EmbeddingCache`` is reused as is).

@@ -22,15 +22,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+from grounded_text.config.flags import flags_to_dict
 from grounded_text.config.schema import (
     BASELINE_OBJECTIVES,
     LOSSES,
     SAMPLERS,
     SCHEDULES,
     SELECT_ON,
+    ConfigError,
     ExperimentConfig,
     ModelConfig,
     TextConfig,
+    check_config_dict,
 )
 from grounded_text.papers.presets import DICT_FIELDS, PRESET_FIELDS, SECTIONS, deep_merge, get_preset, record_config
 
@@ -115,6 +118,83 @@ def fill_model_text(model: ModelConfig, text: TextConfig) -> tuple[ModelConfig, 
     return cfg.model, cfg.text
 
 
+# ----------------------------------------------------------------------------- checks
+# The one place a config is checked: each field's rule (``check_config_dict``), the builder's and
+# the loss's parameters (they need the preset record, hence here and not in the config system),
+# and the combination (``_check``, run by ``resolve_config``).
+
+
+def config_from_flags(args) -> ExperimentConfig:
+    """The checked ``ExperimentConfig`` of a command's parsed flags: defaults < ``--config`` <
+    flags < ``--set`` (``grounded_text.config.flags.flags_to_dict``).
+
+    Every field is checked whichever way it was set: the builder parameters of ``model.encoder``
+    / ``model.loss_params`` are typed for the final model and loss (``--encoder-param
+    trainable_embeddings=False`` is ``False``), and an error names the field and where its value
+    came from (the file, the flag, ``--set``). No TensorFlow is imported.
+
+    Raises:
+      ConfigError (a ValueError): a bad config file (missing, a directory, unreadable, not
+        TOML) or a value from any source that does not fit its field or parameter (unknown
+        field or parameter, wrong type, outside the choices or the range).
+    """
+    d, origins = flags_to_dict(args)
+    d = check_builder_params(check_config_dict(d, "config", origins, params=False), "config", origins)
+    return ExperimentConfig.from_dict(d)
+
+
+def check_builder_params(d: dict, where: str = "config", origins: dict | None = None) -> dict:
+    """The config dict ``d`` with ``model.encoder`` and ``model.loss_params`` checked
+    against the builder of preset ``model.name`` and its loss (``model.loss``, or the
+    record's), with ``grounded_text.config.params.check_model_params``: unknown keys (the message
+    lists the ones taken), types, ranges, choices.
+
+    Args:
+      d: a config dict (``ExperimentConfig.to_dict()`` form; not changed).
+      where, origins: where the values came from (see
+        ``grounded_text.config.schema.check_config_dict``).
+
+    Returns:
+      A new config dict with typed parameters.
+
+    Raises:
+      ConfigError: unknown preset, or a parameter the builder or loss does not take or
+        whose value does not fit.
+    """
+    from grounded_text.config.params import ParamError, check_model_params
+    from grounded_text.papers.presets import PRESETS
+
+    origins = origins or {}
+    name = d["model"]["name"]
+    if name not in PRESETS:
+        raise ConfigError(f"{origins.get('model.name', where)}: model.name = {name!r} is not one of "
+                          f"{sorted(PRESETS)}.")
+    record = PRESETS[name]
+    keyed = {field: {k: origins.get(f"model.{field}.{k}", origins.get(f"model.{field}", where))
+                     for k in d["model"][field]} for field in ("encoder", "loss_params")}
+    try:
+        model = check_model_params(d["model"], record.builder, record.config.get("model", {}).get("loss"), where,
+                                   keyed["encoder"], keyed["loss_params"])
+    except ParamError as e:
+        raise ConfigError(str(e)) from None
+    return {**d, "model": model}
+
+
+def check_config(config: ExperimentConfig, where: str = "config") -> ExperimentConfig:
+    """Every value of ``config`` checked and typed, as ``config_from_flags`` checks the
+    flags' (``grounded_text.config.schema.check_config_dict``, then ``check_builder_params``).
+    Imports no TensorFlow.
+
+    Returns:
+      A new ``ExperimentConfig`` with normalised, typed values.
+
+    Raises:
+      ConfigError: see ``check_config_dict`` and ``check_builder_params``.
+    """
+    d = check_config_dict(config.to_dict(), where, params=False)
+    return ExperimentConfig.from_dict(check_builder_params(d, where))
+
+
 # ----------------------------------------------------------------------------- resolution
 
 
@@ -193,8 +273,6 @@ def resolve_config(config: ExperimentConfig) -> ExperimentConfig:
         not ``0 < lr_min <= learning_rate``; ``captions_per_image < 2`` or not dividing
         ``batch_size`` for the grouped sampler.
     """
-    from grounded_text.config.flags import check_config
-
     # Values typed and range-checked first, as for flags and files: a config built in code
     # (the API, the experiments) gets the same checks.
     config = fill_config(check_config(config))

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from grounded_text.evaluation.sts import format_markdown
-from grounded_text.experiments.report import fmt
+from grounded_text.reporting.tables import fmt
 from grounded_text.tuning.tuner import RUN_SUBDIR
 
 #: Columns of the Markdown tables besides the hyperparameters (when present).

@@ -2,7 +2,7 @@
 
 * ``GroundedHyperModel.build(hp)`` declares the protocol's hyperparameters on ``hp`` and
   maps their values to an ``ExperimentConfig`` (``SearchSpace.to_config``);
-  ``fit(hp, config, data_dir=, output_dir=)`` runs ``grounded_text.train.train`` (data →
+  ``fit(hp, config, data_dir=, output_dir=)`` runs ``grounded_text.training.trainer.train`` (data →
   vocabulary → model → fit with STS16 selection → export → STS evaluation) and returns
   ``{"avg2016": ..., <test figures>}``. There is no second training loop.
 * ``GroundedTuner`` is KerasTuner's ``RandomSearch`` (VETE Algorithm 1 is random search)
@@ -50,7 +50,7 @@ def sts_figures(metrics: dict) -> dict[str, float]:
 
 
 class GroundedHyperModel(kt.HyperModel):
-    """The protocol's hyperparameters → ``ExperimentConfig`` → ``grounded_text.train.train``.
+    """The protocol's hyperparameters → ``ExperimentConfig`` → ``grounded_text.training.trainer.train``.
 
     Args:
       space: the loaded protocol (``grounded_text.tuning.space.load_space``).
@@ -71,7 +71,7 @@ class GroundedHyperModel(kt.HyperModel):
         return self.space.to_config(self.space.declare(hp))
 
     def fit(self, hp, config: ExperimentConfig, *, data_dir, output_dir, **kwargs) -> dict[str, float]:
-        """Trains ``config`` with ``grounded_text.train.train`` in ``output_dir``.
+        """Trains ``config`` with ``grounded_text.training.trainer.train`` in ``output_dir``.
 
         Returns:
           ``{"avg2016": best epoch's STS16 mean Pearson r, "best_epoch": ..., "<set>/<subset>": r}``.
@@ -79,7 +79,7 @@ class GroundedHyperModel(kt.HyperModel):
         Raises:
           ValueError: the data has no STS16 folder (no objective to select on).
         """
-        from grounded_text.train import train
+        from grounded_text.training.trainer import train
 
         if config.train.select_on != "avg2016":
             raise ValueError("Tuning maximises avg2016: train.select_on must be 'avg2016'.")

@@ -11,7 +11,7 @@ Two kinds of entries:
   task run), as ``{label: value}`` in report order.
 
 Every table of the drivers draws its columns from here, and formats them with
-``grounded_text.experiments.report.fmt`` at ``digits_for(label)`` decimals. No TensorFlow.
+``grounded_text.reporting.tables.fmt`` at ``digits_for(label)`` decimals. No TensorFlow.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 
-from grounded_text.experiments.report import fmt
+from grounded_text.reporting.tables import fmt
 
 _ONE_DECIMAL = re.compile(r"R@|medr|acc|F1|rsum")
 
