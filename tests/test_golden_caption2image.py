@@ -303,3 +303,22 @@ def test_their_schedule_is_our_cyclic_cosine(fx):
     assert float(fx["adam.lr_step0"]) == pytest.approx(float(fx["schedule.min_lr"]))  # a cycle starts at lr_min
     # Their Flickr8k cycle: int(6000 / 32) * 5 * 4 = 3,740 steps = 4 epochs of 5 captions per image.
     assert int(fx["schedule.flickr8k.stepsize"]) == 3740
+
+
+def test_the_mirroring_options_serialise_and_reach_the_model_loss():
+    """The new options survive get_config, and the diversity loss (add_loss) reaches a
+    functional model's losses, as the training model collects them."""
+    import keras
+    import tensorflow as tf
+
+    from grounded_text.layers.char_encoder import CharacterEncoder
+
+    enc = CharacterEncoder(12, char_dim=4, units=3, attention_units=2, attention_heads=2,
+                           attention_include_padding=True, attention_diversity_margin=1.0)
+    clone = CharacterEncoder.from_config(enc.get_config())
+    assert (clone.attention_heads, clone.attention_include_padding, clone.attention_diversity_margin) == (2, True, 1.0)
+    assert clone.output_dim == 12 and all(h.include_padding for h in clone.heads)
+    ids = keras.Input(shape=(None,), dtype="int64")
+    model = keras.Model(ids, enc(ids))
+    out = model(tf.constant([[3, 4, 5, 0], [6, 7, 0, 0]], tf.int64))
+    assert out.shape == (2, 12) and len(model.losses) == 1 and float(model.losses[0]) > 0
