@@ -21,6 +21,38 @@ from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
 POOLINGS = ("attention", "scalar_attention", "max", "mean")
 
 
+def attention_diversity_loss(kernels, first_alphas, embedding, margin: float = 1.0):
+    """The multi-head penalty of the authors' code of Merckx & Frank, ``attention_loss``
+    (DannyMerkx/caption2image, ``NLE2019`` code at 8a4dc2c, ``PyTorch/functions/costum_loss.py:72-94``).
+
+    For every pair of heads x < y it adds ``[margin − ||·||]₊`` of three differences
+    (Frobenius norms): the heads' first weight matrices W (``costum_loss.py:84``; W
+    transposed has the same norm), their attention weights for the batch's first sentence
+    (``costum_loss.py:88``, ``att_layer.alpha[x][0]``; their trainer sorts each batch by
+    length, so that is the longest sentence) and the heads' slices of the
+    sentence embeddings of the whole batch (``costum_loss.py:90-93``).
+
+    Args:
+      kernels: list of the heads' W, each float [H, U].
+      first_alphas: list of the heads' attention weights of one sentence, each float [T, H].
+      embedding: float [B, heads × H], the (normalised) concatenated sentence vectors.
+      margin: their ``margin = 1``.
+
+    Returns:
+      float32 scalar >= 0 (0 with one head).
+    """
+    heads = len(kernels)
+    embedding = tf.cast(embedding, tf.float32)
+    chunks = tf.split(embedding, heads, axis=-1) if heads > 1 else [embedding]
+    loss = tf.constant(0.0, tf.float32)
+    for group in (kernels, first_alphas, chunks):
+        for x in range(heads):
+            for y in range(x + 1, heads):
+                diff = tf.cast(group[x], tf.float32) - tf.cast(group[y], tf.float32)
+                loss += tf.nn.relu(margin - tf.norm(diff))
+    return loss
+
+
 def split_characters(strings, lowercase: bool = True) -> tf.RaggedTensor:
     """Raw strings → ragged [B, (chars)] of UTF-8 characters.
 
@@ -141,6 +173,19 @@ class CharacterEncoder(keras.layers.Layer):
       pooling: ``"attention"`` (vector, the paper's), ``"scalar_attention"``, ``"max"`` or ``"mean"``.
       attention_units: hidden size of the attention MLP (paper: 128).
       normalize: L2-normalise the output.
+      attention_heads: independent attention poolings whose outputs are concatenated
+        (N × heads), as ``multi_attention`` of the authors' code (caption2image 8a4dc2c,
+        ``PyTorch/functions/costum_layers.py:71-85``; its ``flickr_char/char_net.py:50``
+        sets 2 heads, its SentEval script ``SentEval/evaluate_char.py:78`` loads 1, the paper
+        describes one). Default 1.
+      attention_include_padding: the softmax of the attention runs over every step of the
+        padded batch, padded states zero, as the authors' code does (no mask:
+        ``costum_layers.py:95,98`` over the zero-padded ``pad_packed_sequence`` output,
+        ``encoders.py:37``). Default ``False``: the exact masked softmax.
+      attention_diversity_margin: with several heads, adds (``add_loss``) the authors'
+        ``attention_loss`` with this margin (``attention_diversity_loss``; their
+        ``costum_loss.py:72``, margin 1, added by ``flickr_char/char_net.py:117``). Default
+        ``None``: no such loss.
 
     Call args:
       ids: int [B, T] character ids, 0 = padding.
@@ -154,7 +199,9 @@ class CharacterEncoder(keras.layers.Layer):
 
     def __init__(self, vocabulary_size: int, char_dim: int = 20, units: int = 512, num_layers: int = 1,
                  cell: str = "gru", bidirectional: bool = True, pooling: str = "attention",
-                 attention_units: int = 128, normalize: bool = True, **kwargs):
+                 attention_units: int = 128, normalize: bool = True, attention_heads: int = 1,
+                 attention_include_padding: bool = False, attention_diversity_margin: float | None = None,
+                 **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"CharacterEncoder: cell must be one of {sorted(CELLS)}, got {cell!r}.")
@@ -162,8 +209,10 @@ class CharacterEncoder(keras.layers.Layer):
             raise ValueError(f"CharacterEncoder: pooling must be one of {POOLINGS}, got {pooling!r}.")
         if not 1 <= int(num_layers) <= 3:
             raise ValueError(f"CharacterEncoder: num_layers must be 1..3, got {num_layers}.")
-        if min(vocabulary_size, char_dim, units, attention_units) < 1:
+        if min(vocabulary_size, char_dim, units, attention_units, attention_heads) < 1:
             raise ValueError("CharacterEncoder: sizes must be >= 1.")
+        if int(attention_heads) > 1 and pooling not in ("attention", "scalar_attention"):
+            raise ValueError(f"CharacterEncoder: attention_heads > 1 needs an attention pooling, got {pooling!r}.")
         self.vocabulary_size, self.char_dim, self.units = int(vocabulary_size), int(char_dim), int(units)
         self.num_layers, self.cell, self.bidirectional = int(num_layers), cell, bool(bidirectional)
         self.pooling, self.attention_units, self.normalize = pooling, int(attention_units), bool(normalize)
@@ -175,23 +224,40 @@ class CharacterEncoder(keras.layers.Layer):
             if self.bidirectional:
                 rnn = keras.layers.Bidirectional(rnn, dtype=self.dtype_policy, name=f"bi_{cell}_{i}")
             self.rnns.append(rnn)
+        self.attention_heads = int(attention_heads)
+        self.attention_include_padding = bool(attention_include_padding)
+        self.attention_diversity_margin = (None if attention_diversity_margin is None
+                                           else float(attention_diversity_margin))
         attention_cls = {"attention": VectorAttentionPooling, "scalar_attention": ScalarAttentionPooling}.get(pooling)
-        self.attention = (attention_cls(self.attention_units, dtype=self.dtype_policy, name="attention")
-                          if attention_cls is not None else None)
+
+        def head(name):
+            return attention_cls(self.attention_units, include_padding=self.attention_include_padding,
+                                 dtype=self.dtype_policy, name=name)
+
+        self.attention = head("attention") if attention_cls is not None else None
+        # Heads 2.. (none by default, so a one-head encoder keeps its weight layout).
+        self.extra_heads = ([head(f"attention_{i}") for i in range(1, self.attention_heads)]
+                            if attention_cls is not None else [])
 
     @property
     def output_dim(self) -> int:
-        return self.units * (2 if self.bidirectional else 1)
+        return self.units * (2 if self.bidirectional else 1) * self.attention_heads
 
     def build(self, input_shape):
         self.embedding.build(input_shape)
         shape = tuple(input_shape) + (self.char_dim,)
+        states = self.units * (2 if self.bidirectional else 1)
         for rnn in self.rnns:
             rnn.build(shape)
-            shape = tuple(input_shape) + (self.output_dim,)
-        if self.attention is not None:
-            self.attention.build(shape)
+            shape = tuple(input_shape) + (states,)
+        for head in self.heads:
+            head.build(shape)
         self.built = True
+
+    @property
+    def heads(self) -> list:
+        """The attention poolings, in the order of their output slices (empty without attention)."""
+        return [] if self.attention is None else [self.attention, *self.extra_heads]
 
     def sequence(self, ids, training=None):
         """The top RNN layer's states h [B, T, N] and the mask [B, T]."""
@@ -203,7 +269,9 @@ class CharacterEncoder(keras.layers.Layer):
 
     def call(self, ids, training=None):
         h, mask = self.sequence(ids, training)
-        if self.attention is not None:
+        if len(self.heads) > 1:
+            e = tf.concat([head(h, mask) for head in self.heads], axis=-1)
+        elif self.attention is not None:
             e = self.attention(h, mask)
         elif self.pooling == "max":
             e = masked_max(h, mask)
@@ -211,7 +279,16 @@ class CharacterEncoder(keras.layers.Layer):
             e = masked_mean(h, mask)
         if self.normalize:
             e = tf.math.l2_normalize(e, axis=-1, epsilon=1e-24)
+        if self.attention_diversity_margin is not None and len(self.heads) > 1:
+            self.add_loss(self.diversity_loss(h, mask, e))
         return e
+
+    def diversity_loss(self, h, mask, embedding):
+        """``attention_diversity_loss`` of the heads for states ``h`` [B, T, H], ``mask``
+        [B, T] and the output ``embedding`` [B, N] (the first sentence's attention weights)."""
+        first_alphas = [head.weights_of(h[:1], mask[:1])[0] for head in self.heads]
+        kernels = [head.hidden.kernel for head in self.heads]
+        return attention_diversity_loss(kernels, first_alphas, embedding, self.attention_diversity_margin or 0.0)
 
     def compute_output_spec(self, ids, training=None):
         return keras.KerasTensor((ids.shape[0], self.output_dim), dtype="float32")
@@ -220,5 +297,7 @@ class CharacterEncoder(keras.layers.Layer):
         config = super().get_config()
         config.update(vocabulary_size=self.vocabulary_size, char_dim=self.char_dim, units=self.units,
                       num_layers=self.num_layers, cell=self.cell, bidirectional=self.bidirectional,
-                      pooling=self.pooling, attention_units=self.attention_units, normalize=self.normalize)
+                      pooling=self.pooling, attention_units=self.attention_units, normalize=self.normalize,
+                      attention_heads=self.attention_heads, attention_include_padding=self.attention_include_padding,
+                      attention_diversity_margin=self.attention_diversity_margin)
         return config

@@ -2,8 +2,10 @@
 
 Every pooling takes a sequence ``h`` float [B, T, H] and a boolean ``mask`` [B, T]
 (True = a real step, False = padding) and ignores the padded steps exactly, so
-padding a batch with a longer sentence never changes a sentence's vector. A row
-with no valid step pools to the zero vector (documented; never NaN).
+padding a batch with a longer sentence never changes a sentence's vector (the attention
+poolings' ``include_padding`` option, which mirrors the authors' code of Merckx & Frank,
+is the one exception). A row with no valid step pools to the zero vector (documented;
+never NaN).
 """
 
 from __future__ import annotations
@@ -48,13 +50,22 @@ def last_valid(h, mask):
 class _AttentionPoolingBase(keras.layers.Layer):
     """The attention MLP shared by the vector and scalar self-attention poolings:
     ``logits_t = V tanh(W h_t + b_w) + b_v``, a softmax over the valid time steps,
-    and ``Σ_t a_t ∘ h_t``; subclasses set the width of V's output."""
+    and ``Σ_t a_t ∘ h_t``; subclasses set the width of V's output.
 
-    def __init__(self, units: int = 128, **kwargs):
+    ``include_padding=True`` runs the softmax over every step of the padded batch instead,
+    the padded states set to zero, as the authors' code of Merckx & Frank does
+    (DannyMerkx/caption2image, ``NLE2019`` code at 8a4dc2c: ``PyTorch/functions/encoders.py:37``
+    pads the GRU output with zeros, ``pad_packed_sequence``, and ``costum_layers.py:95,98``
+    takes ``nn.Softmax(dim = 1)`` over all T steps without a mask). The padded steps then
+    take weight from the real ones, so a sentence's vector depends on the longest sentence
+    of its batch. Default ``False`` (the exact masked softmax)."""
+
+    def __init__(self, units: int = 128, include_padding: bool = False, **kwargs):
         super().__init__(**kwargs)
         if units < 1:
             raise ValueError(f"{type(self).__name__}: units must be >= 1, got {units}.")
         self.units = int(units)
+        self.include_padding = bool(include_padding)
         self.supports_masking = True  # the mask is an explicit call argument
         self.hidden = keras.layers.Dense(self.units, activation="tanh", dtype=self.dtype_policy, name="W")
         self.score = None
@@ -68,17 +79,28 @@ class _AttentionPoolingBase(keras.layers.Layer):
         self.score.build(tuple(h_shape[:-1]) + (self.units,))
         self.built = True
 
+    def _states(self, h, mask):
+        """``h`` as float32; with ``include_padding`` the padded steps set to zero."""
+        h = tf.cast(h, tf.float32)
+        if self.include_padding:
+            h = h * tf.cast(mask, tf.float32)[..., None]
+        return h
+
     def weights_of(self, h, mask):
         """The attention weights a: float32 [B, T, H] (vector) or [B, T, 1] (scalar);
-        each column sums to 1 over the valid steps and is zero on padding."""
-        logits = tf.cast(self.score(self.hidden(h)), tf.float32)
+        each column sums to 1 over the valid steps and is zero on padding (with
+        ``include_padding``: sums to 1 over all T steps, padding included)."""
         valid = tf.cast(mask, tf.bool)[..., None]
+        if self.include_padding:
+            logits = tf.cast(self.score(self.hidden(self._states(h, mask))), tf.float32)
+            return tf.nn.softmax(logits, axis=1)
+        logits = tf.cast(self.score(self.hidden(h)), tf.float32)
         logits = tf.where(valid, logits, tf.float32.min)
         a = tf.nn.softmax(logits, axis=1)  # over time, separately for each column
         return tf.where(valid, a, tf.zeros_like(a))
 
     def call(self, h, mask):
-        return tf.reduce_sum(self.weights_of(h, mask) * tf.cast(h, tf.float32), axis=1)
+        return tf.reduce_sum(self.weights_of(h, mask) * self._states(h, mask), axis=1)
 
     def compute_mask(self, h, mask=None):
         return None
@@ -88,7 +110,7 @@ class _AttentionPoolingBase(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(units=self.units)
+        config.update(units=self.units, include_padding=self.include_padding)
         return config
 
 
@@ -102,6 +124,8 @@ class VectorAttentionPooling(_AttentionPoolingBase):
 
     Args:
       units: hidden size of the attention MLP (paper: 128).
+      include_padding: softmax over all steps of the padded batch, padded states zero
+        (the authors' code; see ``_AttentionPoolingBase``). Default ``False``: valid steps only.
 
     Call args:
       h: float [B, T, H]; mask: bool [B, T] (True = valid step).
@@ -127,6 +151,7 @@ class ScalarAttentionPooling(_AttentionPoolingBase):
 
     Args:
       units: hidden size of the attention MLP.
+      include_padding: softmax over all steps of the padded batch (``_AttentionPoolingBase``).
 
     Call args:
       h: float [B, T, H]; mask: bool [B, T] (True = valid step).

@@ -42,6 +42,13 @@ pair: no false negatives). Negative selection:
 
 Selection masks are computed on stopped-gradient similarities; the gradient flows
 through the selected hinge terms only.
+
+Reductions: ``"sum"`` (the papers' formulas), ``"mean"`` (÷ B) and ``"mean_matrix"``
+(÷ B²): the mean over the B × B cost matrix whose zeroed diagonal still counts, as the
+authors' code of Merckx & Frank reduces its hinge (DannyMerkx/caption2image, the
+``NLE2019`` code at 8a4dc2c, ``PyTorch/functions/costum_loss.py:39``, ``cost.mean()``).
+Adam is nearly invariant to that constant factor, but not a margin-based auxiliary loss
+added to it, a gradient-norm clip or Adam's epsilon.
 """
 
 from __future__ import annotations
@@ -52,12 +59,18 @@ import tensorflow as tf
 from grounded_text.losses.common import (
     BatchLoss,
     check_batch,
-    check_reduction,
     same_image_mask,
     similarity_matrix,
 )
 
 NEGATIVES = ("all", "hardest", "semi_hard", "hard")
+REDUCTIONS = ("sum", "mean", "mean_matrix")
+
+
+def _check_reduction(name: str, reduction: str) -> str:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{name}: reduction must be one of {REDUCTIONS}, got {reduction!r}.")
+    return reduction
 
 
 def _anchor_losses(negative_sims, positive_sims, valid, margin, negatives, k):
@@ -103,7 +116,9 @@ def triplet_ranking_loss(
         image-anchored term has weight 1. The thesis uses λ = 0.1 (§4.2).
       negatives: ``"all" | "hardest" | "semi_hard" | "hard"``.
       k: K for ``"hardest"`` (ignored otherwise), >= 1.
-      reduction: ``"sum"`` over anchors (the papers) or ``"mean"`` (÷ B).
+      reduction: ``"sum"`` over anchors (the papers), ``"mean"`` (÷ B) or
+        ``"mean_matrix"`` (÷ B², the authors' code of Merckx & Frank: ``cost.mean()`` over
+        the B × B matrix, ``PyTorch/functions/costum_loss.py:39`` at caption2image 8a4dc2c).
 
     Returns:
       ``float32`` scalar >= 0. A batch with no negative pair (one image) gives 0.
@@ -115,7 +130,7 @@ def triplet_ranking_loss(
         raise ValueError(f"triplet_ranking_loss: negatives must be one of {NEGATIVES}, got {negatives!r}.")
     if int(k) != k or k < 1:
         raise ValueError(f"triplet_ranking_loss: k must be an integer >= 1, got {k}.")
-    check_reduction("triplet_ranking_loss", reduction)
+    _check_reduction("triplet_ranking_loss", reduction)
     sims = similarity_matrix(text, image)  # [B, B], S[i, j] = cos(t_i, v_j)
     batch = tf.shape(sims)[0]
     valid = tf.logical_not(same_image_mask(image_ids, batch))
@@ -129,6 +144,8 @@ def triplet_ranking_loss(
     loss = tf.reduce_sum(image_anchored) + direction_weight * tf.reduce_sum(sentence_anchored)
     if reduction == "mean":
         loss = loss / tf.cast(batch, tf.float32)
+    elif reduction == "mean_matrix":
+        loss = loss / tf.cast(batch * batch, tf.float32)
     return loss
 
 
@@ -147,7 +164,9 @@ class TripletRankingLoss(BatchLoss):
         has weight 1. Default 1.0 (both directions equal, VSE++); the thesis uses 0.1 (§4.2).
       negatives: ``"all" | "hardest" | "semi_hard" | "hard"``.
       k: K hardest negatives per anchor (``"hardest"`` only), >= 1.
-      reduction: ``"sum"`` (default, the papers) or ``"mean"`` (÷ B).
+      reduction: ``"sum"`` (default, the papers), ``"mean"`` (÷ B) or ``"mean_matrix"``
+        (÷ B², as the authors' code of Merckx & Frank averages its cost matrix:
+        caption2image 8a4dc2c, ``PyTorch/functions/costum_loss.py:39``).
 
     Call args:
       text, image: float [B, N]; image_ids: optional int [B] — rows of one image
@@ -183,7 +202,7 @@ class TripletRankingLoss(BatchLoss):
         self.direction_weight = float(direction_weight)
         self.negatives = negatives
         self.k = int(k)
-        self.reduction = check_reduction("TripletRankingLoss", reduction)
+        self.reduction = _check_reduction("TripletRankingLoss", reduction)
 
     def batch_loss(self, text, image, image_ids=None, training=None):
         check_batch("TripletRankingLoss", text, image, image_ids)
