@@ -1,4 +1,4 @@
-"""Our character model step for step against the authors' code of Merckx & Frank (2019).
+"""Our character model step for step against the authors' code of Merkx & Frank (2019).
 
 The fixtures ``tests/fixtures/caption2image/*.npz`` were written by
 ``tests/fixtures/caption2image/make_fixture.py`` from DannyMerkx/caption2image (the

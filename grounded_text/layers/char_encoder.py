@@ -22,7 +22,7 @@ POOLINGS = ("attention", "scalar_attention", "max", "mean")
 
 
 def attention_diversity_loss(kernels, first_alphas, embedding, margin: float = 1.0):
-    """The multi-head penalty of the authors' code of Merckx & Frank, ``attention_loss``
+    """The multi-head penalty of the authors' code of Merkx & Frank, ``attention_loss``
     (DannyMerkx/caption2image, ``NLE2019`` code at 8a4dc2c, ``PyTorch/functions/costum_loss.py:72-94``).
 
     For every pair of heads x < y it adds ``[margin − ||·||]₊`` of three differences

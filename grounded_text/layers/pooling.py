@@ -3,7 +3,7 @@
 Every pooling takes a sequence ``h`` float [B, T, H] and a boolean ``mask`` [B, T]
 (True = a real step, False = padding) and ignores the padded steps exactly, so
 padding a batch with a longer sentence never changes a sentence's vector (the attention
-poolings' ``include_padding`` option, which mirrors the authors' code of Merckx & Frank,
+poolings' ``include_padding`` option, which mirrors the authors' code of Merkx & Frank,
 is the one exception). A row with no valid step pools to the zero vector (documented;
 never NaN).
 """
@@ -53,7 +53,7 @@ class _AttentionPoolingBase(keras.layers.Layer):
     and ``Σ_t a_t ∘ h_t``; subclasses set the width of V's output.
 
     ``include_padding=True`` runs the softmax over every step of the padded batch instead,
-    the padded states set to zero, as the authors' code of Merckx & Frank does
+    the padded states set to zero, as the authors' code of Merkx & Frank does
     (DannyMerkx/caption2image, ``NLE2019`` code at 8a4dc2c: ``PyTorch/functions/encoders.py:37``
     pads the GRU output with zeros, ``pad_packed_sequence``, and ``costum_layers.py:95,98``
     takes ``nn.Softmax(dim = 1)`` over all T steps without a mask). The padded steps then

@@ -45,7 +45,7 @@ through the selected hinge terms only.
 
 Reductions: ``"sum"`` (the papers' formulas), ``"mean"`` (÷ B) and ``"mean_matrix"``
 (÷ B²): the mean over the B × B cost matrix whose zeroed diagonal still counts, as the
-authors' code of Merckx & Frank reduces its hinge (DannyMerkx/caption2image, the
+authors' code of Merkx & Frank reduces its hinge (DannyMerkx/caption2image, the
 ``NLE2019`` code at 8a4dc2c, ``PyTorch/functions/costum_loss.py:39``, ``cost.mean()``).
 Adam is nearly invariant to that constant factor, but not a margin-based auxiliary loss
 added to it, a gradient-norm clip or Adam's epsilon.
@@ -117,7 +117,7 @@ def triplet_ranking_loss(
       negatives: ``"all" | "hardest" | "semi_hard" | "hard"``.
       k: K for ``"hardest"`` (ignored otherwise), >= 1.
       reduction: ``"sum"`` over anchors (the papers), ``"mean"`` (÷ B) or
-        ``"mean_matrix"`` (÷ B², the authors' code of Merckx & Frank: ``cost.mean()`` over
+        ``"mean_matrix"`` (÷ B², the authors' code of Merkx & Frank: ``cost.mean()`` over
         the B × B matrix, ``PyTorch/functions/costum_loss.py:39`` at caption2image 8a4dc2c).
 
     Returns:
@@ -165,7 +165,7 @@ class TripletRankingLoss(BatchLoss):
       negatives: ``"all" | "hardest" | "semi_hard" | "hard"``.
       k: K hardest negatives per anchor (``"hardest"`` only), >= 1.
       reduction: ``"sum"`` (default, the papers), ``"mean"`` (÷ B) or ``"mean_matrix"``
-        (÷ B², as the authors' code of Merckx & Frank averages its cost matrix:
+        (÷ B², as the authors' code of Merkx & Frank averages its cost matrix:
         caption2image 8a4dc2c, ``PyTorch/functions/costum_loss.py:39``).
 
     Call args:
