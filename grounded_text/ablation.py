@@ -82,7 +82,7 @@ _VETE_BOW_128 = {"model.name": "vete_bow", "model.embedding_dim": 128, "data.bat
                  "train.learning_rate": 1e-3, "data.one_caption_per_image": False,
                  "data.features": "efficientnet_lite0", "train.seed": 0, "data.seed": 0}
 
-LOSSES = Study(
+LOSS_STUDY = Study(
     title="VETE-BOW (N = 128) on Flickr8k train (all captions), 5 epochs, B = 128, Adam 1e-3, seed 0, "
           "last epoch (no model selection); Pearson r of cosines (unsupervised)",
     base={**_VETE_BOW_128, "train.epochs": 5, "train.select_on": "last"},
@@ -152,7 +152,7 @@ ZOO = Study(
     ),
 )
 
-STUDIES = {"losses": LOSSES, "snapshot_ensemble": SNAPSHOT_ENSEMBLE, "zoo": ZOO}
+STUDIES = {"losses": LOSS_STUDY, "snapshot_ensemble": SNAPSHOT_ENSEMBLE, "zoo": ZOO}
 
 
 def run_dir_name(run: str) -> str:

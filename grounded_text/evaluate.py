@@ -184,14 +184,14 @@ def _main(argv=None) -> int:
 
 
 def _add_transfer_args(p: argparse.ArgumentParser) -> None:
-    from grounded_text.evaluation.encoders import BASELINES
+    from grounded_text.evaluation.encoders import BASELINE_ENCODERS
     from grounded_text.evaluation.transfer import PAIR_FEATURE_SETS, SENTEVAL_SEED, TASKS
 
     g = p.add_argument_group("transfer (SentEval)")
     g.add_argument("--transfer", nargs="*", default=None, metavar="TASK",
                    help=f"run SentEval transfer tasks (default all: {' '.join(TASKS)})")
     g.add_argument("--senteval-dir", default=None, help=f"SentEval root (default: ${DATA_ENV_VAR}/senteval)")
-    g.add_argument("--baseline", nargs="+", choices=BASELINES, default=None, help="also score these baselines")
+    g.add_argument("--baseline", nargs="+", choices=BASELINE_ENCODERS, default=None, help="also score these baselines")
     g.add_argument("--no-sts", action="store_true", help="skip the STS table")
     g.add_argument("--kfold", type=int, default=10, help="k of the (inner) k-fold CVs (SentEval: 10)")
     g.add_argument("--seed", type=int, default=SENTEVAL_SEED)
@@ -296,8 +296,8 @@ def _suite(a, p, argv) -> int:
         load_image_encoder,
         run_dir_specs,
     )
-    from grounded_text.evaluation.report import format_report_markdown, write_report
-    from grounded_text.evaluation.suite import SECTIONS, evaluate_encoders
+    from grounded_text.evaluation.report import format_report_markdown, write_evaluation_report
+    from grounded_text.evaluation.suite import EVALUATION_SECTIONS, evaluate_encoders
     from grounded_text.serving.encoder import load
 
     root = resolve_data_dir(a.data_dir)
@@ -330,7 +330,7 @@ def _suite(a, p, argv) -> int:
                                                pair_feature_set=a.pair_features)}
     report = evaluate_encoders(
         specs, root, features=features or "efficientnet_lite0", sts_dir=a.sts_dir,
-        sections=a.sections or (list(SECTIONS) if a.full else ["sts"]), coco_captions=a.coco_captions,
+        sections=a.sections or (list(EVALUATION_SECTIONS) if a.full else ["sts"]), coco_captions=a.coco_captions,
         years=a.years, same_image_n=a.same_image_n, seed=a.sample_seed, mnno_ks=a.mnno_k,
         retrieval_protocol=a.retrieval_protocol, supervised_model=a.supervised_model,
         retrieval_coco=a.retrieval_coco, coco_protocols=a.coco_protocol,
@@ -339,7 +339,7 @@ def _suite(a, p, argv) -> int:
     title = "Evaluation report: " + ", ".join(s.name for s in specs)
     print(format_report_markdown(report, title))
     if a.out:
-        paths = write_report(report, a.out, title)
+        paths = write_evaluation_report(report, a.out, title)
         print(f"\nwrote {paths['json']} and {paths['markdown']}")
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2, default=float))

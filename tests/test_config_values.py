@@ -15,7 +15,7 @@ import pytest
 
 from grounded_text.config.params import ENCODER_PARAMS, LOSS_PARAMS, REQUIRED, Param, ParamError, coerce_param
 from grounded_text.config.schema import (
-    _SECTION_CLASSES,
+    SECTION_CLASSES,
     SECTIONS,
     ConfigError,
     ExperimentConfig,
@@ -151,7 +151,7 @@ def test_every_record_passes_its_own_check_unchanged():
 
 
 def _ruled_fields(*rules):
-    return [(s, f.name, f.metadata) for s in SECTIONS for f in dataclasses.fields(_SECTION_CLASSES[s])
+    return [(s, f.name, f.metadata) for s in SECTIONS for f in dataclasses.fields(SECTION_CLASSES[s])
             if f.metadata.get("parse") in rules]
 
 

@@ -372,7 +372,7 @@ def test_the_claims_are_stated_per_column_as_the_papers_tables_give_them():
 
 
 def test_comparison_table_and_claims_read_the_suite_report():
-    from grounded_text.benchmarks.paper_baselines import STS_COLUMNS, check_claims, claim_lines, markdown_table
+    from grounded_text.benchmarks.paper_baselines import STS_COLUMNS, baselines_markdown, check_claims, claim_lines
 
     report = {"encoders": {
         "vete_bow": _enc(0.5),
@@ -382,7 +382,7 @@ def test_comparison_table_and_claims_read_the_suite_report():
                                             "SNLI": {"status": "unavailable", "acc": None}}),
         "seq": _enc(0.3, transfer={"MR": _ok(72.0), "CR": _ok(74.0), "MRPC": _ok(69.0, 81.0)}),
     }}
-    table = markdown_table(report)
+    table = baselines_markdown(report)
     row = next(line for line in table.splitlines() if line.startswith("| `vete_bow`"))
     assert row.startswith("| `vete_bow` | 50.0 / 50.0 | n/a |") and row.endswith("50.0 / 25.0 |")
     assert table.splitlines()[1].count("---") == 11 and len(STS_COLUMNS) == 9
@@ -450,8 +450,8 @@ def test_the_cli_scores_an_encoder_with_the_experiments_scoring_call(data_dir, t
     pairs = read_sts_year(sts_year_dirs(data_dir / "sts")["STS12"])["MSRvid"]
     a, b = encode(pairs.sentences1), encode(pairs.sentences2)
     cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
-    assert pb.figure(enc, "sts12_msrvid", "pearson") == pytest.approx(pearsonr(cos, pairs.scores)[0], abs=1e-4)
-    assert -1 <= pb.figure(enc, "same_image_flickr8k", "pearson") <= 1
+    assert pb.cell_value(enc, "sts12_msrvid", "pearson") == pytest.approx(pearsonr(cos, pairs.scores)[0], abs=1e-4)
+    assert -1 <= pb.cell_value(enc, "same_image_flickr8k", "pearson") <= 1
     table = out_md.read_text()
     assert table.startswith("| model | STS12 mean |") and "| `T (GloVe 6B 50d mean)` |" in table
     assert "| model | MR acc |" in table and "- Bordes et al. 2019 Table 3: T+C_g+P_g > SEQ. Paper:" in table

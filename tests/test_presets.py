@@ -354,7 +354,7 @@ def test_docs_table_is_the_records():
     from pathlib import Path
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
-    assert presets_mod.markdown_table() in docs, "regenerate: python -m grounded_text.papers.presets"
+    assert presets_mod.records_markdown() in docs, "regenerate: python -m grounded_text.papers.presets"
 
 
 # ----------------------------------------------------------------------------- the CLI

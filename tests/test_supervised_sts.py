@@ -3,22 +3,22 @@
 import numpy as np
 import pytest
 
-from grounded_text.evaluation.supervised_sts import fit_select_score, pair_features
+from grounded_text.evaluation.supervised_sts import fit_select_score, relatedness_features
 
 
 def test_pair_features_layout():
     u = np.array([[1.0, -2.0]])
     v = np.array([[3.0, 1.0]])
-    np.testing.assert_array_equal(pair_features(u, v), [[1, -2, 3, 1, 2, 3, 3, -2]])
+    np.testing.assert_array_equal(relatedness_features(u, v), [[1, -2, 3, 1, 2, 3, 3, -2]])
     with pytest.raises(ValueError, match="equal shape"):
-        pair_features(u, v[:, :1])
+        relatedness_features(u, v[:, :1])
 
 
 def test_fit_select_score_recovers_a_learnable_target_and_selects_on_dev():
     rng = np.random.default_rng(0)
     def make(n):
         u, v = rng.normal(size=(n, 6)), rng.normal(size=(n, 6))
-        x = pair_features(u, v)
+        x = relatedness_features(u, v)
         y = np.clip(2.5 + x @ np.linspace(-0.3, 0.3, x.shape[1]) + 0.05 * rng.normal(size=n), 0, 5)
         return x, y
     r = fit_select_score(make(800), make(200), make(300))

@@ -57,7 +57,7 @@ from grounded_text.reporting.tables import write_report
 # The STS columns (names in grounded_text.reporting.figures.FIGURES); the same-image column is separate.
 STS_COLUMNS = ("sts12_mean", "sts13_mean", "sts16_mean", "sts12_msrvid", "stsb_test", "stsb_captions", "stsb_news",
                "stsb_forum", "sick_test")
-SAME_IMAGE = "same_image_flickr8k"
+SAME_IMAGE_COLUMN = "same_image_flickr8k"
 PROTOCOL = Protocol(("sts", "same_image"))
 # SentEval tasks of the transfer table (grounded_text.evaluation.transfer.TASKS without SNLI, which has no
 # training set in our data).
@@ -153,9 +153,9 @@ CLAIMS = (
 )
 
 
-def figure(encoder_report: dict, column: str, stat: str) -> float | None:
+def cell_value(encoder_report: dict, column: str, stat: str) -> float | None:
     """One cell's value: ``stat`` ("pearson" or "spearman") of figure ``column`` (a name of
-    ``STS_COLUMNS`` or ``SAME_IMAGE``) in an encoder's suite report, or None if absent."""
+    ``STS_COLUMNS`` or ``SAME_IMAGE_COLUMN``) in an encoder's suite report, or None if absent."""
     return FIGURES[column].read(encoder_report, stat)
 
 
@@ -167,7 +167,7 @@ def our_figure(encoder_report: dict, column: Column) -> float | None:
     if key is None:
         return None
     if key == "same_image":
-        return figure(encoder_report, SAME_IMAGE, "pearson")
+        return cell_value(encoder_report, SAME_IMAGE_COLUMN, "pearson")
     head, _, rest = key.partition("/")
     if head == "transfer":
         r = (encoder_report.get("transfer") or {}).get(rest)
@@ -186,10 +186,10 @@ def _verdict(k: int, n: int) -> str:
     return "not measured" if n == 0 else "holds" if k == n else "does not hold" if k == 0 else "mixed"
 
 
-def markdown_table(report: dict) -> str:
+def baselines_markdown(report: dict) -> str:
     """Rows = encoders, columns = ``STS_COLUMNS`` + same-image, cells ``r / ρ`` × 100; then,
     when an encoder has SentEval scores, their accuracies (%)."""
-    columns = [FIGURES[c] for c in STS_COLUMNS + (SAME_IMAGE,)]
+    columns = [FIGURES[c] for c in STS_COLUMNS + (SAME_IMAGE_COLUMN,)]
     rows = []
     for name, enc in report["encoders"].items():
         cells = ["n/a" if c.read(enc) is None else f"{c.cell(enc, minus='-')} / {c.cell(enc, 'spearman', minus='-')}"
@@ -268,8 +268,8 @@ def check_claims(report: dict) -> list[dict]:
                       "cells": cells, "verdict": _verdict(k, len(cells)),
                       "agrees_with_paper": sum(c["holds"] == c["paper_holds"] for c in cells)})
         if claim.sts_columns:
-            pairs = [] if missing else [(FIGURES[c].label, figure(encs[claim.better], c, "pearson"),
-                                         figure(encs[claim.worse], c, "pearson")) for c in STS_COLUMNS]
+            pairs = [] if missing else [(FIGURES[c].label, cell_value(encs[claim.better], c, "pearson"),
+                                         cell_value(encs[claim.worse], c, "pearson")) for c in STS_COLUMNS]
             sk, scells, slost = _cells([(c, a, b) for c, a, b in pairs if a is not None and b is not None])
             entry["sts"] = {"holds_in": sk, "columns": len(scells), "lost_on": slost,
                             "verdict": _verdict(sk, len(scells))}
@@ -378,7 +378,7 @@ def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else argv
     report["command"] = "python -m grounded_text.benchmarks.paper_baselines " + " ".join(args)
     report["claims"] = check_claims(report)
-    table = markdown_table(report) + "\n\nThe papers' claims, column by column:\n\n" + "\n".join(
+    table = baselines_markdown(report) + "\n\nThe papers' claims, column by column:\n\n" + "\n".join(
         claim_lines(report["claims"]))
     print(table)
     write_report(report, table, json_path=a.json, markdown_path=a.markdown)

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 
 from grounded_text.config.schema import (
-    _SECTION_CLASSES,
+    SECTION_CLASSES,
     SECTIONS,
     ConfigError,
     ExperimentConfig,
@@ -27,7 +27,7 @@ from grounded_text.config.schema import _choices_of as _field_choices
 _DEST = "cfg__"  # argparse dest prefix of a generated flag: cfg__<section>__<field>
 # (section, field) → its flag, for the messages naming where a value came from.
 _FLAGS = {(s, f.name): f.metadata.get("flag") or f.metadata.get("negative")
-          for s in SECTIONS for f in dataclasses.fields(_SECTION_CLASSES[s])
+          for s in SECTIONS for f in dataclasses.fields(SECTION_CLASSES[s])
           if f.metadata.get("flag") or f.metadata.get("negative")}
 
 
@@ -104,7 +104,7 @@ def _choices_of(path: str, model_names=()):
 def _scalar_type(section: str, f: dataclasses.Field):
     import typing
 
-    hint = typing.get_type_hints(_SECTION_CLASSES[section])[f.name]
+    hint = typing.get_type_hints(SECTION_CLASSES[section])[f.name]
     args = set(typing.get_args(hint)) or {hint}
     for t in (int, float):
         if t in args:
@@ -130,7 +130,7 @@ def add_config_flags(parser: argparse.ArgumentParser, model_names=()) -> None:
                         help="set one config field (value read as TOML), repeatable; applied last")
     groups = {s: parser.add_argument_group(f"[{s}] config flags") for s in SECTIONS}
     for section in SECTIONS:
-        for f in dataclasses.fields(_SECTION_CLASSES[section]):
+        for f in dataclasses.fields(SECTION_CLASSES[section]):
             meta = f.metadata
             if not meta.get("flag") and not meta.get("negative"):
                 continue

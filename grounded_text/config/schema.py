@@ -293,7 +293,7 @@ class ExperimentConfig:
 
 # ----------------------------------------------------------------------------- type checks
 
-_SECTION_CLASSES = {"data": DataConfig, "text": TextConfig, "model": ModelConfig, "train": TrainConfig}
+SECTION_CLASSES = {"data": DataConfig, "text": TextConfig, "model": ModelConfig, "train": TrainConfig}
 
 
 def _field_types(section_cls) -> dict[str, tuple]:
@@ -308,7 +308,7 @@ def _field_types(section_cls) -> dict[str, tuple]:
 
 def config_fields() -> dict[str, tuple]:
     """``{"section.field": allowed types}`` for every field of ``ExperimentConfig``."""
-    return {f"{s}.{name}": tps for s, cls in _SECTION_CLASSES.items() for name, tps in _field_types(cls).items()}
+    return {f"{s}.{name}": tps for s, cls in SECTION_CLASSES.items() for name, tps in _field_types(cls).items()}
 
 
 def _fits(value, tps: tuple) -> bool:
@@ -330,7 +330,7 @@ def _fits(value, tps: tuple) -> bool:
 
 def _choices_of(path: str):
     section, name = path.split(".", 1)
-    meta = {f.name: f.metadata for f in dataclasses.fields(_SECTION_CLASSES[section])}[name]
+    meta = {f.name: f.metadata for f in dataclasses.fields(SECTION_CLASSES[section])}[name]
     # "presets" (model.name): the command passes the records' names to the flags (the records
     # import this module, so it cannot import them).
     return meta.get("choices")
@@ -366,7 +366,7 @@ def rule_value(rule: str | None, value):
 
 def _meta(path: str):
     section, name = path.split(".", 1)
-    return {f.name: f.metadata for f in dataclasses.fields(_SECTION_CLASSES[section])}[name]
+    return {f.name: f.metadata for f in dataclasses.fields(SECTION_CLASSES[section])}[name]
 
 
 def check_field(path: str, value, where: str, error: type[Exception] = ConfigError):

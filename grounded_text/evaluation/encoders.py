@@ -201,7 +201,7 @@ def run_dir_specs(run_dir: str | Path, batch_size: int = 512) -> tuple[EncoderSp
     return EncoderSpec(f"{model_name} ({run_dir.name})", "model", text, image, str(run_dir)), metrics
 
 
-BASELINES = ("glove", "word2vec")
+BASELINE_ENCODERS = ("glove", "word2vec")
 BASELINE_LABELS = {"glove": "GloVe-mean (6B, 50d)", "word2vec": "word2vec-mean (Flickr8k train)"}
 
 
@@ -221,4 +221,4 @@ def baseline_encoder(name: str, batch_size: int = 4096, *, data_dir: str | Path 
         from grounded_text.baselines.word2vec import word2vec_mean_encoder
 
         return word2vec_mean_encoder(data_dir, seed=seed)
-    raise ValueError(f"Unknown baseline {name!r}; choose from {list(BASELINES)}.")
+    raise ValueError(f"Unknown baseline {name!r}; choose from {list(BASELINE_ENCODERS)}.")

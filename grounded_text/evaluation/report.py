@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from grounded_text.evaluation.encoders import BASELINE_LABELS, BASELINES, baseline_encoder  # noqa: F401 (re-exported)
+from grounded_text.evaluation.encoders import BASELINE_ENCODERS, BASELINE_LABELS, baseline_encoder  # noqa: F401 (re-exported)
 from grounded_text.evaluation.retrieval import RECALL_KS
 from grounded_text.evaluation.sts import format_markdown
 from grounded_text.evaluation.supervised_sts import MODEL_LABELS
@@ -224,7 +224,7 @@ def format_report_markdown(report: dict, title: str = "Evaluation report") -> st
     return "\n".join(lines)
 
 
-def write_report(report: dict, out_dir: str | Path, title: str = "Evaluation report") -> dict:
+def write_evaluation_report(report: dict, out_dir: str | Path, title: str = "Evaluation report") -> dict:
     """Writes ``report.json`` and ``report.md`` into ``out_dir`` (created).
 
     Returns:

@@ -1,6 +1,6 @@
 """The full evaluation of one or more encoders on the real data (what ``--full`` runs).
 
-Sections (any subset, see ``SECTIONS``):
+Sections (any subset, see ``EVALUATION_SECTIONS``):
 
 * ``sts``: unsupervised cosine STS (``evaluation.sts.evaluate_sts``);
 * ``supervised``: supervised STS-B / SICK-R (``evaluation.supervised_sts``; ``supervised_model``
@@ -53,7 +53,7 @@ from grounded_text.evaluation.transfer import ClassifierConfig, evaluate_transfe
 
 log = logging.getLogger("grounded_text.evaluate")
 
-SECTIONS = ("sts", "supervised", "retrieval", "structure", "same_image")
+EVALUATION_SECTIONS = ("sts", "supervised", "retrieval", "structure", "same_image")
 SAME_IMAGE_N = 5000  # pairs per label of the same-image tests (the default)
 VETE_SAME_IMAGE_N = 1000  # Kurach et al. 2017, §4.3: 1,000 related + 1,000 non-related caption pairs
 
@@ -105,7 +105,7 @@ def evaluate_one(
     sts_dir: Path | None,
     test_pairs: CaptionPairs | None,
     same_image_sets: Sequence[CaptionedImages] = (),
-    sections: Sequence[str] = SECTIONS,
+    sections: Sequence[str] = EVALUATION_SECTIONS,
     years: Sequence[str] | None = None,
     same_image_n: int = SAME_IMAGE_N,
     seed: int = 0,
@@ -170,7 +170,7 @@ def evaluate_encoders(
     *,
     features: str = "efficientnet_lite0",
     sts_dir: str | Path | None = None,
-    sections: Sequence[str] = SECTIONS,
+    sections: Sequence[str] = EVALUATION_SECTIONS,
     coco_captions: Sequence[str | Path] = (),
     years: Sequence[str] | None = None,
     same_image_n: int = SAME_IMAGE_N,
@@ -199,7 +199,7 @@ def evaluate_encoders(
       features: feature file stem (the run's, so that retrieval pairs with the
         image tower it was trained with).
       sts_dir: default ``data_dir/sts``.
-      sections: subset of ``SECTIONS``.
+      sections: subset of ``EVALUATION_SECTIONS``.
       coco_captions: COCO-format captions JSON files for extra same-image sets.
       years, same_image_n, seed, mnno_ks, retrieval_protocol, supervised_model: see the sections
         (``same_image_n``: ``SAME_IMAGE_N``, or ``VETE_SAME_IMAGE_N`` for VETE's protocol).
@@ -212,9 +212,9 @@ def evaluate_encoders(
     Raises:
       ValueError: an unknown section name, ``same_image_n`` < 1 or an unknown ``supervised_model``.
     """
-    bad = set(sections) - set(SECTIONS)
+    bad = set(sections) - set(EVALUATION_SECTIONS)
     if bad:
-        raise ValueError(f"Unknown section(s) {sorted(bad)}; choose from {SECTIONS}.")
+        raise ValueError(f"Unknown section(s) {sorted(bad)}; choose from {EVALUATION_SECTIONS}.")
     check_protocol_options(same_image_n, supervised_model)
     root = Path(data_dir)
     sts_dir = Path(sts_dir) if sts_dir is not None else root / "sts"

@@ -58,12 +58,12 @@ MODEL_LABELS = {"ridge": "ridge on [u,v,|u−v|,u*v]", "senteval": "SentEval sof
 SCORE_CLASSES = {"STSBenchmark": (0, 5), "SICK": (1, 5)}
 
 
-def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+def relatedness_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """SentEval's relatedness features ``[u, v, |u − v|, u * v]``: float [n, 4N] from two [n, N]."""
     u = np.asarray(u, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
     if u.shape != v.shape or u.ndim != 2:
-        raise ValueError(f"pair_features: need two [n, N] arrays of equal shape, got {u.shape} and {v.shape}.")
+        raise ValueError(f"relatedness_features: need two [n, N] arrays of equal shape, got {u.shape} and {v.shape}.")
     return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
 
 
@@ -240,7 +240,7 @@ def fit_senteval(train: tuple, dev: tuple, test: tuple, *, classes: tuple[int, i
     }
 
 
-def _featurise(cache: EmbeddingCache, pairs: SentencePairs, features=pair_features) -> tuple:
+def _featurise(cache: EmbeddingCache, pairs: SentencePairs, features=relatedness_features) -> tuple:
     cache.add(list(pairs.sentences1) + list(pairs.sentences2))
     return features(cache(pairs.sentences1), cache(pairs.sentences2)), pairs.scores
 
@@ -267,7 +267,7 @@ def evaluate_supervised_sts(encoder: Encoder, sts_dir: str | Path, model: str = 
         raise ValueError(f"supervised STS model must be one of {SUPERVISED_MODELS}, got {model!r}.")
     sts_dir = Path(sts_dir)
     cache = cached(encoder)
-    features = pair_features if model == "ridge" else senteval_features
+    features = relatedness_features if model == "ridge" else senteval_features
 
     def fit(task: str, splits: list) -> dict:
         data = [_featurise(cache, p, features) for p in splits]

@@ -38,7 +38,7 @@ class Protocol:
     """How an experiment scores its models.
 
     Attributes:
-      sections: ``evaluate_one`` sections (``grounded_text.evaluation.suite.SECTIONS``).
+      sections: ``evaluate_one`` sections (``grounded_text.evaluation.suite.EVALUATION_SECTIONS``).
       spaces: ``(label, export folders tried in order)``: each space is one text encoder.
       transfer: also the SentEval tasks under ``data_dir/senteval``.
       description: one line per measure, for the report.

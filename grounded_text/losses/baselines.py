@@ -21,9 +21,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from grounded_text.layers.text_preprocessor import PADDING_ID
 from grounded_text.losses.common import BatchLoss, check_batch, resolve_image_ids, similarity_matrix
-
-PADDING_ID = 0
 
 
 def next_token_cross_entropy(logits, targets):

@@ -28,18 +28,11 @@ import inspect
 
 import keras
 
-from grounded_text.config.schema import BASELINE_OBJECTIVES as CONFIG_BASELINE_OBJECTIVES
-from grounded_text.config.schema import LOSSES as CONFIG_LOSSES
-from grounded_text.config.schema import ModelConfig, TextConfig
+from grounded_text.config.schema import LOSSES, ModelConfig, TextConfig
 from grounded_text.layers.char_encoder import CharacterPreprocessor, build_character_vocabulary
 from grounded_text.layers.text_preprocessor import TextPreprocessor
 from grounded_text.layers.word_vectors import pretrained_matrix_for
 from grounded_text.papers.resolve import NEEDS_GROUPED_BATCHES, loss_needs_grouped_batches  # noqa: F401 (re-exported)
-
-# Loss name → (module, layer class), and the baselines' objectives: the closed sets live
-# with the config fields (grounded_text.config.schema), so the CLI checks them without TensorFlow.
-LOSSES = CONFIG_LOSSES
-BASELINE_OBJECTIVES = CONFIG_BASELINE_OBJECTIVES
 
 
 def make_loss(name: str, params: dict | None = None, seed: int = 0):

@@ -22,9 +22,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.config.schema import ExperimentConfig, ModelConfig
 
-SECTIONS = {"data": DataConfig, "text": TextConfig, "model": ModelConfig, "train": TrainConfig}
 # Dict-valued fields whose keys are the builder's parameters (merged key by key).
 DICT_FIELDS = ("model.encoder", "model.loss_params")
 # Fields every record sets (a test checks it): the choices that differ between papers.
@@ -568,7 +567,7 @@ def _short(path: str) -> str:
     return {"model.embedding_dim": "N"}.get(path, rest if section != "model" or "." in rest else rest)
 
 
-def markdown_table() -> str:
+def records_markdown() -> str:
     """The records as a Markdown table (docs/models.md holds it; ``python -m grounded_text.papers.presets``
     prints it)."""
     rows = ["| preset | builder | paper | data | model | loss | training | not from the paper (ours; see `unsaid`) |",
@@ -601,4 +600,4 @@ def markdown_table() -> str:
 
 
 if __name__ == "__main__":
-    print(markdown_table())
+    print(records_markdown())

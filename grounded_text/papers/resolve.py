@@ -28,6 +28,7 @@ from grounded_text.config.schema import (
     LOSSES,
     SAMPLERS,
     SCHEDULES,
+    SECTION_CLASSES,
     SELECT_ON,
     ConfigError,
     ExperimentConfig,
@@ -35,7 +36,7 @@ from grounded_text.config.schema import (
     TextConfig,
     check_config_dict,
 )
-from grounded_text.papers.presets import DICT_FIELDS, PRESET_FIELDS, SECTIONS, deep_merge, get_preset, record_config
+from grounded_text.papers.presets import DICT_FIELDS, PRESET_FIELDS, deep_merge, get_preset, record_config
 
 # Losses that need several captions of one image in a batch (the grouped sampler).
 NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
@@ -54,14 +55,14 @@ def loss_needs_grouped_batches(name: str, params: dict | None = None) -> bool:
 # ----------------------------------------------------------------------------- filling
 
 
-def check_overrides(overrides: dict, record: dict) -> None:
+def check_record_overrides(overrides: dict, record: dict) -> None:
     """Raises ``ValueError`` naming the first key of ``overrides`` (nested like
     ``Preset.config``) that is not a config field (or, under ``model.encoder``, not a
     parameter of the record's encoder)."""
-    fields = {s: {f.name for f in dataclasses.fields(c)} for s, c in SECTIONS.items()}
+    fields = {s: {f.name for f in dataclasses.fields(c)} for s, c in SECTION_CLASSES.items()}
     for section, values in overrides.items():
-        if section not in SECTIONS:
-            raise ValueError(f"Unknown config section {section!r}; sections are {sorted(SECTIONS)}.")
+        if section not in SECTION_CLASSES:
+            raise ValueError(f"Unknown config section {section!r}; sections are {sorted(SECTION_CLASSES)}.")
         if not isinstance(values, dict):
             raise ValueError(f"Config section {section!r} must be a dict of fields, got {values!r}.")
         for key, value in values.items():
@@ -300,7 +301,7 @@ def preset_config(name: str, overrides: dict | None = None) -> ExperimentConfig:
     """
     preset = get_preset(name)
     overrides = overrides or {}
-    check_overrides(overrides, preset.config)
+    check_record_overrides(overrides, preset.config)
     if "name" in overrides.get("model", {}):
         raise ValueError("preset_config: model.name is the preset's; choose another preset instead.")
     d = deep_merge(preset.config, overrides)
