@@ -139,3 +139,17 @@ def test_xdist_loadgroup_keeps_marked_tests_together(request):
     assert request.node.nodeid.endswith("@hygiene"), (
         f"{request.node.nodeid}: --dist loadgroup is not grouping with pytest {pytest.__version__}; install the "
         "versions of constraints.txt")
+
+
+def test_the_commands_and_faces_import_no_tensorflow():
+    """The doors at the top import only TensorFlow-free code at module level (their ``main``
+    imports the library), so ``--help`` and argument errors answer at once."""
+    import subprocess
+
+    doors = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    code = ("import sys\n" + "".join(f"import grounded_text.{d}\n" for d in doors)
+            + "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))\n"
+              "print(heavy[:5])\nraise SystemExit(1 if heavy else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(doors) <= 12, doors  # __init__, api, cli and the commands: nothing else on top
