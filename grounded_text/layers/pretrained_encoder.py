@@ -52,7 +52,7 @@ class PretrainedTextEncoder(keras.layers.Layer):
       >>> PretrainedTextEncoder("sentence-transformers/all-MiniLM-L6-v2")  # nothing is downloaded
       Traceback (most recent call last):
         ...
-      FileNotFoundError: PretrainedTextEncoder: preset 'sentence-transformers/all-MiniLM-L6-v2' is not a local directory.
+      FileNotFoundError: PretrainedTextEncoder: preset 'sentence-transformers/all-MiniLM-L6-v2' is not a local ...
     """
 
     def __init__(self, preset: str, sequence_length: int = 128, trainable_backbone: bool = True,
