@@ -276,13 +276,13 @@ def presets() -> list[dict]:
       ``sources`` (field → where the paper gives it) and ``unsaid`` (field → why ours).
 
     Example:
-      >>> records = presets()
-      >>> [p["name"] for p in records][:3]
-      ['vete_bow', 'vete_rnn', 'vete_cnn']
-      >>> sorted(records[0])
+      >>> records = {p["name"]: p for p in presets()}
+      >>> "vete_bow" in records, "bordes_cg_pg" in records
+      (True, True)
+      >>> sorted(records["vete_bow"])
       ['builder', 'config', 'name', 'notes', 'paper', 'sources', 'unsaid', 'variant_of']
-      >>> records[0]["paper"]
-      'Kurach et al. 2017, Better Text Understanding Through Image-To-Text Transfer (arXiv:1705.08386)'
+      >>> records["vete_bow"]["paper"]
+      'Kurach et al. 2017, ...'
     """
     from grounded_text.papers.presets import PRESETS
 
