@@ -44,6 +44,19 @@ class Run:
       best_epoch: the selected epoch (1-based); ``history``: Keras metric name → one
         float per epoch; ``metrics``: the whole ``metrics.json`` (its ``evaluation`` holds
         the STS report when evaluated); ``config``: the resolved config as a dict.
+
+    Example:
+      >>> run = train("vete_bow", data_dir="data", output_dir="runs/vete_bow", epochs=1)  # doctest: +SKIP
+      >>> run.best_epoch, run.export_dir.name  # doctest: +SKIP
+      (1, 'export')
+
+      A finished run directory's ``metrics.json`` gives the same record:
+
+      >>> metrics = {"export_dir": "runs/vete_bow/export", "selection": {"best_epoch": 3}, "config": {},
+      ...            "evaluation": {"headline": {"STS16 mean pearson (avg2016)": 0.61}}}
+      >>> run = Run.from_metrics("runs/vete_bow", metrics)
+      >>> run.best_epoch, run.export_dir.name, run.image_export_dir, run.headline
+      (3, 'export', None, {'STS16 mean pearson (avg2016)': 0.61})
     """
 
     output_dir: Path
@@ -143,6 +156,24 @@ def train(model_or_config, *, output_dir: str | os.PathLike, data_dir: str | os.
         preset or field, a value that does not fit, a bad combination, bad data, or a run
         directory that holds a run.
       grounded_text.training.run_dir.TrainingDiverged: the loss diverged or collapsed.
+
+    Example:
+      >>> import grounded_text as gt
+      >>> run = gt.train("vete_bow", data_dir="data", output_dir="runs/vete_bow", epochs=1,  # doctest: +SKIP
+      ...                max_train_images=300)
+      >>> run.best_epoch  # doctest: +SKIP
+      1
+      >>> list(run.headline)  # doctest: +SKIP
+      ['STS12/MSRvid pearson', 'STS16 mean pearson (avg2016)', 'STS-B test pearson', 'SICK test pearson']
+      >>> gt.load(run.export_dir).encode(["a dog runs"]).shape[0]  # doctest: +SKIP
+      1
+
+      A misspelt field is refused before anything is written:
+
+      >>> gt.train("vete_bow", output_dir="runs/vete_bow", epoch=1)
+      Traceback (most recent call last):
+        ...
+      grounded_text.config.schema.ConfigError: train: 'epoch' is not a config field; known fields: [...].
     """
     from grounded_text.papers.resolve import resolve_config
     from grounded_text.training.trainer import train as run_trainer
@@ -160,7 +191,7 @@ EVALUATE_SECTIONS = ("sts", "supervised", "transfer")
 
 def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sections: Sequence[str] = ("sts",),
              years: Sequence[str] | None = None, batch_size: int = 512) -> dict:
-    """Scores a text encoder: the figures of ``python -m grounded_text.evaluate --json``.
+    r"""Scores a text encoder: the figures of ``python -m grounded_text.evaluate --json``.
 
     Args:
       encoder_or_path: a ``TextEncoder``, a SavedModel path, or any callable mapping a list
@@ -179,6 +210,28 @@ def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sect
 
     Raises:
       ValueError: an unknown section, or no data root; FileNotFoundError: a missing folder.
+
+    Example:
+      >>> import grounded_text as gt
+      >>> report = gt.evaluate("runs/vete_bow/export", data_dir="data")  # doctest: +SKIP
+      >>> list(report["headline"])  # doctest: +SKIP
+      ['STS12/MSRvid pearson', 'STS16 mean pearson (avg2016)', 'STS-B test pearson', 'SICK test pearson']
+
+      Any callable list[str] → float [n, N] is an encoder; here a tiny STS folder:
+
+      >>> import tempfile
+      >>> import numpy as np
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> year = Path(tmp.name) / "sts" / "STS16-en-test"
+      >>> year.mkdir(parents=True)
+      >>> _ = (year / "STS2016.input.toy.txt").write_text("a dog\tthe dog\na cat\ta dog\na dog\ta cat dog\n")
+      >>> _ = (year / "STS2016.gs.toy.txt").write_text("5\n1\n3\n")
+      >>> def counts(sentences):
+      ...     return np.array([[s.count("dog"), s.count("cat"), 1.0] for s in sentences])
+      >>> report = gt.evaluate(counts, data_dir=tmp.name)
+      >>> report["model"], round(report["headline"]["STS16 mean pearson (avg2016)"], 4)
+      ('counts', 0.9884)
+      >>> tmp.cleanup()
     """
     from grounded_text.data.paths import resolve_data_dir
     from grounded_text.evaluation.suite import model_report
@@ -221,6 +274,15 @@ def presets() -> list[dict]:
       One dict per preset: ``name``, ``builder`` (architecture family), ``paper`` (the
       source and section), ``variant_of``, ``notes``, ``config`` (the record's values),
       ``sources`` (field → where the paper gives it) and ``unsaid`` (field → why ours).
+
+    Example:
+      >>> records = {p["name"]: p for p in presets()}
+      >>> "vete_bow" in records, "bordes_cg_pg" in records
+      (True, True)
+      >>> sorted(records["vete_bow"])
+      ['builder', 'config', 'name', 'notes', 'paper', 'sources', 'unsaid', 'variant_of']
+      >>> records["vete_bow"]["paper"]
+      'Kurach et al. 2017, ...'
     """
     from grounded_text.papers.presets import PRESETS
 

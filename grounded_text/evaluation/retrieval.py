@@ -75,14 +75,24 @@ METRIC_KEYS = tuple(f"R@{k}" for k in RECALL_KS) + ("medr", "meanr")
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """Row-wise L2 normalisation of a float array [n, N]; zero rows stay zero (float64)."""
+    """Row-wise L2 normalisation of a float array [n, N]; zero rows stay zero (float64).
+
+    Example:
+      >>> l2_normalize([[3.0, 4.0], [0.0, 0.0]]).tolist()
+      [[0.6, 0.8], [0.0, 0.0]]
+    """
     x = np.asarray(x, dtype=np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
 def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine similarities [n, m] of rows of ``a`` [n, N] and ``b`` [m, N] (float64; zero rows → 0)."""
+    """Cosine similarities [n, m] of rows of ``a`` [n, N] and ``b`` [m, N] (float64; zero rows → 0).
+
+    Example:
+      >>> cosine_matrix([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0], [0.0, 3.0], [0.0, 0.0]]).round(4).tolist()
+      [[1.0, 0.0, 0.0], [0.7071, 0.7071, 0.0]]
+    """
     a, b = np.asarray(a), np.asarray(b)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"cosine_matrix: need [n, N] and [m, N] arrays, got {a.shape} and {b.shape}.")
@@ -147,6 +157,13 @@ def caption_to_image_ranks(sims: np.ndarray, caption_image: np.ndarray) -> np.nd
     Returns:
       int64 [n_captions] ranks in 1..n_images: 1 + the number of other images scored
       >= the caption's image.
+
+    Example:
+      >>> sims = np.array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]])  # 3 captions x 2 images
+      >>> caption_to_image_ranks(sims, np.array([0, 0, 1])).tolist()
+      [1, 2, 1]
+      >>> caption_to_image_ranks(np.array([[0.5, 0.5], [0.1, 0.9]]), np.array([0, 1])).tolist()  # ties lose
+      [2, 1]
     """
     sims, caption_image = _check_assignment(sims, caption_image)
     greater, tied, _ = _caption_to_image_counts(sims, caption_image)
@@ -163,6 +180,11 @@ def image_to_caption_ranks(sims: np.ndarray, caption_image: np.ndarray) -> np.nd
     Returns:
       int64 [n_images] ranks in 1..n_captions: 1 + the number of other images'
       captions scored >= the image's most similar own caption.
+
+    Example:
+      >>> sims = np.array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]])  # 3 captions x 2 images
+      >>> image_to_caption_ranks(sims, np.array([0, 0, 1])).tolist()  # image 1: caption 1 beats 2
+      [1, 2]
     """
     sims, caption_image = _check_assignment(sims, caption_image)
     greater, tied, _ = _image_to_caption_counts(sims, caption_image)
@@ -182,6 +204,10 @@ def expected_recall(greater: np.ndarray, tied: np.ndarray, tied_truth: np.ndarra
     Returns:
       float64 [q]: ``1 - C(t, j) / C(t + m, j)`` with ``j = k - greater`` slots left for
       the tie block (0 when ``j <= 0``, 1 when ``j > t``); 1 or 0 without ties.
+
+    Example:
+      >>> expected_recall(greater=[0, 0, 2], tied=[0, 1, 0], tied_truth=[1, 1, 1], k=1).tolist()
+      [1.0, 0.5, 0.0]
     """
     greater, tied, m = (np.asarray(a, dtype=np.int64) for a in (greater, tied, tied_truth))
     j = k - greater
@@ -199,6 +225,10 @@ def rank_metrics(ranks: np.ndarray, ks: Sequence[int] = RECALL_KS) -> dict:
 
     Raises:
       ValueError: empty ranks or ranks < 1.
+
+    Example:
+      >>> rank_metrics([1, 2, 1, 12])
+      {'R@1': 50.0, 'R@5': 75.0, 'R@10': 75.0, 'medr': 1.5, 'meanr': 4.0}
     """
     ranks = np.asarray(ranks)
     if ranks.size == 0 or ranks.min() < 1:
@@ -228,6 +258,14 @@ def retrieval_metrics(sims: np.ndarray, caption_image: np.ndarray) -> dict:
     Returns:
       ``{"caption_to_image": {R@1, R@5, R@10, medr, meanr}, "image_to_caption": {...},
       "rsum": float, "n_images": int, "n_captions": int}``.
+
+    Example:
+      >>> sims = np.array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]])  # 3 captions x 2 images
+      >>> result = retrieval_metrics(sims, np.array([0, 0, 1]))
+      >>> round(result["caption_to_image"]["R@1"], 2), result["image_to_caption"]["medr"]
+      (66.67, 1.5)
+      >>> round(result["rsum"], 2), result["n_images"], result["n_captions"]
+      (516.67, 2, 3)
     """
     sims, caption_image = _check_assignment(sims, caption_image)
     t2i = _tie_aware_metrics(_caption_to_image_counts(sims, caption_image))
@@ -246,6 +284,10 @@ def contiguous_folds(n_images: int, n_folds: int) -> list[np.ndarray]:
 
     Raises:
       ValueError: ``n_images`` not divisible by ``n_folds``.
+
+    Example:
+      >>> [fold.tolist() for fold in contiguous_folds(6, 3)]
+      [[0, 1], [2, 3], [4, 5]]
     """
     if n_folds < 1 or n_images % n_folds:
         raise ValueError(f"{n_images} images do not split into {n_folds} equal contiguous folds.")
@@ -285,6 +327,18 @@ def evaluate_retrieval(
     Raises:
       ValueError: unknown protocol, wrong number of images for it, shapes that
         do not match, an image without caption.
+
+    Example:
+      >>> captions = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0]])
+      >>> result = evaluate_retrieval(captions, np.eye(2), np.array([0, 0, 1]), protocol="all")
+      >>> result["caption_to_image"]["R@1"], result["rsum"], result["protocol"], result["n_folds"]
+      (100.0, 600.0, 'all', 1)
+      >>> [round(x, 1) for x in result["caption_to_image"]["R@1_ci95"]]  # Wilson, 3 queries
+      [43.9, 100.0]
+      >>> evaluate_retrieval(captions, np.eye(2), np.array([0, 0, 1]), protocol="flickr8k_1k")
+      Traceback (most recent call last):
+        ...
+      ValueError: Protocol 'flickr8k_1k' needs 1000 images, got 2.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"Unknown retrieval protocol {protocol!r}; choose one of {sorted(PROTOCOLS)}.")
@@ -342,7 +396,15 @@ def _add_intervals(out: dict, queries: list[dict], seed: int, n_resamples: int =
 
 
 def average_folds(results: list[dict]) -> dict:
-    """Averages fold results of ``retrieval_metrics`` metric by metric (counts summed)."""
+    """Averages fold results of ``retrieval_metrics`` metric by metric (counts summed).
+
+    Example:
+      >>> perfect = retrieval_metrics(np.eye(2), np.array([0, 1]))
+      >>> swapped = retrieval_metrics(np.eye(2)[::-1], np.array([0, 1]))
+      >>> both = average_folds([perfect, swapped])
+      >>> both["caption_to_image"]["R@1"], both["caption_to_image"]["medr"], both["n_images"]
+      (50.0, 1.5, 4)
+    """
     out = {}
     for direction in ("caption_to_image", "image_to_caption"):
         out[direction] = {k: float(np.mean([r[direction][k] for r in results])) for k in METRIC_KEYS}
@@ -357,6 +419,11 @@ def group_by_image(image_ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
 
     Returns:
       ``(images, caption_image)``: ``list[str]`` [n_images], int64 [n_captions].
+
+    Example:
+      >>> images, caption_image = group_by_image(["img7", "img3", "img7"])
+      >>> images, caption_image.tolist()
+      (['img7', 'img3'], [0, 1, 0])
     """
     order: dict[str, int] = {}
     idx = np.array([order.setdefault(i, len(order)) for i in list(image_ids)], dtype=np.int64)
@@ -374,6 +441,15 @@ def images_of_pairs(pairs) -> tuple[list[str], np.ndarray, np.ndarray]:
       ``(images, caption_image, image_features)``: ``list[str]`` [n_images] in order
       of first appearance, int64 [m] (each caption's index into ``images``) and float32
       [n_images, d], the feature row of each image (one gather).
+
+    Example:
+      >>> from grounded_text.data.pairs import CaptionPairs
+      >>> pairs = CaptionPairs(captions=np.array(["a dog", "a dog runs", "a cat"]),
+      ...                      image_ids=np.array(["dog.jpg", "dog.jpg", "cat.jpg"]),
+      ...                      feature_rows=np.array([1, 1, 0]), features=np.eye(2, dtype=np.float32))
+      >>> images, caption_image, features = images_of_pairs(pairs)
+      >>> images, caption_image.tolist(), features.tolist()
+      (['dog.jpg', 'cat.jpg'], [0, 0, 1], [[0.0, 1.0], [1.0, 0.0]])
     """
     images, caption_image = group_by_image(pairs.image_ids.tolist())
     rows = np.zeros(len(images), dtype=np.int64)
@@ -382,7 +458,20 @@ def images_of_pairs(pairs) -> tuple[list[str], np.ndarray, np.ndarray]:
 
 
 def format_retrieval_markdown(result: dict, title: str = "Retrieval") -> str:
-    """A Markdown table of one ``evaluate_retrieval`` result (both directions)."""
+    """A Markdown table of one ``evaluate_retrieval`` result (both directions).
+
+    Example:
+      >>> captions = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0]])
+      >>> result = evaluate_retrieval(captions, np.eye(2), np.array([0, 0, 1]), protocol="all", ci=False)
+      >>> print(format_retrieval_markdown(result))
+      ### Retrieval — protocol `all` (2 images, 3 captions, 1 fold(s))
+      <BLANKLINE>
+      | direction | R@1 | R@5 | R@10 | medr | meanr |
+      |---|---:|---:|---:|---:|---:|
+      | caption→image | 100.0 | 100.0 | 100.0 | 1.0 | 1.0 |
+      | image→caption | 100.0 | 100.0 | 100.0 | 1.0 | 1.0 |
+      | rsum (0–600) | 600.0 | | | | |
+    """
     lines = [
         f"### {title} — protocol `{result['protocol']}` ({result['n_images']} images, "
         f"{result['n_captions']} captions, {result['n_folds']} fold(s))",

@@ -37,7 +37,12 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the 
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity [n] of two [n, N] arrays; a zero row gives 0."""
+    """Row-wise cosine similarity [n] of two [n, N] arrays; a zero row gives 0.
+
+    Example:
+      >>> cosine_rows([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], [[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]).round(4).tolist()
+      [1.0, 0.7071, 0.0]
+    """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     na = np.linalg.norm(a, axis=1)
@@ -56,6 +61,13 @@ def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:
       on, also ``"pearson_ci95"`` and ``"spearman_ci95"``: ``[lo, hi]`` 95% confidence
       intervals by Fisher z (``grounded_text.evaluation.stats``; as Merkx & Frank 2019,
       Table 5; Spearman with the Bonett–Wright variance).
+
+    Example:
+      >>> r = correlations([0.1, 0.4, 0.35, 0.8], [0.0, 1.0, 2.0, 3.0])
+      >>> round(r["pearson"], 4), round(r["spearman"], 4), r["n"]
+      (0.9134, 0.8, 4)
+      >>> [round(x, 2) for x in r["pearson_ci95"]]  # 4 pairs: a wide interval
+      [-0.39, 1.0]
     """
     predicted = np.asarray(predicted, dtype=np.float64)
     gold = np.asarray(gold, dtype=np.float64)
@@ -77,7 +89,17 @@ def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:
 
 
 def score_pairs(encoder: Encoder, pairs: SentencePairs) -> dict:
-    """Cosine-vs-gold correlations of one set of pairs (see ``correlations``)."""
+    """Cosine-vs-gold correlations of one set of pairs (see ``correlations``).
+
+    Example:
+      >>> def encoder(sentences):  # counts of "dog" and "cat", and a constant
+      ...     return np.array([[s.count("dog"), s.count("cat"), 1.0] for s in sentences])
+      >>> pairs = SentencePairs(["a dog", "a cat", "a dog", "a dog"], ["the dog", "a dog", "a cat", "a cat dog"],
+      ...                       scores=np.array([5.0, 1.0, 0.5, 3.0]))
+      >>> r = score_pairs(encoder, pairs)
+      >>> round(r["pearson"], 4), round(r["spearman"], 4), r["n"]
+      (0.9898, 0.9487, 4)
+    """
     cache = cached(encoder)
     cache.add(list(pairs.sentences1) + list(pairs.sentences2))
     sims = cosine_rows(cache(pairs.sentences1), cache(pairs.sentences2))
@@ -98,7 +120,7 @@ def _aggregate(subsets: dict) -> dict:
 
 
 def score_sts_year(encoder: Encoder, year_dir: str | Path) -> dict:
-    """Scores every subset of one ``STS1x-en-test`` folder.
+    r"""Scores every subset of one ``STS1x-en-test`` folder.
 
     Returns:
       ``{"subsets": {name: {"pearson", "spearman", "n"}}, "pearson": {"mean", "wmean"},
@@ -108,6 +130,20 @@ def score_sts_year(encoder: Encoder, year_dir: str | Path) -> dict:
 
     Raises:
       ValueError: a malformed subset (see :func:`grounded_text.data.sts.read_sts_subset`).
+
+    Example:
+      >>> import tempfile
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> year = Path(tmp.name) / "STS16-en-test"
+      >>> year.mkdir()
+      >>> _ = (year / "STS2016.input.toy.txt").write_text("a dog\tthe dog\na cat\ta dog\na dog\ta cat dog\n")
+      >>> _ = (year / "STS2016.gs.toy.txt").write_text("5\n1\n3\n")
+      >>> def encoder(sentences):  # counts of "dog" and "cat", and a constant
+      ...     return np.array([[s.count("dog"), s.count("cat"), 1.0] for s in sentences])
+      >>> report = score_sts_year(encoder, year)
+      >>> list(report["subsets"]), round(report["pearson"]["mean"], 4), report["n"]
+      (['toy'], 0.9884, 3)
+      >>> tmp.cleanup()
     """
     cache = cached(encoder)
     skipped: dict = {}
@@ -126,7 +162,7 @@ def evaluate_sts(
     sts_benchmark: bool = True,
     sick: bool = True,
 ) -> dict:
-    """The unsupervised STS report of an encoder.
+    r"""The unsupervised STS report of an encoder.
 
     Args:
       encoder: strings → float [n, N].
@@ -141,6 +177,24 @@ def evaluate_sts(
 
     Raises:
       FileNotFoundError: ``sts_dir`` does not exist or holds nothing to score.
+
+    Example:
+      >>> import tempfile
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> year = Path(tmp.name) / "STS16-en-test"
+      >>> year.mkdir()
+      >>> _ = (year / "STS2016.input.toy.txt").write_text("a dog\tthe dog\na cat\ta dog\na dog\ta cat dog\n")
+      >>> _ = (year / "STS2016.gs.toy.txt").write_text("5\n1\n3\n")
+      >>> def encoder(sentences):  # counts of "dog" and "cat", and a constant
+      ...     return np.array([[s.count("dog"), s.count("cat"), 1.0] for s in sentences])
+      >>> report = evaluate_sts(encoder, tmp.name)
+      >>> list(report), round(report["STS16"]["pearson"]["mean"], 4)
+      (['STS16'], 0.9884)
+      >>> tmp.cleanup()
+      >>> import grounded_text as gt  # doctest: +SKIP
+      >>> report = evaluate_sts(gt.load("runs/vete_bow/export").encode, "data/sts", years=["STS16"])  # doctest: +SKIP
+      >>> sorted(report)  # doctest: +SKIP
+      ['SICK', 'STS16', 'STSBenchmark']
     """
     sts_dir = Path(sts_dir)
     if not sts_dir.is_dir():
@@ -163,7 +217,13 @@ def evaluate_sts(
 
 
 def headline_figures(report: dict) -> dict:
-    """The figures quoted in the README: STS12 MSRvid, STS16 mean, STS-B and SICK Pearson."""
+    """The figures quoted in the README: STS12 MSRvid, STS16 mean, STS-B and SICK Pearson.
+
+    Example:
+      >>> headline_figures({"STS16": {"pearson": {"mean": 0.61}}, "SICK": {"test": {"pearson": 0.7}}})
+      {'STS12/MSRvid pearson': None, 'STS16 mean pearson (avg2016)': 0.61, 'STS-B test pearson': None,
+       'SICK test pearson': 0.7}
+    """
     def get(*keys):
         node = report
         for k in keys:
@@ -185,7 +245,16 @@ def _fmt(x) -> str:
 
 
 def format_markdown(report: dict, title: str = "STS (cosine, unsupervised)") -> str:
-    """A Markdown table of a report from ``evaluate_sts``."""
+    """A Markdown table of a report from ``evaluate_sts``.
+
+    Example:
+      >>> print(format_markdown({"SICK": {"test": {"pearson": 0.7, "spearman": 0.65, "n": 4927}}}))
+      ### STS (cosine, unsupervised)
+      <BLANKLINE>
+      | set | subset | n | Pearson r | Spearman ρ |
+      |---|---|---:|---:|---:|
+      | SICK | test | 4927 | 0.7000 | 0.6500 |
+    """
     lines = [f"### {title}", "", "| set | subset | n | Pearson r | Spearman ρ |", "|---|---|---:|---:|---:|"]
     for key, node in report.items():
         if "subsets" in node:

@@ -31,6 +31,12 @@ class LinearImageEncoder(keras.layers.Layer):
 
     Raises:
       ValueError: ``output_dim < 1``.
+
+    Example:
+      >>> encoder = LinearImageEncoder(output_dim=4, normalize=True)
+      >>> v = encoder(tf.ones([2, 10]))
+      >>> tuple(v.shape), v.dtype.name, tf.norm(v, axis=-1).numpy().round(4).tolist()
+      ((2, 4), 'float32', [1.0, 1.0])
     """
 
     def __init__(self, output_dim: int, normalize: bool = False, use_bias: bool = True, **kwargs):
@@ -74,6 +80,13 @@ class MLPBranch(keras.layers.Layer):
 
     Raises:
       ValueError: non-positive sizes or dropout outside [0, 1).
+
+    Example:
+      >>> branch = MLPBranch(hidden_units=(16,), output_dim=4, dropout=0.5)
+      >>> x = tf.random.stateless_uniform([3, 10], seed=[0, 1])
+      >>> v = branch(x, training=False)
+      >>> tuple(v.shape), tf.norm(v, axis=-1).numpy().round(4).tolist()
+      ((3, 4), [1.0, 1.0, 1.0])
     """
 
     def __init__(self, hidden_units=(2048,), output_dim: int = 512, dropout: float = 0.5,
@@ -138,6 +151,13 @@ class GroundedProjection(keras.layers.Layer):
 
     Raises:
       ValueError: unknown kind or non-positive sizes.
+
+    Example:
+      >>> u = tf.ones([2, 6])
+      >>> tuple(GroundedProjection(kind="mlp", hidden_units=8, output_dim=4)(u).shape)
+      (2, 4)
+      >>> GroundedProjection(kind="identity")(u).numpy().tolist() == u.numpy().tolist()
+      True
     """
 
     def __init__(self, kind: str = "mlp", hidden_units: int = 512, output_dim: int = 512, **kwargs):

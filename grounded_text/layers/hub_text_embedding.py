@@ -39,6 +39,25 @@ class HubTextEmbedding(keras.layers.Layer):
     Raises:
       ValueError: the SavedModel is not callable on a string batch; or (``from_config``)
         deserialisation under safe mode.
+
+    Example:
+      >>> import tempfile
+      >>> class Lengths(tf.Module):  # any SavedModel string[B] → float[B, N]
+      ...     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+      ...     def __call__(self, sentences):
+      ...         return tf.cast(tf.strings.length(sentences), tf.float32)[:, None]
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> tf.saved_model.save(Lengths(), tmp.name)
+      >>> layer = HubTextEmbedding(tmp.name)
+      >>> layer.output_dim, layer(tf.constant(["a dog", "a cat runs"])).numpy().tolist()
+      (1, [[5.0], [10.0]])
+      >>> tmp.cleanup()
+
+      Fine-tuning an exported grounded_text tower inside a Keras 3 model:
+
+      >>> sentences = keras.Input(shape=(), dtype="string")  # doctest: +SKIP
+      >>> tower = HubTextEmbedding("runs/vete_bow/export", trainable=True)  # doctest: +SKIP
+      >>> model = keras.Model(sentences, keras.layers.Dense(1)(tower(sentences)))  # doctest: +SKIP
     """
 
     def __init__(self, handle: str, trainable: bool = False, output_dim: int | None = None, **kwargs):

@@ -28,6 +28,15 @@ class RecurrentLanguageModel(keras.layers.Layer):
       return_logits: if True return ``(logits float32 [B, T−1, V], final float32 [B, units])``
         (logits of steps 0..T−2, i.e. the predictions of ``ids[:, 1:]``); else the final
         state alone.
+
+    Example:
+      >>> lm = RecurrentLanguageModel(vocabulary_size=10, word_dim=4, units=8)
+      >>> ids = tf.constant([[2, 5, 6, 3, 0], [2, 7, 3, 0, 0]])  # <S> … </S>, 0-padded
+      >>> tuple(lm(ids).shape)
+      (2, 8)
+      >>> logits, final = lm(ids, initial_state=tf.zeros([2, 8]), return_logits=True)
+      >>> tuple(logits.shape), tuple(final.shape)
+      ((2, 4, 10), (2, 8))
     """
 
     def __init__(self, vocabulary_size: int, word_dim: int, units: int, **kwargs):
@@ -69,7 +78,12 @@ class RecurrentLanguageModel(keras.layers.Layer):
 @keras.saving.register_keras_serializable(package="grounded_text")
 class ZeroImage(keras.layers.Layer):
     """The zero image: ids int [B, T] → float32 zeros [B, d] (PinModelA's test-time input:
-    the sentence embedding is computed without an image)."""
+    the sentence embedding is computed without an image).
+
+    Example:
+      >>> ZeroImage(feature_dim=3)(tf.constant([[2, 5, 3], [2, 3, 0]])).numpy().tolist()
+      [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    """
 
     def __init__(self, feature_dim: int, **kwargs):
         super().__init__(**kwargs)

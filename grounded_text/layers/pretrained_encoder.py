@@ -44,6 +44,15 @@ class PretrainedTextEncoder(keras.layers.Layer):
 
     Raises:
       FileNotFoundError: ``preset`` is not a local directory.
+
+    Example:
+      >>> encoder = PretrainedTextEncoder("presets/all-MiniLM-L6-v2", sequence_length=64)  # doctest: +SKIP
+      >>> tuple(encoder(tf.constant(["a dog runs", "a cat"])).shape)  # doctest: +SKIP
+      (2, 384)
+      >>> PretrainedTextEncoder("sentence-transformers/all-MiniLM-L6-v2")  # nothing is downloaded
+      Traceback (most recent call last):
+        ...
+      FileNotFoundError: PretrainedTextEncoder: preset 'sentence-transformers/all-MiniLM-L6-v2' is not a local ...
     """
 
     def __init__(self, preset: str, sequence_length: int = 128, trainable_backbone: bool = True,
@@ -92,7 +101,15 @@ class PretrainedTextEncoder(keras.layers.Layer):
 
 def build_pretrained_text_tower(preset: str, sequence_length: int = 128, trainable_backbone: bool = True,
                                 name: str = "text_tower") -> keras.Model:
-    """Functional text tower string[B] → float32[B, hidden] around ``PretrainedTextEncoder``."""
+    """Functional text tower string[B] → float32[B, hidden] around ``PretrainedTextEncoder``.
+
+    Example:
+      >>> tower = build_pretrained_text_tower("presets/all-MiniLM-L6-v2", trainable_backbone=False)  # doctest: +SKIP
+      >>> tower.trainable_weights  # doctest: +SKIP
+      []
+      >>> tuple(tower(tf.constant(["a dog runs"])).shape)  # doctest: +SKIP
+      (1, 384)
+    """
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
     out = PretrainedTextEncoder(preset, sequence_length, trainable_backbone, name="pretrained_encoder")(sentences)
     return keras.Model(sentences, out, name=name)

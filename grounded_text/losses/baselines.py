@@ -37,6 +37,11 @@ def next_token_cross_entropy(logits, targets):
 
     Returns:
       ``float32`` scalar >= 0 (0 when no target is valid).
+
+    Example:
+      >>> logits = tf.zeros([1, 3, 4])  # uniform over 4 ids: −log(1/4) per valid target
+      >>> round(float(next_token_cross_entropy(logits, [[2, 3, 0]])), 4)
+      1.3863
     """
     logits = tf.cast(logits, tf.float32)
     targets = tf.cast(targets, tf.int64)
@@ -54,6 +59,11 @@ class NextTokenLoss(keras.layers.Layer):
 
     Returns:
       ``float32`` scalar.
+
+    Example:
+      >>> loss = NextTokenLoss()
+      >>> round(float(loss(tf.zeros([1, 3, 4]), tf.constant([[2, 3, 0]]))), 4)
+      1.3863
     """
 
     def __init__(self, **kwargs):
@@ -82,6 +92,13 @@ def word_image_pairs(word_vectors, ids, image, image_ids=None, skip_ids=(PADDING
     Returns:
       ``(words float [M, N], images float [M, N'], pair_image_ids int64 [M])``, M = the
       number of kept tokens, in row-major (caption, position) order.
+
+    Example:
+      >>> word_vectors = tf.reshape(tf.range(12.0), [2, 3, 2])
+      >>> ids = [[5, 6, 0], [7, 0, 0]]
+      >>> words, images, pair_ids = word_image_pairs(word_vectors, ids, tf.constant([[10.0], [20.0]]))
+      >>> words.numpy().tolist(), images.numpy().tolist(), pair_ids.numpy().tolist()
+      ([[0.0, 1.0], [2.0, 3.0], [6.0, 7.0]], [[10.0], [10.0], [20.0]], [0, 0, 1])
     """
     ids = tf.cast(ids, tf.int64)
     keep = tf.ones_like(ids, dtype=tf.bool)
@@ -103,6 +120,13 @@ class WordImagePairs(keras.layers.Layer):
 
     Returns:
       ``(words [M, N], images [M, N'], image_ids int64 [M])``.
+
+    Example:
+      >>> pairs = WordImagePairs(skip_ids=(0, 2, 3))  # padding, <S>, </S>
+      >>> ids = tf.constant([[2, 5, 6, 3], [2, 7, 3, 0]])
+      >>> words, images, image_ids = pairs(tf.ones([2, 4, 8]), ids, tf.ones([2, 5]), tf.constant([4, 9]))
+      >>> tuple(words.shape), tuple(images.shape), image_ids.numpy().tolist()
+      ((3, 8), (3, 5), [4, 4, 9])
     """
 
     def __init__(self, skip_ids=(PADDING_ID,), **kwargs):
@@ -130,6 +154,10 @@ def image_regression_loss(predicted, image):
 
     Returns:
       ``float32`` scalar >= 0.
+
+    Example:
+      >>> float(image_regression_loss([[1.0, 2.0]], [[1.0, 0.0]]))  # (0² + 2²) / 2
+      2.0
     """
     d = tf.cast(predicted, tf.float32) - tf.cast(image, tf.float32)
     return tf.reduce_mean(tf.square(d))
@@ -138,7 +166,13 @@ def image_regression_loss(predicted, image):
 @keras.saving.register_keras_serializable(package="grounded_text")
 class ImageRegressionLoss(BatchLoss):
     """``image_regression_loss`` as a loss layer: ``text`` is the prediction [B, d],
-    ``image`` the features [B, d]; ``image_ids`` is not used."""
+    ``image`` the features [B, d]; ``image_ids`` is not used.
+
+    Example:
+      >>> loss = ImageRegressionLoss()
+      >>> float(loss(tf.constant([[1.0, 2.0]]), tf.constant([[1.0, 0.0]])))
+      2.0
+    """
 
     def batch_loss(self, text, image, image_ids=None, training=None):
         check_batch("ImageRegressionLoss", text, image)
@@ -162,6 +196,11 @@ def caption_to_image_ranking(projected, image, image_ids=None, margin: float = 0
 
     Returns:
       ``float32`` scalar >= 0.
+
+    Example:
+      >>> projected, image = [[1.0, 0.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]
+      >>> round(float(caption_to_image_ranking(projected, image, margin=0.2)), 4)  # (0 + 0.2) / 2
+      0.1
     """
     s = similarity_matrix(projected, image)  # [B, B]
     batch = tf.shape(s)[0]
@@ -178,6 +217,12 @@ class CaptionToImageLoss(BatchLoss):
 
     Args:
       margin: m of the hinge.
+
+    Example:
+      >>> loss = CaptionToImageLoss(margin=0.2)
+      >>> projected, image = tf.constant([[1.0, 0.0], [1.0, 1.0]]), tf.constant([[1.0, 0.0], [0.0, 1.0]])
+      >>> round(float(loss(projected, image)), 4)
+      0.1
     """
 
     def __init__(self, margin: float = 0.2, **kwargs):
@@ -203,6 +248,10 @@ def same_image_partner(image_ids):
 
     Returns:
       ``int32`` [B].
+
+    Example:
+      >>> same_image_partner([4, 4, 9, 4, 7]).numpy().tolist()
+      [1, 3, 2, 0, 4]
     """
     ids = tf.cast(tf.reshape(image_ids, [-1]), tf.int64)
     batch = tf.shape(ids)[0]
@@ -225,6 +274,11 @@ class SameImagePartner(keras.layers.Layer):
 
     Returns:
       int64 [B, T].
+
+    Example:
+      >>> ids = tf.constant([[5, 6], [7, 8], [9, 9]], tf.int64)
+      >>> SameImagePartner()(ids, tf.constant([1, 1, 2])).numpy().tolist()
+      [[7, 8], [5, 6], [9, 9]]
     """
 
     def call(self, ids, image_ids=None):
@@ -250,6 +304,11 @@ def fit_pca(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
     Raises:
       ValueError: bad k.
+
+    Example:
+      >>> mean, components = fit_pca(np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 1.0], [2.0, 1.0]]), k=1)
+      >>> mean.tolist(), components.tolist()
+      ([1.0, 0.5], [[1.0], [0.0]])
     """
     x = np.asarray(x, dtype=np.float64)
     if not 1 <= k <= x.shape[1]:
@@ -276,6 +335,12 @@ class PCAProjection(keras.layers.Layer):
 
     Args:
       input_dim: D; output_dim: k.
+
+    Example:
+      >>> layer = PCAProjection(input_dim=2, output_dim=1)
+      >>> layer.set_pca(np.array([1.0, 0.5]), np.array([[1.0], [0.0]]))
+      >>> layer(tf.constant([[3.0, 0.5], [0.0, 9.0]])).numpy().tolist()
+      [[2.0], [-1.0]]
     """
 
     def __init__(self, input_dim: int, output_dim: int, **kwargs):

@@ -23,6 +23,11 @@ def l2_normalize(x, epsilon: float = NORM_EPSILON):
 
     Returns:
       ``float32`` [B, N].
+
+    Example:
+      >>> print(l2_normalize([[3.0, 4.0], [0.0, 0.0]]).numpy())
+      [[0.6 0.8]
+       [0.  0. ]]
     """
     x = tf.cast(x, tf.float32)
     return x * tf.math.rsqrt(tf.maximum(tf.reduce_sum(x * x, axis=-1, keepdims=True), epsilon))
@@ -36,19 +41,37 @@ def similarity_matrix(a, b):
 
     Returns:
       ``float32`` [B, C]; rows or columns of zero vectors give 0.
+
+    Example:
+      >>> s = similarity_matrix([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+      >>> print(s.numpy().round(4))
+      [[1.     0.     0.    ]
+       [0.7071 0.7071 0.    ]]
     """
     return tf.matmul(l2_normalize(a), l2_normalize(b), transpose_b=True)
 
 
 def resolve_image_ids(image_ids, batch_size):
-    """``image_ids`` as int64 [B]; ``None`` → ``range(B)`` (every row its own image)."""
+    """``image_ids`` as int64 [B]; ``None`` → ``range(B)`` (every row its own image).
+
+    Example:
+      >>> resolve_image_ids(None, 3).numpy().tolist()
+      [0, 1, 2]
+      >>> resolve_image_ids([[7], [7], [9]], 3).numpy().tolist()
+      [7, 7, 9]
+    """
     if image_ids is None:
         return tf.range(tf.cast(batch_size, tf.int64), dtype=tf.int64)
     return tf.cast(tf.reshape(image_ids, [-1]), tf.int64)
 
 
 def same_image_mask(image_ids, batch_size):
-    """``M[i, j] = (image_ids[i] == image_ids[j])`` as bool [B, B] (diagonal True)."""
+    """``M[i, j] = (image_ids[i] == image_ids[j])`` as bool [B, B] (diagonal True).
+
+    Example:
+      >>> same_image_mask([5, 5, 8], 3).numpy().astype(int).tolist()
+      [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
+    """
     ids = resolve_image_ids(image_ids, batch_size)
     return tf.equal(ids[:, None], ids[None, :])
 
@@ -59,6 +82,13 @@ def check_batch(name: str, text, image=None, image_ids=None, min_batch: int = 1)
     Rank must be 2 for ``text``/``image`` and 1 for ``image_ids``; known batch sizes
     must agree and be at least ``min_batch``. Dynamic shapes are checked with
     ``tf.debugging`` assertions (``InvalidArgumentError`` naming the loss).
+
+    Example:
+      >>> check_batch("MyLoss", tf.zeros([4, 8]), tf.zeros([4, 3]), [0, 0, 1, 2], min_batch=2)
+      >>> check_batch("MyLoss", tf.zeros([4, 8]), tf.zeros([3, 8]))
+      Traceback (most recent call last):
+        ...
+      ValueError: MyLoss: `text` and `image` batch sizes differ (4 vs 3).
     """
     text = tf.convert_to_tensor(text)
     if text.shape.rank is not None and text.shape.rank != 2:
@@ -99,6 +129,17 @@ def check_batch(name: str, text, image=None, image_ids=None, min_batch: int = 1)
 
 
 def check_reduction(name: str, reduction: str) -> str:
+    """``reduction`` itself when it is ``"sum"`` or ``"mean"``; raises ``ValueError`` naming
+    ``name`` otherwise.
+
+    Example:
+      >>> check_reduction("MyLoss", "mean")
+      'mean'
+      >>> check_reduction("MyLoss", "max")
+      Traceback (most recent call last):
+        ...
+      ValueError: MyLoss: reduction must be 'sum' or 'mean', got 'max'.
+    """
     if reduction not in ("sum", "mean"):
         raise ValueError(f"{name}: reduction must be 'sum' or 'mean', got {reduction!r}.")
     return reduction
@@ -114,6 +155,11 @@ def gather_replicas(*tensors):
     the replica count before the gradients are summed, so the update equals the
     single-device one (the all-gather of SimCLR/CLIP-style contrastive
     training). ``None`` entries stay ``None``.
+
+    Example:
+      >>> text, image, ids = gather_replicas(tf.ones([2, 3]), tf.ones([2, 4]), None)
+      >>> tuple(text.shape), tuple(image.shape), ids
+      ((2, 3), (2, 4), None)
     """
     ctx = tf.distribute.get_replica_context()
     if ctx is None or ctx.num_replicas_in_sync == 1:
@@ -138,6 +184,17 @@ class BatchLoss(keras.layers.Layer):
     functional model built around the layer trains with ``compile(optimizer)``.
     The layer's dtype policy is ``float32`` whatever the global policy (mixed
     precision towers feed ``float16``; the loss is computed in ``float32``).
+
+    Example:
+      >>> class NegativeMeanCosine(BatchLoss):
+      ...     def batch_loss(self, text, image, image_ids=None, training=None):
+      ...         return -tf.reduce_mean(tf.linalg.diag_part(similarity_matrix(text, image)))
+      >>> layer = NegativeMeanCosine()
+      >>> x = tf.constant([[1.0, 0.0], [0.0, 2.0]])
+      >>> round(float(layer(x, x)), 4)
+      -1.0
+      >>> layer.dtype_policy.name, len(layer.losses)
+      ('float32', 1)
     """
 
     def __init__(self, **kwargs):

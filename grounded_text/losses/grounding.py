@@ -57,6 +57,13 @@ def cluster_loss(text, image_ids, margin: float = 0.5, reduction: str = "mean"):
 
     Returns:
       ``float32`` scalar >= 0. Memory O(B³).
+
+    Example:
+      >>> ids = [0, 0, 1, 1]
+      >>> float(cluster_loss([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]], ids))  # clustered
+      0.0
+      >>> float(cluster_loss([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]], ids))  # mixed
+      1.0
     """
     check_reduction("cluster_loss", reduction)
     if image_ids is None:
@@ -88,6 +95,13 @@ def perceptual_loss(text, image, epsilon: float = PEARSON_EPSILON):
 
     Returns:
       ``float32`` scalar in [−1, 1].
+
+    Example:
+      >>> vectors = [[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
+      >>> round(float(perceptual_loss(vectors, vectors)), 4)  # same geometry: ρ = 1
+      -1.0
+      >>> round(float(perceptual_loss(vectors, [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])), 4)
+      0.5
     """
     text_sims = similarity_matrix(text, text)
     image_sims = similarity_matrix(image, image)
@@ -123,6 +137,13 @@ def cross_modal_projection_loss(text, image, image_ids=None, margin: float = 0.5
 
     Returns:
       ``float32`` scalar >= 0.
+
+    Example:
+      >>> text, image = [[1.0, 0.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]
+      >>> round(float(cross_modal_projection_loss(text, image, margin=0.5)), 4)  # (0 + 0.5) / 2
+      0.25
+      >>> float(cross_modal_projection_loss(text, image, image_ids=[4, 4]))  # one image
+      0.0
     """
     check_reduction("cross_modal_projection_loss", reduction)
     sims = similarity_matrix(text, image)
@@ -156,6 +177,12 @@ class ClusterLoss(BatchLoss):
 
     Raises:
       ValueError: ``image_ids`` is ``None``; bad margin/reduction.
+
+    Example:
+      >>> loss = ClusterLoss(margin=0.5)
+      >>> text = tf.constant([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+      >>> float(loss(text, None, image_ids=tf.constant([0, 0, 1, 1])))
+      1.0
     """
 
     def __init__(self, margin: float = 0.5, reduction: str = "mean", **kwargs):
@@ -188,6 +215,12 @@ class PerceptualLoss(BatchLoss):
     Call args:
       text: float [B, N]; image: float [B, d]; image_ids: ignored (two captions
       of one image simply have image–image cosine 1). B >= 2.
+
+    Example:
+      >>> loss = PerceptualLoss()
+      >>> vectors = tf.constant([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+      >>> round(float(loss(vectors, vectors)), 4)
+      -1.0
     """
 
     def __init__(self, epsilon: float = PEARSON_EPSILON, **kwargs):
@@ -219,6 +252,13 @@ class GroundingLoss(BatchLoss):
 
     Raises:
       ValueError: negative weights; ``image_ids`` missing while α_C > 0.
+
+    Example:
+      >>> loss = GroundingLoss(alpha_cluster=1.0, alpha_perceptual=1.0, margin=0.5)
+      >>> text = tf.constant([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+      >>> image = tf.constant([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+      >>> round(float(loss(text, image, image_ids=tf.constant([0, 0, 1, 1]))), 4)  # 0 − 1
+      -1.0
     """
 
     def __init__(
@@ -272,6 +312,12 @@ class CrossModalProjectionLoss(BatchLoss):
 
     Call args:
       text, image: float [B, N]; image_ids: optional int [B].
+
+    Example:
+      >>> loss = CrossModalProjectionLoss(margin=0.5)
+      >>> text, image = tf.constant([[1.0, 0.0], [1.0, 1.0]]), tf.constant([[1.0, 0.0], [0.0, 1.0]])
+      >>> round(float(loss(text, image)), 4)
+      0.25
     """
 
     def __init__(self, margin: float = 0.5, reduction: str = "mean", **kwargs):
