@@ -100,7 +100,9 @@ def _as_sentences(sentences) -> tuple[list, bool]:
         if isinstance(sentences, tf.Tensor):
             if sentences.dtype != tf.string:
                 raise TypeError(f"encode: a tf.Tensor of dtype string is expected, got {sentences.dtype.name}.")
-            sentences = sentences.numpy()
+            sentences = sentences.numpy()  # a 0-d string tensor gives bytes: one sentence
+            if isinstance(sentences, bytes):
+                return [sentences], True
     if isinstance(sentences, np.ndarray):
         if sentences.dtype.kind not in "USO":
             raise TypeError(f"encode: an array of strings is expected, got dtype {sentences.dtype}.")

@@ -361,7 +361,9 @@ class FeatureNetwork:
         the output is still float32. The global policy is restored afterwards.
 
     Raises:
-      ValueError: unknown ``cnn``; a weights file that does not fit the architecture.
+      ValueError: unknown ``cnn``; a weights file that does not fit the architecture; a
+        damaged ImageNet file in Keras' cache (``"imagenet"``: the message names the cache
+        file, not ``--weights``).
       FileNotFoundError: ``weights`` is a path that does not exist.
       WeightsUnavailableError: ``"imagenet"`` while offline and not cached.
       MissingExtraError: ``efficientnet_lite0`` without keras-hub (the ``[images]`` extra).
@@ -384,9 +386,16 @@ class FeatureNetwork:
                 try:
                     self.model.load_weights(path)
                 except Exception as e:  # noqa: BLE001
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                    if weights == "imagenet":  # the user passed no file: Keras' cache holds a damaged one
+                        raise ValueError(
+                            f"the cached ImageNet weights of {cnn}, {path!r} (Keras' cache), cannot be loaded "
+                            f"({type(e).__name__}: {first[:200]}); the file is damaged or truncated: delete it "
+                            "so that it is downloaded again, or copy a good copy there."
+                        ) from None
                     raise ValueError(
                         f"--weights {path!r} does not fit {cnn} (include_top=False): "
-                        f"{type(e).__name__}: {e}"
+                        f"{type(e).__name__}: {first[:200]}"
                     ) from e
         finally:
             keras.mixed_precision.set_global_policy(previous)
