@@ -303,3 +303,70 @@ def test_a_damaged_keras_weights_cache_names_the_cache_file_not_weights(tmp_path
     message = str(info.value)
     assert "--weights" not in message and str(cached) in message and "delete it" in message
     assert "\n" not in message
+
+
+# ============================================================================ feature stores record what made them
+
+
+def _pngs(folder: Path, names) -> Path:
+    import tensorflow as tf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for name in names:
+        pixels = rng.integers(0, 256, size=(40, 48, 3), dtype=np.uint8)
+        (folder / name).write_bytes(tf.io.encode_png(pixels).numpy())
+    return folder
+
+
+def test_a_feature_store_refuses_rows_made_with_other_settings(tmp_path):
+    from grounded_text.vision.sinks import NpzFeatureSink
+
+    made = {"cnn": "resnet50", "weights": "random:seed=0", "crops": 1, "image_size": 224, "preprocessing": "caffe"}
+    out = tmp_path / "s.npz"
+    sink = NpzFeatureSink(out, provenance=made)
+    sink.append(["a.png"], np.ones((1, 4)))  # a part on disk, as after a kill
+    for field, value in (("crops", 10), ("cnn", "resnet152"), ("weights", "random:seed=1"),
+                         ("weights", "sha256:00ff (other.weights.h5)"), ("preprocessing", "torch")):
+        with pytest.raises(ValueError, match=rf"the store was made with cnn=resnet50 .*\({field} differ\)"):
+            NpzFeatureSink(out, provenance={**made, field: value})
+    again = NpzFeatureSink(out, provenance=dict(made))  # the same settings resume
+    again.append(["b.png"], np.ones((1, 4)))
+    again.close()
+    from grounded_text.data.features import read_npz_provenance
+
+    assert read_npz_provenance(out) == made
+    with pytest.raises(ValueError, match=r"\(crops differ\)"):
+        NpzFeatureSink(out, provenance={**made, "crops": 10})  # the merged store records it too
+
+
+def test_features_cli_resumed_with_other_crops_is_refused_and_random_networks_are_seeded(tmp_path, capsys):
+    from grounded_text import features as cli
+    from grounded_text.data.features import load_npz_features, read_npz_provenance
+
+    images = _pngs(tmp_path / "imgs", ["a.png", "b.png"])
+    out = tmp_path / "s.npz"
+    base = ["--images", str(images), "--out", str(out), "--cnn", "efficientnet_b0", "--weights", "none",
+            "--no-progress", "--batch-size", "2"]
+    assert cli.main(base + ["--crops", "1"]) == 0
+    capsys.readouterr()
+    record = read_npz_provenance(out)
+    assert record["cnn"] == "efficientnet_b0" and record["weights"] == "random:seed=0" and record["crops"] == 1
+    _pngs(images, ["c.png"])
+    for flags, differ in ((["--crops", "10"], "crops"), (["--crops", "1", "--seed", "3"], "weights"),
+                          (["--crops", "1", "--cnn", "efficientnet_lite0"], "cnn")):
+        assert cli.main(base + flags) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and f"({differ}" in err[0], err
+    assert sorted(load_npz_features(out).ids.tolist()) == ["a.png", "b.png"]  # nothing mixed in
+    # The same settings in another process: the same random network, so the rows agree.
+    other = tmp_path / "t.npz"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    args = [a if a != str(out) else str(other) for a in base] + ["--crops", "1"]
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.features", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    first, second = load_npz_features(out), load_npz_features(other)
+    rows = {i: r for i, r in zip(second.ids.tolist(), second.features)}
+    for i, r in zip(first.ids.tolist(), first.features):
+        np.testing.assert_allclose(rows[i], r, rtol=1e-5, atol=1e-6)
