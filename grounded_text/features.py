@@ -75,13 +75,14 @@ def _parse_args(argv):
 def main(argv=None) -> int:
     args = _parse_args(argv)
     from grounded_text.utils.extras import MissingExtraError
+    from grounded_text.vision import extractor
     from grounded_text.vision.crops import MAX_IMAGE_PIXELS
     from grounded_text.vision.extractor import (
         extract_features,
         image_folder_dataset,
         read_ids_file,
     )
-    from grounded_text.vision.networks import FeatureNetwork, WeightsUnavailableError, feature_provenance
+    from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, WeightsUnavailableError, feature_provenance
     from grounded_text.vision.sinks import NpzFeatureSink
 
     max_pixels = MAX_IMAGE_PIXELS if args.max_pixels is None else (args.max_pixels or None)
@@ -92,9 +93,10 @@ def main(argv=None) -> int:
         # What makes the rows, recorded in the store: resuming or appending with other settings is refused.
         provenance = feature_provenance(args.cnn, args.crops, args.weights, seed=args.seed)
         sink = NpzFeatureSink(args.out, provenance=provenance)
-        network = None
-        if provenance["weights"].startswith("random:"):  # seeded: the same random network in every process
-            network = FeatureNetwork(args.cnn, weights=None, mixed_precision=args.mixed_precision, seed=args.seed)
+        network = None  # the extractor builds it; a random one is seeded with DEFAULT_RANDOM_SEED there
+        if provenance["weights"].startswith("random:") and args.seed != DEFAULT_RANDOM_SEED:
+            network = extractor.FeatureNetwork(args.cnn, weights=None, mixed_precision=args.mixed_precision,
+                                               seed=args.seed)
         report = extract_features(
             images, sink, cnn=args.cnn, crops=args.crops, weights=args.weights,
             batch_size=args.batch_size, progress=not args.no_progress,
