@@ -151,10 +151,17 @@ def train(model_or_config, *, output_dir: str | os.PathLike, data_dir: str | os.
     Returns:
       A ``Run``.
 
+    Every argument is checked, and the data and the model are built, before ``output_dir`` is
+    touched: with ``overwrite=True``, a bad argument never costs the run already there.
+
     Raises:
+      TypeError: ``callbacks`` is not a list of ``keras.callbacks.Callback`` (the message
+        names the entry), ``output_dir``/``data_dir`` is not a path, ``evaluate``/``resume``/
+        ``overwrite`` is not a bool.
       ValueError (``grounded_text.config.schema.ConfigError`` and the trainer's errors): an unknown
-        preset or field, a value that does not fit, a bad combination, bad data, or a run
-        directory that holds a run.
+        preset or field, a value that does not fit, a bad combination, a ``verbose`` Keras does
+        not know, bad data (constant image features, an empty split), an ``output_dir`` that is,
+        holds or lies inside the data folder, or a run directory that holds a run.
       grounded_text.training.run_dir.TrainingDiverged: the loss diverged or collapsed.
 
     Example:
@@ -176,12 +183,28 @@ def train(model_or_config, *, output_dir: str | os.PathLike, data_dir: str | os.
       grounded_text.config.schema.ConfigError: train: 'epoch' is not a config field; known fields: [...].
     """
     from grounded_text.papers.resolve import resolve_config
+    from grounded_text.training.trainer import check_callbacks, check_verbose
     from grounded_text.training.trainer import train as run_trainer
 
+    # Every argument is checked before the config is resolved and long before the run
+    # directory is touched (the trainer checks again, for its other callers).
+    _check_path("output_dir", output_dir)
+    if data_dir is not None:
+        _check_path("data_dir", data_dir)
+    for name, value in (("evaluate", evaluate), ("resume", resume), ("overwrite", overwrite)):
+        if not isinstance(value, bool):
+            raise TypeError(f"train: {name} must be True or False, got {value!r}.")
+    callbacks = check_callbacks(callbacks)
+    check_verbose(verbose)
     config = resolve_config(_config(model_or_config, overrides))
     metrics = run_trainer(config, data_dir, output_dir, evaluate=evaluate, verbose=verbose, resume=resume,
-                          overwrite=overwrite, callbacks=tuple(callbacks))
+                          overwrite=overwrite, callbacks=callbacks)
     return Run.from_metrics(output_dir, metrics)
+
+
+def _check_path(name: str, value) -> None:
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise TypeError(f"train: {name} must be a non-empty path (str or os.PathLike), got {value!r}.")
 
 
 # ----------------------------------------------------------------------------- evaluate
@@ -201,7 +224,8 @@ def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sect
       sections: any of ``"sts"`` (cosine, unsupervised: Pearson r and Spearman ρ per
         subset, year means), ``"supervised"`` (STS-B and SICK-R regressors on the frozen
         embeddings) and ``"transfer"`` (SentEval classification accuracy %).
-      years: STS years to score (default: every year folder found).
+      years: STS years to score, a list (``["STS12", "STS16"]``) or one ``str``
+        (``"STS16"``); default: every year folder found.
       batch_size: sentences per call when a path or ``TextEncoder`` is given.
 
     Returns:
@@ -209,7 +233,9 @@ def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sect
       ``"supervised_sts"`` and ``"transfer"`` keys when asked.
 
     Raises:
-      ValueError: an unknown section, or no data root; FileNotFoundError: a missing folder.
+      ValueError: an unknown section, no data root, an empty ``years``, or a year with no
+        ``STSxx-en-test`` folder (the message lists the years found), as the CLI refuses them;
+      FileNotFoundError: a missing folder.
 
     Example:
       >>> import grounded_text as gt
@@ -236,10 +262,13 @@ def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sect
     from grounded_text.data.paths import resolve_data_dir
     from grounded_text.evaluation.suite import model_report
 
+    if isinstance(sections, str):
+        sections = [sections]
     unknown = [s for s in sections if s not in EVALUATE_SECTIONS]
     if unknown:
         raise ValueError(f"evaluate: unknown sections {unknown}; choose from {list(EVALUATE_SECTIONS)}.")
     root = resolve_data_dir(data_dir)
+    years = _check_years(years, root / "sts")
     if isinstance(encoder_or_path, (str, os.PathLike)):
         encoder_or_path = load(encoder_or_path)
     if isinstance(encoder_or_path, TextEncoder):
@@ -262,6 +291,31 @@ def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sect
 
         report["supervised_sts"] = evaluate_supervised_sts(encoder, sts_dir)
     return json.loads(json.dumps(report, default=float))
+
+
+def _check_years(years, sts_dir: Path) -> list[str] | None:
+    """``years`` as a list of year names found under ``sts_dir`` (a ``str`` is one year).
+
+    Raises:
+      TypeError: not a str or a sequence of str. ValueError: empty, or a year with no folder.
+    """
+    if years is None:
+        return None
+    if isinstance(years, str):
+        years = [years]
+    if not isinstance(years, Sequence) or not all(isinstance(y, str) for y in years):
+        raise TypeError(f"evaluate: years must be a str or a list of str such as ['STS16'], got {years!r}.")
+    years = list(years)
+    if not years:
+        raise ValueError("evaluate: years is empty; give at least one year, e.g. years=['STS12', 'STS16'].")
+    from grounded_text.data.sts import sts_year_dirs
+
+    found = list(sts_year_dirs(sts_dir))
+    missing = [y for y in years if y not in found]
+    if missing:
+        raise ValueError(f"evaluate: no {', '.join(f'{y}-en-test' for y in missing)} folder under {str(sts_dir)!r} "
+                         f"(years found: {', '.join(found) or 'none'}).")
+    return years
 
 
 # ----------------------------------------------------------------------------- presets

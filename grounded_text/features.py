@@ -17,9 +17,15 @@ decoded) and, with ``--crops 10``, above a 16:1 aspect ratio. Ids from ``--ids-f
 must stay inside ``--images`` (no absolute paths, no ``..``). See docs/features.md. (The
 reader of stores is :mod:`grounded_text.data.features`.)
 
+The store records what made its rows (network, weights: the ImageNet file or preset, a
+weights file's SHA-256 or ``random:seed=N``; crops, image size, preprocessing); resuming
+or appending with other settings is refused, naming both (``--weights none`` builds a
+random network seeded with ``--seed``, the same in every process).
+
 Exit status: 0 on success (even with undecodable images, which are listed); 2 for
 bad arguments, a missing folder/file, an ``--out`` that cannot be written (checked
-before any image is read), unavailable ImageNet weights, or a missing extra.
+before any image is read), a store made with other settings, unavailable ImageNet
+weights, or a missing extra.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ def _parse_args(argv):
     parser.add_argument("--weights", default="imagenet",
                         help="'imagenet' (default; cached or downloaded), 'none' (random "
                         "init) or a .weights.h5/.h5 file")
+    parser.add_argument("--seed", default=0, type=int,
+                        help="with --weights none: the seed of the random network (recorded in the store)")
     parser.add_argument("--batch-size", default=32, type=int)
     parser.add_argument("--ids-file", default=None,
                         help="only these image ids (one per line; Flickr8k split or token file)")
@@ -67,13 +75,14 @@ def _parse_args(argv):
 def main(argv=None) -> int:
     args = _parse_args(argv)
     from grounded_text.utils.extras import MissingExtraError
+    from grounded_text.vision import extractor
     from grounded_text.vision.crops import MAX_IMAGE_PIXELS
     from grounded_text.vision.extractor import (
         extract_features,
         image_folder_dataset,
         read_ids_file,
     )
-    from grounded_text.vision.networks import WeightsUnavailableError
+    from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, WeightsUnavailableError, feature_provenance
     from grounded_text.vision.sinks import NpzFeatureSink
 
     max_pixels = MAX_IMAGE_PIXELS if args.max_pixels is None else (args.max_pixels or None)
@@ -81,11 +90,17 @@ def main(argv=None) -> int:
     try:
         ids = read_ids_file(args.ids_file) if args.ids_file else None
         images = image_folder_dataset(args.images, ids)
-        sink = NpzFeatureSink(args.out)
+        # What makes the rows, recorded in the store: resuming or appending with other settings is refused.
+        provenance = feature_provenance(args.cnn, args.crops, args.weights, seed=args.seed)
+        sink = NpzFeatureSink(args.out, provenance=provenance)
+        network = None  # the extractor builds it; a random one is seeded with DEFAULT_RANDOM_SEED there
+        if provenance["weights"].startswith("random:") and args.seed != DEFAULT_RANDOM_SEED:
+            network = extractor.FeatureNetwork(args.cnn, weights=None, mixed_precision=args.mixed_precision,
+                                               seed=args.seed)
         report = extract_features(
             images, sink, cnn=args.cnn, crops=args.crops, weights=args.weights,
             batch_size=args.batch_size, progress=not args.no_progress,
-            mixed_precision=args.mixed_precision, max_pixels=max_pixels,
+            mixed_precision=args.mixed_precision, max_pixels=max_pixels, network=network,
         )
     except (FileNotFoundError, ValueError, WeightsUnavailableError, MissingExtraError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -85,12 +85,15 @@ def read_flickr8k(root: str | Path) -> list[Caption]:
 
     Raises:
       FileNotFoundError: token or split files missing.
-      ValueError: a malformed line (no tab, or no ``#k`` suffix), naming file and line.
+      ValueError: a malformed line (no tab, or no ``#k`` suffix), or a caption id
+        (``<image>#<k>``) that repeats an earlier line's; the message names the file and
+        both lines.
     """
     text_dir = flickr8k_text_dir(root)
     split_of = read_split_files(text_dir)
     path = text_dir / TOKEN_FILE
     captions = []
+    first_line: dict[tuple[str, int], int] = {}
     with open(path, encoding="utf-8-sig", errors="replace") as f:  # a BOM is not part of the first id
         for lineno, line in enumerate(f, 1):
             line = line.rstrip("\n").rstrip("\r")
@@ -100,5 +103,9 @@ def read_flickr8k(root: str | Path) -> list[Caption]:
             image_id, hash_sep, index = key.rpartition("#")
             if not sep or not hash_sep or not index.isdigit():
                 raise ValueError(f"{path}:{lineno}: expected '<image>#<k>\\t<caption>'.")
+            seen = first_line.setdefault((image_id, int(index)), lineno)
+            if seen != lineno:
+                raise ValueError(f"{path}:{lineno}: caption id {key!r} repeats line {seen}; each caption id "
+                                 "must appear once (remove or renumber the duplicate).")
             captions.append(Caption(image_id, int(index), text.strip(), split_of.get(image_id)))
     return captions

@@ -99,6 +99,29 @@ class SplitPairs:
     num_images_with_features: int
     dropped_captions: int
     dropped_image_ids: tuple
+    #: split → captions the source assigns to it, before the join to the features.
+    listed_captions: dict = dataclasses.field(default_factory=dict)
+    #: split → what defines it (``{"file": path, "images": n listed}`` for Flickr8k's split
+    #: files; ``{"file": path}`` for a prepared or TFDS folder), for error messages.
+    sources: dict = dataclasses.field(default_factory=dict)
+
+    def describe_split(self, split: str) -> str:
+        """Why ``split`` holds what it holds, for an error about an empty or short split: the
+        file that defines it and whether it lists no image, images with no caption, or
+        captions whose images have no feature row."""
+        source = self.sources.get(split, {})
+        where = source.get("file") or "the dataset"
+        listed, kept = self.listed_captions.get(split, 0), len(self.splits.get(split, ()))
+        if source.get("images") == 0:
+            return f"the {split} split file {where} lists no image"
+        if listed == 0:
+            images = f" {source['images']} image(s), but" if source.get("images") else ""
+            captions = f" in {source['captions']}" if source.get("captions") else ""
+            return f"the {split} split ({where}) lists{images} no image with a caption{captions}"
+        if kept == 0:
+            return (f"none of the {listed} caption(s) of the {split} split ({where}) has an image with a row in "
+                    f"{self.store.path or 'the feature store'}")
+        return f"the {split} split ({where}) has {kept} caption(s) with image features (of {listed} listed)"
 
 
 def join_captions(captions: list[Caption], store: FeatureStore) -> SplitPairs:
@@ -122,12 +145,14 @@ def join_captions(captions: list[Caption], store: FeatureStore) -> SplitPairs:
             feature_rows=np.array([row_of[c.image_id] for c in rows], dtype=np.int64),
             features=store.features,
         )
+    listed = Counter(c.split for c in captions)
     return SplitPairs(
         splits=splits,
         store=store,
         num_images_with_features=len({c.image_id for c in kept}),
         dropped_captions=sum(dropped.values()),
         dropped_image_ids=tuple(sorted(dropped)),
+        listed_captions={split: listed.get(split, 0) for split in SPLITS},
     )
 
 
@@ -142,8 +167,15 @@ def load_flickr8k_pairs(root: str | Path, features: str = "efficientnet_lite0") 
     Returns:
       ``SplitPairs``; see ``join_captions``.
     """
+    from grounded_text.data.flickr8k import SPLIT_FILES, TOKEN_FILE, flickr8k_text_dir, read_split_files
+
     store = open_feature_store(resolve_features_path(root, features))
-    return join_captions(read_flickr8k(root), store)
+    pairs = join_captions(read_flickr8k(root), store)
+    text_dir = flickr8k_text_dir(root)
+    listed = Counter(read_split_files(text_dir).values())
+    sources = {split: {"file": str(text_dir / SPLIT_FILES[split]), "images": listed.get(split, 0),
+                       "captions": str(text_dir / TOKEN_FILE)} for split in SPLITS}
+    return dataclasses.replace(pairs, sources=sources)
 
 
 def make_dataset(

@@ -284,16 +284,22 @@ def load_pairs(data_config, root: str | Path | None):
             raise ValueError("dataset 'flickr8k' needs the data root (--data-dir or $GROUNDED_TEXT_DATA).")
         return load_flickr8k_pairs(root, data_config.features)
     path = Path(dataset).expanduser()
+    import dataclasses
+
+    def joined(captions, store, where):
+        pairs = join_captions(captions, store)
+        return dataclasses.replace(pairs, sources={split: {"file": str(where)} for split in pairs.splits})
+
     if (path / MANIFEST).is_file():
         override = Path(data_config.features) if data_config.features and Path(data_config.features).is_file() else None
         captions, store = load_prepared(path, override)
-        return join_captions(captions, store)
+        return joined(captions, store, path / MANIFEST)
     if path.is_dir() and find_tfds_dir(path) is not None:
         captions, store = read_tfds_export(path)
-        return join_captions(captions, store)
+        return joined(captions, store, path)
     if path.is_dir() and find_tfds_dir(path / TFDS_DIR) is not None:
         captions, store = read_tfds_export(path / TFDS_DIR)
-        return join_captions(captions, store)
+        return joined(captions, store, path / TFDS_DIR)
     raise ValueError(
         f"dataset {dataset!r}: expected 'flickr8k', a prepared folder (with {MANIFEST}) or a TFDS "
         "export folder (with dataset_info.json); see docs/datasets.md."

@@ -122,14 +122,20 @@ class TFRecordFeatureSink:
         float16).
       captions: a caption store: every ``append`` gives each row's captions, stored in
         its record (``make_caption_store_dataset``); must equal the existing store's.
+      provenance: what makes the rows (network, weights, crops, image size, preprocessing:
+        ``grounded_text.vision.networks.feature_provenance``), recorded in the manifest; an
+        existing store that records another is refused (``None``: not checked; the store's
+        record is kept).
 
     Raises:
       ValueError: bad ``dim``/``dtype``/``rows_per_shard``, or an existing store
-        with another dim, dtype or ``captions``.
+        with another dim, dtype, ``captions`` or ``provenance`` (the message names both).
     """
 
     def __init__(self, directory: str | Path, dim: int, dtype: str = "float16", rows_per_shard: int = 32768,
-                 captions: bool = False):
+                 captions: bool = False, provenance: dict | None = None):
+        from grounded_text.data.features import check_provenance
+
         if dtype not in DTYPES:
             raise ValueError(f"TFRecordFeatureSink: dtype must be one of {sorted(DTYPES)}, got {dtype!r}.")
         if int(dim) < 1:
@@ -139,6 +145,7 @@ class TFRecordFeatureSink:
         self.directory = Path(directory)
         self.dim, self.dtype, self.rows_per_shard = int(dim), dtype, int(rows_per_shard)
         self.captions = bool(captions)
+        self.provenance = None if provenance is None else dict(provenance)
         self._num_captions = 0
         self._np_dtype = DTYPES[dtype][0]
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -152,18 +159,22 @@ class TFRecordFeatureSink:
             if bool(m.get("captions")) != self.captions:
                 raise ValueError(f"{self.directory}: existing store has captions={bool(m.get('captions'))}; "
                                  f"cannot append with captions={self.captions}.")
+            check_provenance(m.get("provenance"), provenance, self.directory)
+            provenance = provenance or m.get("provenance")
+            self.provenance = None if provenance is None else dict(provenance)
             self._num_captions = int(m.get("num_captions", 0))
             self._shards = m["shards"]
             ids = _read_ids(self.directory, m["num_rows"])
-            # Drop ids written after the last committed manifest (a crash mid-append).
-            with open(self.directory / IDS_FILE, "w", encoding="utf-8") as f:
-                f.write("".join(i + "\n" for i in ids))
+            # Drop ids written after the last committed manifest (a crash mid-append); replaced
+            # atomically, never written through a link planted at its name.
+            kept = "".join(i + "\n" for i in ids).encode("utf-8")
+            atomic_write(self.directory / IDS_FILE, lambda f: f.write(kept))
             self._ids = set(ids)
             if len(self._ids) != len(ids):
                 raise ValueError(f"{self.directory}: {IDS_FILE} has duplicate ids.")
         else:
             self._shards, self._ids = [], set()
-            (self.directory / IDS_FILE).write_text("", encoding="utf-8")
+            atomic_write(self.directory / IDS_FILE, lambda f: None)
         self._num_rows = sum(s["rows"] for s in self._shards)
         self._writer = None
         self._current = None  # the shard entry being written (in self._shards once it has rows)
@@ -252,7 +263,9 @@ class TFRecordFeatureSink:
             self._writer.flush()
             shard_path = self.directory / self._current["file"]
             fsync_file(shard_path)
-            with open(self.directory / IDS_FILE, "a", encoding="utf-8") as f:
+            # O_NOFOLLOW: the ids file this sink created, never a link planted at its name.
+            fd = os.open(self.directory / IDS_FILE, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
                 f.write("".join(i + "\n" for i in ids[start:start + take]))
                 f.flush()
                 os.fsync(f.fileno())
@@ -282,6 +295,8 @@ class TFRecordFeatureSink:
         }
         if self.captions:
             manifest.update(captions=True, num_captions=self._num_captions)
+        if self.provenance is not None:
+            manifest["provenance"] = self.provenance
         _write_json_atomic(self.directory / MANIFEST, manifest)
 
     def close(self) -> Path:
@@ -660,10 +675,12 @@ def write_caption_store(directory: str | Path, pairs, dtype: str = "float16", ro
 
 
 def write_feature_store(directory: str | Path, ids, features, dtype: str = "float16",
-                        rows_per_shard: int = 32768, batch: int = 4096) -> Path:
-    """Converts an in-memory ``(ids [n], features [n, d])`` (e.g. an ``.npz``) to a store directory."""
+                        rows_per_shard: int = 32768, batch: int = 4096, provenance: dict | None = None) -> Path:
+    """Converts an in-memory ``(ids [n], features [n, d])`` (e.g. an ``.npz``) to a store directory
+    (``provenance``: what made the rows, e.g. the ``.npz``'s record; see ``TFRecordFeatureSink``)."""
     features = np.asarray(features)
-    sink = TFRecordFeatureSink(directory, features.shape[1], dtype=dtype, rows_per_shard=rows_per_shard)
+    sink = TFRecordFeatureSink(directory, features.shape[1], dtype=dtype, rows_per_shard=rows_per_shard,
+                               provenance=provenance)
     have = sink.existing_ids()
     ids = np.asarray(ids).astype(str)
     keep = np.array([i not in have for i in ids.tolist()], dtype=bool)

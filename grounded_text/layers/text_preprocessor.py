@@ -155,7 +155,8 @@ def build_vocabulary(
 
 
 def write_vocabulary(vocabulary: list[str], path: str | Path) -> Path:
-    """Writes one token per line (UTF-8); returns the path.
+    """Writes one token per line (UTF-8) atomically (``durable.atomic_write``: a symlink planted
+    at ``path`` is replaced, never written through); returns the path.
 
     Example:
       >>> import tempfile
@@ -165,8 +166,11 @@ def write_vocabulary(vocabulary: list[str], path: str | Path) -> Path:
       ['<S>', '</S>', 'a', 'dog']
       >>> tmp.cleanup()
     """
+    from grounded_text.utils.durable import atomic_write
+
     path = Path(path)
-    path.write_text("".join(t + "\n" for t in vocabulary), encoding="utf-8")
+    data = "".join(t + "\n" for t in vocabulary).encode("utf-8")
+    atomic_write(path, lambda f: f.write(data))
     return path
 
 

@@ -84,6 +84,18 @@ def check_text_encoder(module, path) -> int:
 
 
 
+def _tensor_to_numpy(sentences):
+    """A ``tf.Tensor`` of strings as NumPy (a 0-d one as ``bytes``); anything else unchanged."""
+    if type(sentences).__module__.startswith("tensorflow"):
+        import tensorflow as tf
+
+        if isinstance(sentences, tf.Tensor):
+            if sentences.dtype != tf.string:
+                raise TypeError(f"encode: a tf.Tensor of dtype string is expected, got {sentences.dtype.name}.")
+            return sentences.numpy()  # a 0-d string tensor gives bytes: one sentence
+    return sentences
+
+
 def _as_sentences(sentences) -> tuple[list, bool]:
     """``(list of str/bytes, single)``: ``single`` when one sentence was given.
 
@@ -92,15 +104,21 @@ def _as_sentences(sentences) -> tuple[list, bool]:
         or an element that is not a str/bytes (the message gives its index and type).
       ValueError: an array or tensor of rank above 1.
     """
+    batch, single = _as_input(sentences)
+    out = list(batch)
+    _check_items(out, 0)
+    return out, single
+
+
+def _as_input(sentences) -> tuple[Iterable, bool]:
+    """``(iterable of sentences, single)`` without materialising an iterator or generator.
+
+    Raises:
+      TypeError, ValueError: see ``_as_sentences`` (elements are checked as they are read).
+    """
+    sentences = _tensor_to_numpy(sentences)
     if isinstance(sentences, (str, bytes)):
         return [sentences], True
-    if type(sentences).__module__.startswith("tensorflow"):
-        import tensorflow as tf
-
-        if isinstance(sentences, tf.Tensor):
-            if sentences.dtype != tf.string:
-                raise TypeError(f"encode: a tf.Tensor of dtype string is expected, got {sentences.dtype.name}.")
-            sentences = sentences.numpy()
     if isinstance(sentences, np.ndarray):
         if sentences.dtype.kind not in "USO":
             raise TypeError(f"encode: an array of strings is expected, got dtype {sentences.dtype}.")
@@ -108,14 +126,63 @@ def _as_sentences(sentences) -> tuple[list, bool]:
             return [sentences.item()], True
         if sentences.ndim > 1:
             raise ValueError(f"encode: a 1-D batch of sentences is expected, got shape {sentences.shape}.")
-        sentences = sentences.tolist()
-    if not isinstance(sentences, Iterable):
+        return sentences.tolist(), False
+    if isinstance(sentences, dict) or not isinstance(sentences, Iterable):
         raise TypeError(f"encode: a str or a list of str is expected, got {type(sentences).__name__}.")
-    out = list(sentences)
-    for i, s in enumerate(out):
+    return sentences, False
+
+
+def _check_items(items: list, offset: int) -> None:
+    for i, s in enumerate(items):
         if not isinstance(s, (str, bytes)):
-            raise TypeError(f"encode: sentence {i} is a {type(s).__name__}, not a str.")
-    return out, False
+            raise TypeError(f"encode: sentence {offset + i} is a {type(s).__name__}, not a str.")
+
+
+def _chunks(sentences: Iterable, size: int):
+    """Lists of at most ``size`` sentences, read lazily from ``sentences`` (checked)."""
+    chunk: list = []
+    done = 0
+    for s in sentences:
+        chunk.append(s)
+        if len(chunk) == size:
+            _check_items(chunk, done)
+            yield chunk
+            done += len(chunk)
+            chunk = []
+    if chunk:
+        _check_items(chunk, done)
+        yield chunk
+
+
+#: ``encode(precision=...)``: the dtype of the returned vectors (computed in float32).
+PRECISIONS = {"float32": np.float32, "float16": np.float16}
+
+
+def _check_batch_size(batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"encode: batch_size must be an int >= 1, got {batch_size!r}.")
+    return int(batch_size)
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (float32); an all-zero row stays zero."""
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return (x / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
+
+
+def _as_matrix(x, name: str) -> np.ndarray:
+    """An embedding or a batch of them (NumPy, ``tf.Tensor``, list) as float32 [rows, N]."""
+    if type(x).__module__.startswith("tensorflow"):
+        x = x.numpy()
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu":
+        raise TypeError(f"similarity: {name} must be embeddings (a float array or tensor), got dtype {x.dtype}; "
+                        "encode the sentences first.")
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2:
+        raise ValueError(f"similarity: {name} must be [N] or [rows, N], got shape {x.shape}.")
+    return x.astype(np.float32, copy=False)
 
 
 @dataclasses.dataclass
@@ -123,12 +190,19 @@ class TextEncoder:
     """A text-embedding SavedModel (string[B] → float[B, N]) loaded for encoding.
 
     Made by ``load``. ``encode`` (also ``__call__``) maps sentences to vectors with the
-    module's own ``__call__`` (its ``serving_default`` computes the same), in batches.
+    module's own ``__call__`` (its ``serving_default`` computes the same), in batches, with
+    the arguments of sentence-transformers' ``encode``; ``encode_iter`` streams any number of
+    sentences in bounded memory; ``similarity`` is the cosine of two sets of vectors.
+
+    One encoder may be used from several threads at once (the module's function is called
+    concurrently; nothing else is shared), and one export may be loaded by several processes
+    at once (loading only reads it).
 
     Attributes:
       module: the object ``tensorflow_hub.load`` returned (callable on ``tf.string`` [B]).
       handle: the absolute path (or TF Hub handle) it was loaded from.
       dim: N, the embedding width.
+      batch_size: the default sentences per call.
     """
 
     module: Any
@@ -136,52 +210,133 @@ class TextEncoder:
     dim: int
     batch_size: int = 512
 
-    def encode(self, sentences, *, batch_size: int | None = None, show_progress: bool = False) -> np.ndarray:
-        """Embeds sentences.
+    def _embed(self, batch: list, batch_size: int) -> np.ndarray:
+        """float32 [len(batch), N]: one call of the module, padded with empty strings to a
+        power of two (8 … ``batch_size``), whose rows are dropped."""
+        import tensorflow as tf
+
+        n = len(batch)
+        size = max(n, min(batch_size, max(8, 1 << (n - 1).bit_length())))
+        padded = tf.constant(list(batch) + [""] * (size - n), dtype=tf.string)
+        return np.asarray(self.module(padded), dtype=np.float32)[:n]
+
+    def encode_iter(self, sentences, *, batch_size: int | None = None, normalize_embeddings: bool = False,
+                    precision: str = "float32"):
+        """Embeds sentences batch by batch, reading them lazily: memory stays bounded by one
+        batch, however many sentences a generator yields.
 
         Args:
-          sentences: one ``str`` (or ``bytes``, UTF-8); or a list/tuple, 1-D NumPy array
-            or 1-D ``tf.Tensor`` of strings (B of them; B may be 0).
+          sentences: any iterable of ``str``/``bytes`` (a generator, a file object's lines, a
+            list, a 1-D array or ``tf.Tensor``), or one ``str``.
+          batch_size, normalize_embeddings, precision: see ``encode``.
+
+        Yields:
+          ``precision`` [b, N] arrays, b <= ``batch_size``, in input order.
+
+        Raises:
+          TypeError: an element that is not a str/bytes (its index is given); ValueError: a
+            bad ``batch_size`` or ``precision``, an input of rank above 1.
+        """
+        batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
+        if precision not in PRECISIONS:
+            raise ValueError(f"encode: precision must be one of {list(PRECISIONS)}, got {precision!r}.")
+        items, _ = _as_input(sentences)
+        for chunk in _chunks(items, batch_size):
+            out = self._embed(chunk, batch_size)
+            if normalize_embeddings:
+                out = _normalize(out)
+            yield out.astype(PRECISIONS[precision], copy=False)
+
+    def encode(self, sentences, *, batch_size: int | None = None, show_progress_bar: bool | None = None,
+               normalize_embeddings: bool = False, convert_to_numpy: bool = True, convert_to_tensor: bool = False,
+               precision: str = "float32", show_progress: bool = False):
+        """Embeds sentences (the arguments of sentence-transformers' ``encode``).
+
+        Args:
+          sentences: one ``str`` (or ``bytes``, UTF-8; or a 0-d string array or tensor); or a
+            list/tuple, 1-D NumPy array, 1-D ``tf.Tensor`` of strings, or any iterable of them
+            (a generator is read batch by batch, never held whole; B may be 0).
           batch_size: sentences per call of the module (≥ 1; default: the encoder's
             ``batch_size``, set by ``load``). Each call is padded with
             empty strings to a power of two (8 … ``batch_size``), whose rows are dropped:
             the loaded graph is re-optimised for every new batch shape (about 1.5 s each on
             2 CPU cores), so a few fixed shapes are much faster than arbitrary ones. The
             vectors do not depend on the batch (each row is encoded on its own).
-          show_progress: a Keras progress bar over the batches (stderr).
+          show_progress_bar: a Keras progress bar over the sentences (stderr);
+            ``show_progress`` is its older name.
+          normalize_embeddings: scale each vector to unit L2 norm (a zero vector stays zero),
+            so a dot product is the cosine.
+          convert_to_numpy: return a NumPy array (default); ``False`` (and no tensor): a list
+            of [N] arrays, as sentence-transformers does.
+          convert_to_tensor: return a ``tf.Tensor`` (overrides ``convert_to_numpy``).
+          precision: ``"float32"`` (default) or ``"float16"`` (half the memory; computed in
+            float32, then rounded).
 
         Returns:
-          ``float32`` [N] for one ``str``; ``float32`` [B, N] otherwise.
+          ``precision`` [N] for one sentence, [B, N] otherwise: a NumPy array, a
+          ``tf.Tensor`` (``convert_to_tensor``) or a list of B [N] arrays.
 
         Raises:
-          TypeError: see ``_as_sentences``; ValueError: a rank-2 input or ``batch_size < 1``.
+          TypeError: not a str or an iterable of str, or an element that is not a str/bytes
+            (its index and type are given); a non-string array or tensor.
+          ValueError: a rank-2 input, ``batch_size < 1``, an unknown ``precision``.
         """
-        batch_size = self.batch_size if batch_size is None else batch_size
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"encode: batch_size must be an int >= 1, got {batch_size!r}.")
-        items, single = _as_sentences(sentences)
-        if not items:
-            return np.zeros((0, self.dim), np.float32)
-        import tensorflow as tf
-
+        show = show_progress if show_progress_bar is None else show_progress_bar
+        batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
+        items, single = _as_input(sentences)
+        total = len(items) if isinstance(items, (list, tuple)) else None
+        if total is not None:
+            _check_items(items, 0)  # a bad element of a list is refused before any work
         progress = None
-        if show_progress:
+        if show:
             import keras
 
-            progress = keras.utils.Progbar(len(items), unit_name="sentence")
+            progress = keras.utils.Progbar(total, unit_name="sentence")
         parts = []
-        for start in range(0, len(items), batch_size):
-            batch = items[start:start + batch_size]
-            n = len(batch)
-            size = max(n, min(batch_size, max(8, 1 << (n - 1).bit_length())))
-            padded = tf.constant(list(batch) + [""] * (size - n), dtype=tf.string)
-            parts.append(np.asarray(self.module(padded), dtype=np.float32)[:n])
+        for part in self.encode_iter(items, batch_size=batch_size, normalize_embeddings=normalize_embeddings,
+                                     precision=precision):
+            parts.append(part)
             if progress is not None:
-                progress.add(n)
-        out = np.concatenate(parts, axis=0)
-        return out[0] if single else out
+                progress.add(len(part))
+        out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), PRECISIONS[precision])
+        if single:
+            out = out[0]
+        if convert_to_tensor:
+            import tensorflow as tf
+
+            return tf.constant(out)
+        if not convert_to_numpy:
+            return [row for row in out] if not single else out
+        return out
 
     __call__ = encode
+
+    @staticmethod
+    def similarity(a, b):
+        """Cosine similarity of every row of ``a`` with every row of ``b``.
+
+        Args:
+          a: float [A, N] or [N] (NumPy, ``tf.Tensor`` or a list), e.g. ``encode``'s output.
+          b: float [B, N] or [N].
+
+        Returns:
+          float32 [A, B] (a 1-D input counts as one row): a ``tf.Tensor`` when ``a`` or ``b``
+          is one, else a NumPy array. A zero vector has similarity 0 with everything.
+
+        Raises:
+          TypeError: an input that is not numeric (e.g. sentences: encode them first).
+          ValueError: an input of rank above 2, or widths that differ.
+        """
+        tensor = any(type(x).__module__.startswith("tensorflow") for x in (a, b))
+        x, y = _as_matrix(a, "a"), _as_matrix(b, "b")
+        if x.shape[1] != y.shape[1]:
+            raise ValueError(f"similarity: widths differ: a is [.., {x.shape[1]}], b is [.., {y.shape[1]}].")
+        out = (_normalize(x) @ _normalize(y).T).astype(np.float32)
+        if tensor:
+            import tensorflow as tf
+
+            return tf.constant(out)
+        return out
 
 
 def load(path_or_handle: str | os.PathLike, batch_size: int = 512) -> TextEncoder:

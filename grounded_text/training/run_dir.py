@@ -79,6 +79,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import time
 from pathlib import Path
 
@@ -359,17 +360,20 @@ def _strings_digest(values) -> str:
     return h.hexdigest()
 
 
-def data_fingerprint(feature_path, train_pairs, dev_pairs, vocabulary) -> dict:
+def data_fingerprint(feature_path, train_pairs, dev_pairs, vocabulary, validation=()) -> dict:
     """What a run trains on, for ``check_data``.
 
     Args:
       feature_path: the feature file (or store folder); None when the store has no path.
       train_pairs, dev_pairs: ``CaptionPairs`` used (slices applied).
       vocabulary: the word vocabulary (list of str).
+      validation: the files or folders the run validates on each epoch (the STS16 folder, the
+        SICK validation split...; ``trainer.validation_files``).
 
     Returns:
-      ``{"feature_file": digest or None, "split_ids": sha256, "vocabulary": sha256}``;
-      ``split_ids`` covers the train and dev image ids and captions, in order.
+      ``{"feature_file": digest or None, "split_ids": sha256, "vocabulary": sha256,
+      "validation": sha256}``; ``split_ids`` covers the train and dev image ids and captions,
+      in order; ``validation`` every validation file's name (within its folder) and content.
     """
     split = hashlib.sha256()
     for pairs in (train_pairs, dev_pairs):
@@ -378,16 +382,20 @@ def data_fingerprint(feature_path, train_pairs, dev_pairs, vocabulary) -> dict:
     features = None
     if feature_path is not None and Path(feature_path).exists():
         features = file_digest(feature_path)
-    return {"feature_file": features, "split_ids": split.hexdigest(), "vocabulary": _strings_digest(vocabulary)}
+    checked = _strings_digest(f"{Path(p).name}\0{file_digest(p)}" for p in validation)
+    return {"feature_file": features, "split_ids": split.hexdigest(), "vocabulary": _strings_digest(vocabulary),
+            "validation": checked}
 
 
 _FINGERPRINT_NAMES = {"feature_file": "feature file", "split_ids": "split ids (train/dev image ids and captions)",
-                      "vocabulary": "vocabulary"}
+                      "vocabulary": "vocabulary",
+                      "validation": "validation data (the STS or SICK sets scored each epoch, gold scores included)"}
 
 
-def check_data(resume_state: dict | None, setup) -> dict:
+def check_data(resume_state: dict | None, setup, validation=()) -> dict:
     """The data fingerprint of ``setup`` (a ``TrainingSetup``: ``flickr.store.path``,
-    ``train_pairs``, ``dev_pairs``, ``vocabulary``), checked against the interrupted run's.
+    ``train_pairs``, ``dev_pairs``, ``vocabulary``) and of the ``validation`` files, checked
+    against the interrupted run's.
 
     Call it before anything is written to the run directory.
 
@@ -396,14 +404,15 @@ def check_data(resume_state: dict | None, setup) -> dict:
 
     Raises:
       RunDirError: ``resume_state`` records another fingerprint; the message names what
-        differs (feature file / split ids / vocabulary).
+        differs (feature file / split ids / vocabulary / validation data). A state written
+        before a part was fingerprinted is not checked on that part.
     """
     store = getattr(setup.flickr, "store", None)
     fingerprint = data_fingerprint(getattr(store, "path", None), setup.train_pairs, setup.dev_pairs,
-                                   setup.vocabulary)
+                                   setup.vocabulary, validation)
     old = (resume_state or {}).get("data")
     if old:  # states written before fingerprints have none
-        differ = [_FINGERPRINT_NAMES[k] for k in _FINGERPRINT_NAMES if old.get(k) != fingerprint[k]]
+        differ = [_FINGERPRINT_NAMES[k] for k in _FINGERPRINT_NAMES if k in old and old[k] != fingerprint[k]]
         if differ:
             raise RunDirError(f"--resume: the data differ from the interrupted run's ({', '.join(differ)}); pass "
                               "the same --data-dir and data flags as that run, or --overwrite to start over.")
@@ -467,11 +476,39 @@ def exit_after_storage_error(e: BaseException, status: int) -> None:
         os._exit(status)
 
 
+def _open_lock(path: Path) -> int:
+    """Opens (creates) the lock file without following a link: a symlink planted at its name
+    is refused (``O_NOFOLLOW``), and so is anything but a regular file with one link (a hard
+    link to a file elsewhere), before a byte is written.
+
+    Raises:
+      RunDirError: the name holds a symlink, a hard link or something not a regular file.
+    """
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    refused = (f"{str(path)!r} is not a plain lock file (a symlink, a hard link or not a regular file); "
+               "remove it and run again.")
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP or path.is_symlink():
+            raise RunDirError(refused) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise RunDirError(refused)
+    return fd
+
+
 def _lock(out: Path) -> int:
-    """Takes the run directory's lock; returns its file descriptor."""
+    """Takes the run directory's lock; returns its file descriptor.
+
+    Raises:
+      RunDirError: another run holds it, or its name holds a link (``_open_lock``).
+    """
     path = out / LOCK_FILE
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -563,13 +600,40 @@ def guard_run(out: str | Path, *, enabled: bool = True):
                 folder.rmdir()
 
 
-def clear_run_dir(out: str | Path) -> None:
-    """Deletes a previous run's files from ``out`` (``--overwrite``); other files stay."""
+def _recorded_exports(out: Path) -> set[str]:
+    """The ``export_<space>`` folders the previous run recorded: ``run_state.json``'s
+    ``exports`` (written before they are) and ``metrics.json``'s ``spaces``."""
+    names: set[str] = set()
+    with contextlib.suppress(RunDirError, OSError, AttributeError, TypeError):
+        names.update(str(n) for n in (read_state(out) or {}).get("exports", []))
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        names.update(f"export_{space}" for space in metrics.get("spaces", {}))
+    return {n for n in names if n.startswith("export") and "/" not in n and n not in (".", "..")}
+
+
+# Staged or swapped-out siblings of what a run writes (``durable``'s ``.<name>.tmp-<hex>[suffix]``
+# and ``staging_dir``'s ``.<name>.tmp-<pid>``; ``install_dir``'s ``.<name>.old``).
+_SIBLING = re.compile(r"^\.(?P<name>.+?)\.(?:tmp-[0-9a-f]+(?:\..*)?|old)$")
+
+
+def clear_run_dir(out: str | Path, spaces=()) -> None:
+    """Deletes a previous run's files from ``out`` (``--overwrite``); other files stay.
+
+    Deleted: the entries of ``RUN_ENTRIES`` and ``config.toml``; the ``export_<space>``
+    folders the previous run recorded (``_recorded_exports``) or the new run writes
+    (``spaces``: its space names); their staging and swap leftovers (``.<name>.tmp-*``,
+    ``.<name>.old``). A user's own ``export_plan.md`` or ``export_backup/`` stays.
+    """
     out = Path(out)
     if not out.is_dir():
         return
-    names = set(RUN_ENTRIES) | {p.name for p in out.glob("export_*")} | {p.name for p in out.glob(".export*")} \
-        | {p.name for p in out.glob(".image_export*")} | {p.name for p in out.glob(f".{RUN_STATE}.tmp-*")}
+    ours = set(RUN_ENTRIES) | {"config.toml"} | _recorded_exports(out) | {f"export_{name}" for name in spaces}
+    names = {name for name in RUN_ENTRIES} | {name for name in ours - {"config.toml"} if (out / name).is_dir()}
+    for p in out.iterdir():
+        m = _SIBLING.match(p.name)
+        if m and m.group("name") in ours:
+            names.add(p.name)
     for name in sorted(names):
         path = out / name
         if path.is_dir() and not path.is_symlink():
@@ -956,6 +1020,13 @@ class RunTracker:
     def mark(self, status: str) -> None:
         """Records ``status`` (``"interrupted"``, ``"diverged"``...) in the state file."""
         self.state["status"] = status
+        self.state["updated"] = time.time()
+        write_state(self.out, self.state)
+
+    def record_exports(self, names: list[str]) -> None:
+        """Records the export folders the run is about to write (``exports`` in the state), so
+        that ``--overwrite`` later deletes those and no other ``export_*`` of the folder."""
+        self.state["exports"] = list(names)
         self.state["updated"] = time.time()
         write_state(self.out, self.state)
 

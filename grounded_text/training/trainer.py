@@ -5,9 +5,11 @@
 content. It is cut into named steps, each its own function:
 
 1. ``prepare``: the run directory checked (``grounded_text.training.run_dir``), data,
-   vocabulary and compiled model (``prepare_training``), ``config.toml`` and ``vocab.txt``;
+   vocabulary and compiled model (``prepare_training``); nothing written yet;
 2. ``fit``: our callbacks (STS16 scorer, dev retrieval, checkpoints, TensorBoard,
-   snapshots, resume state), then the user's, and Keras ``fit``;
+   snapshots, resume state), then the user's; ``begin`` (the first write: with
+   ``overwrite`` the old run's files go only now, then ``config.toml`` and ``vocab.txt``)
+   and Keras ``fit``;
 3. ``select``: the best epoch by ``train.select_on`` (or the last), its weights loaded;
 4. ``export``: the TF Hub text tower (or snapshot ensemble), each named sentence space
    and the image tower;
@@ -83,9 +85,16 @@ def train(
     Returns:
       The ``metrics.json`` content as a dict.
 
+    Every argument is checked, and the data, the model and the callbacks are built, before the
+    run directory is written to: with ``overwrite``, the old run's files are deleted only
+    when the new run can start (``begin``).
+
     Raises:
+      TypeError: ``callbacks`` is not a list of ``keras.callbacks.Callback``.
       ValueError: bad config (the checks of ``grounded_text.papers.resolve.resolve_config``,
-        ``batch_size < 2``, a training slice with fewer than ``batch_size`` pairs).
+        ``batch_size < 2``, a training slice with fewer than ``batch_size`` pairs), a
+        ``verbose`` Keras does not know, an ``output_dir`` that is, holds or lies inside the
+        data folder, constant image features, an empty split.
       grounded_text.training.run_dir.RunDirError (a ValueError): ``output_dir`` holds a
         run and neither ``resume`` nor ``overwrite`` is given, or it cannot be resumed.
       grounded_text.training.run_dir.TrainingDiverged: the loss became NaN/Inf.
@@ -96,8 +105,12 @@ def train(
     from grounded_text.training.distribute import is_chief, make_strategy
 
     t_start = time.perf_counter()
+    # Every argument is checked before the run directory is touched: a bad one never costs the old run.
+    callbacks = check_callbacks(callbacks)
+    check_verbose(verbose)
     with run_dir.usage_errors():  # resolved once (prepare keeps it); refused before the run directory is touched
         config = ensure_resolved(config)
+        check_output_dir(output_dir, data_dir, config)
         check_selection_data(config, data_dir)
     # Distribution strategy and mixed precision (the policy is restored on return).
     strategy = make_strategy(config.train.strategy)
@@ -112,6 +125,81 @@ def train(
             return record(run, t_start=t_start, evaluate=evaluate, verbose=verbose)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+
+
+# ----------------------------------------------------------------------------- argument checks
+
+#: Keras ``fit``'s verbosities.
+VERBOSITIES = ("auto", 0, 1, 2)
+
+
+def check_callbacks(callbacks) -> tuple:
+    """The user's ``callbacks`` as a tuple, each checked to be a Keras callback.
+
+    Args:
+      callbacks: a list or tuple (any iterable but a ``str``/``bytes``/``dict``) of
+        ``keras.callbacks.Callback`` instances; ``None`` = none.
+
+    Returns:
+      A tuple of the callbacks.
+
+    Raises:
+      TypeError: ``callbacks`` is a string, a mapping, a single callback or not iterable,
+        or an entry is not a ``keras.callbacks.Callback`` (the message gives its index and
+        type), so nothing is built or deleted for a run that could not start.
+    """
+    import keras
+
+    if callbacks is None:
+        return ()
+    if isinstance(callbacks, keras.callbacks.Callback):
+        raise TypeError("train: callbacks must be a list of keras.callbacks.Callback, got one callback "
+                        f"({type(callbacks).__name__}); pass [it].")
+    if isinstance(callbacks, (str, bytes, dict)) or not hasattr(callbacks, "__iter__"):
+        raise TypeError(f"train: callbacks must be a list of keras.callbacks.Callback, got {type(callbacks).__name__} "
+                        f"{callbacks!r:.60}.")
+    items = tuple(callbacks)
+    for i, cb in enumerate(items):
+        if not isinstance(cb, keras.callbacks.Callback):
+            raise TypeError(f"train: callbacks[{i}] is a {type(cb).__name__}, not a keras.callbacks.Callback.")
+    return items
+
+
+def check_verbose(verbose) -> None:
+    """Raises ``ValueError`` unless ``verbose`` is one of Keras ``fit``'s ``"auto"``, 0, 1, 2."""
+    if isinstance(verbose, bool) or verbose not in VERBOSITIES:
+        raise ValueError(f"train: verbose must be one of 'auto', 0, 1, 2, got {verbose!r}.")
+
+
+def _data_folders(data_dir, config: ExperimentConfig) -> list[Path]:
+    """The folders the run reads its data from: the data root (when one is set) and a
+    ``dataset`` folder (a prepared or TFDS export folder)."""
+    import os
+
+    folders = []
+    chosen = data_dir if data_dir not in (None, "") else os.environ.get("GROUNDED_TEXT_DATA")
+    if chosen:
+        folders.append(Path(chosen).expanduser())
+    dataset = config.data.dataset
+    if dataset and dataset != "flickr8k":
+        folders.append(Path(dataset).expanduser())
+    return [f for f in folders if f.is_dir()]
+
+
+def check_output_dir(output_dir, data_dir, config: ExperimentConfig) -> None:
+    """Refuses an ``output_dir`` that is the data root (or a dataset folder), lies inside it, or
+    holds it: a run (and ``--overwrite``) would write into, or delete from, the data.
+
+    Raises:
+      ValueError: one line naming both folders.
+    """
+    out = Path(output_dir).expanduser().resolve()
+    for folder in _data_folders(data_dir, config):
+        data = folder.resolve()
+        if out == data or out.is_relative_to(data) or data.is_relative_to(out):
+            how = "is" if out == data else "is inside" if out.is_relative_to(data) else "contains"
+            raise ValueError(f"--output-dir {str(output_dir)!r} {how} the data folder {str(folder)!r}; a run would "
+                             "write into the data. Choose an --output-dir outside it.")
 
 
 # ----------------------------------------------------------------------------- data and model
@@ -202,11 +290,53 @@ def _data(data: DataConfig, root: Path):
     dev_pairs = flickr.splits["dev"]
     if data.max_dev_images:
         dev_pairs = dev_pairs.first_images(data.max_dev_images)
+    if len(train_pairs) == 0:
+        raise ValueError(f"No training pairs: {flickr.describe_split('train')}.")
     if len(train_pairs) < data.batch_size:
-        raise ValueError(f"Only {len(train_pairs)} training pairs for batch_size {data.batch_size}.")
+        raise ValueError(f"Only {len(train_pairs)} training pairs for batch_size {data.batch_size}: "
+                         f"{flickr.describe_split('train')}; lower --batch-size or use more images.")
+    if len(dev_pairs) == 0:
+        raise ValueError(f"No dev (validation) pairs: {flickr.describe_split('dev')}.")
+    check_image_features(train_pairs, flickr.store.path)
     data_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
     train_ds, dev_ds, steps = _datasets(data, train_pairs, dev_pairs, epoch=data_epoch)
     return flickr, train_pairs, dev_pairs, data_epoch, shard_by_data(train_ds), shard_by_data(dev_ds), steps
+
+
+def check_image_features(pairs, where=None) -> None:
+    """Refuses training image features that carry no signal: non-finite values, every row
+    zero, or every row the same (a failed extraction, a placeholder store). The model would
+    otherwise train towards one vector and stop as "collapsed", with advice about the
+    learning rate that cannot help.
+
+    Args:
+      pairs: the training ``CaptionPairs`` (float32 [n, d] features in memory; a streamed
+        store is checked on its first 256 rows).
+      where: the feature file, for the message.
+
+    Raises:
+      ValueError: one line naming the file and what is wrong.
+    """
+    import numpy as np
+
+    rows = np.unique(np.asarray(pairs.feature_rows))
+    if pairs.streamed:
+        rows = rows[:256]
+    try:
+        x = np.asarray(pairs.features[rows], dtype=np.float32)
+    except (TypeError, IndexError, ValueError):  # a store that cannot gather rows: not checked
+        return
+    if x.size == 0:
+        return
+    source = f"the image features in {where}" if where else "the image features"
+    bad = ~np.isfinite(x).all(axis=1)
+    if bad.any():
+        raise ValueError(f"{source}: {int(bad.sum())} of the {len(x)} training images have NaN or Inf features; "
+                         "the feature file is damaged: extract the features again.")
+    if len(x) > 1 and not (x != x[:1]).any():
+        what = "all zero" if not x.any() else "the same for every image"
+        raise ValueError(f"{source} are {what} ({len(x)} training images, width {x.shape[1]}): a data problem "
+                         "(a failed or placeholder extraction), not a training one; extract the features again.")
 
 
 def _model(config: ExperimentConfig, feature_dim: int, train_pairs, strategy, steps_per_epoch: int):
@@ -310,6 +440,7 @@ class Run:
     cb: dict = dataclasses.field(default_factory=dict)  # sts, retrieval, best, snapshot (or None)
     tracker: object = None
     initial_epoch: int = 0
+    overwrite: bool = False  # the old run's files are cleared by ``begin``, once the new run can start
     fit_seconds: float = 0.0
     best_epoch: int = 0
     scores: object = None  # float64[epochs], the monitored metric
@@ -335,12 +466,13 @@ class Run:
 def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume: bool = False,
             overwrite: bool = False) -> Run:
     """Step 1: the config resolved (once), the run directory checked, data, vocabulary and
-    model built (``prepare_training``), then ``config.toml`` and ``vocab.txt`` written.
+    model built (``prepare_training``) and the data fingerprint checked (``--resume``). Nothing
+    is written: ``fit`` calls ``begin`` (the old run cleared, ``config.toml`` and ``vocab.txt``
+    written) once its callbacks are built too.
 
     Raises:
       ValueError, RunDirError: see ``train`` (marked as usage errors: the CLI's exit 2).
     """
-    from grounded_text.layers.text_preprocessor import write_vocabulary
     from grounded_text.training import run_dir
     from grounded_text.training.distribute import is_chief
 
@@ -353,17 +485,46 @@ def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume:
                 raise run_dir.RunDirError("--resume is not supported with --strategy multi_worker.")
             resume_state = run_dir.check_run_dir(output_dir, config.to_dict(), resume=resume, overwrite=overwrite)
         setup = prepare_training(config, data_dir, strategy=strategy)
-        fingerprint = run_dir.check_data(resume_state, setup)  # --resume on other data is refused
+        # --resume on other data (features, splits, vocabulary, validation sets) is refused.
+        fingerprint = run_dir.check_data(resume_state, setup, validation_files(config, setup.root))
     # Non-chief workers write to a temporary folder (TF multi-worker guide), removed at the end.
     out = Path(output_dir) if chief else Path(tempfile.mkdtemp(prefix="grounded_text_worker_"))
-    if chief and overwrite:
-        run_dir.clear_run_dir(out)  # only now: the new run's data and model are built
-    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    return Run(setup, out, chief, resume_state, fingerprint, overwrite=chief and overwrite)
+
+
+def begin(run: Run) -> None:
+    """The first write of a run, once everything it needs is built (data, model, our callbacks
+    and the user's): with ``overwrite`` the old run's files go now (``run_dir.clear_run_dir``,
+    only what that run made), then ``checkpoints/``, ``config.toml`` and ``vocab.txt``."""
+    from grounded_text.layers.text_preprocessor import write_vocabulary
+    from grounded_text.training import run_dir
+
+    if run.overwrite:
+        run_dir.clear_run_dir(run.out, spaces=run.setup.model.spaces)
+    (run.out / "checkpoints").mkdir(parents=True, exist_ok=True)
     # The resolved config: ``train --config RUN/config.toml`` replays this run.
-    config_text = config_toml(setup.config).encode("utf-8")
-    atomic_write(out / "config.toml", lambda f: f.write(config_text))
-    write_vocabulary(setup.vocabulary, out / "vocab.txt")
-    return Run(setup, out, chief, resume_state, fingerprint)
+    config_text = config_toml(run.setup.config).encode("utf-8")
+    atomic_write(run.out / "config.toml", lambda f: f.write(config_text))
+    write_vocabulary(run.setup.vocabulary, run.out / "vocab.txt")
+
+
+def validation_files(config: ExperimentConfig, root: Path) -> list[Path]:
+    """The validation data a run scores each epoch on (for the ``--resume`` data check): the
+    STS16 folder (``avg2016``, and logged beside ``dev_retrieval``), STS12 (logged beside
+    ``dev_retrieval``) or the SICK validation split (``sick_val``); those that exist."""
+    from grounded_text.data.sts import sick_path, sts_year_dirs
+
+    sts_dir = Path(root) / "sts"
+    years = sts_year_dirs(sts_dir) if sts_dir.is_dir() else {}
+    select_on = config.train.select_on
+    wanted = []
+    if select_on in ("avg2016", "dev_retrieval"):
+        wanted.append(years.get(SELECTION_YEAR))
+    if select_on == "dev_retrieval":
+        wanted.append(years.get(CAPTION_LIKE_YEAR))
+    if select_on == "sick_val":
+        wanted.append(sick_path(sts_dir, "trial"))
+    return [p for p in wanted if p is not None and p.exists()]
 
 
 def check_selection_data(config: ExperimentConfig, data_dir) -> None:
@@ -473,6 +634,7 @@ def fit(run: Run, *, verbose="auto", callbacks=()) -> None:
     """
     from grounded_text.training import run_dir
 
+    callbacks = check_callbacks(callbacks)
     ours = _watch(run)
     config, setup, cb = run.config, run.setup, run.cb
     run.tracker = tracker = run_dir.RunTracker(
@@ -480,6 +642,7 @@ def fit(run: Run, *, verbose="auto", callbacks=()) -> None:
         mode=run.mode, best_checkpoint=cb["best"], best_path=run.best_path, sts_cb=cb["sts"],
         retrieval_cb=cb["retrieval"], snapshot_cb=cb["snapshot"], resume_state=run.resume_state,
         data_fingerprint=run.data_fingerprint)
+    begin(run)  # data, model and callbacks are built: only now is the old run (with overwrite) replaced
     run.initial_epoch = tracker.start()
     ours = tracker.callbacks(ours, data_epoch=setup.data_epoch, steps_per_epoch=setup.steps_per_epoch,
                              steps_per_execution=config.train.steps_per_execution,
@@ -549,6 +712,8 @@ def export(run: Run) -> None:
                         "ranked_on": "val_rsum (dev retrieval)",
                         "all_snapshots": [{"epoch": e, "val_rsum": v} for e, v in zip(snapshot.epochs,
                                                                                        snapshot.scores)]}
+    if run.chief:  # recorded before they are written: --overwrite deletes these names, not the user's export_*
+        run.tracker.record_exports(["export", *(f"export_{name}" for name in model.spaces), IMAGE_EXPORT_DIR])
     run.export_dir = export_text_tower(run.export_tower, run.out / "export", config)
     run.space_dirs = {name: str(export_text_tower(tower, run.out / f"export_{name}", config))
                       for name, tower in model.spaces.items()}

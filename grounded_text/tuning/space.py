@@ -54,6 +54,10 @@ if typing.TYPE_CHECKING:  # annotations only: reading a space file needs no Tens
     import keras_tuner as kt
 
 HP_TYPES = ("float", "int", "choice", "boolean", "fixed")
+#: The objectives a search can maximise: the trainer reports avg2016 (STS16 mean Pearson r) only.
+OBJECTIVES = ("avg2016",)
+#: The keys of a ``[protocol]`` table.
+PROTOCOL_KEYS = ("name", "paper", "objective", "trials", "seed")
 SAMPLINGS = ("linear", "log", "reverse_log")
 
 #: The search-space folder of a source checkout (also used after ``pip install -e .``,
@@ -297,12 +301,35 @@ class SearchSpace:
             raise SpaceError(str(e)) from None
 
 
+def check_protocol(protocol: dict, where: str) -> None:
+    """Checks a ``[protocol]`` table: known keys only, an ``objective`` the tuner can
+    maximise (``OBJECTIVES``), ``trials`` >= 1 and ``seed`` >= 0 integers.
+
+    Raises:
+      SpaceError: naming the file, the key and what is allowed (an objective the trainer does
+        not report, such as ``"accuracy"``, would otherwise be ignored: the search would
+        maximise avg2016 while the file says otherwise).
+    """
+    extra = sorted(set(protocol) - set(PROTOCOL_KEYS))
+    if extra:
+        raise SpaceError(f"{where} [protocol]: unknown keys {extra}; allowed: {list(PROTOCOL_KEYS)}.")
+    objective = protocol.get("objective", OBJECTIVES[0])
+    if objective not in OBJECTIVES:
+        raise SpaceError(f"{where} [protocol]: objective {objective!r} is not one the tuner can maximise; "
+                         f"choose from {list(OBJECTIVES)} (the STS16 mean Pearson r the trainer reports).")
+    for key, low in (("trials", 1), ("seed", 0)):
+        value = protocol.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            raise SpaceError(f"{where} [protocol]: {key} must be an integer >= {low}, got {value!r}.")
+
+
 def load_space(space: str | Path, model: str) -> SearchSpace:
     """Loads protocol file ``space`` (name or path) for model family ``model``.
 
     Raises:
       FileNotFoundError: no such file.
-      SpaceError: bad file, unknown field, or ``model`` has no ``[models.<model>]`` table.
+      SpaceError: bad file, unknown field, an unknown ``[protocol]`` key or objective
+        (``check_protocol``), or ``model`` has no ``[models.<model>]`` table.
     """
     path = resolve_space_file(space)
     doc = read_space_file(path)
@@ -313,6 +340,8 @@ def load_space(space: str | Path, model: str) -> SearchSpace:
     unknown = set(doc) - {"protocol", "fixed", "hp", "models", "_files"}
     if unknown:
         raise SpaceError(f"{where}: unknown top-level tables {sorted(unknown)}.")
+    protocol = dict(doc.get("protocol", {}))
+    check_protocol(protocol, where)
     fixed = dict(doc.get("fixed", {}))
     fixed.update(models[model].get("fixed", {}))
     for k, v in fixed.items():
@@ -326,7 +355,7 @@ def load_space(space: str | Path, model: str) -> SearchSpace:
     dup = {f for f in fields if fields.count(f) > 1} | (set(fields) & set(fixed))
     if dup:
         raise SpaceError(f"{where}: fields set twice (searched and/or fixed): {sorted(dup)}.")
-    return SearchSpace(protocol=dict(doc.get("protocol", {})), model=model, fixed=fixed, hparams=hps,
+    return SearchSpace(protocol=protocol, model=model, fixed=fixed, hparams=hps,
                        files=doc["_files"])
 
 

@@ -351,6 +351,53 @@ def _resolve_weights(spec: NetworkSpec, weights) -> str | None:
     return str(path)
 
 
+#: The seed of a randomly initialised network (``--weights none``) unless another is given.
+DEFAULT_RANDOM_SEED = 0
+
+
+def _file_sha256(path: str | Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def feature_provenance(cnn: str, crops: int, weights="imagenet", seed: int = DEFAULT_RANDOM_SEED) -> dict:
+    """What makes a feature row, as a feature store records it (``NpzFeatureSink(provenance=)``).
+
+    Args:
+      cnn: the network name (``NETWORK_NAMES``).
+      crops: 1 or 10.
+      weights: ``"imagenet"``, ``None``/``"none"`` (random, seeded with ``seed``) or a weights
+        file (recorded by its SHA-256, read now).
+      seed: the random network's seed.
+
+    Returns:
+      ``{"cnn", "weights", "crops", "image_size", "preprocessing"}`` (str/int values):
+      ``weights`` is ``"imagenet:<cache file or keras-hub preset>"``, ``"random:seed=<n>"`` or
+      ``"sha256:<digest> (<file name>)"``.
+
+    Raises:
+      ValueError: unknown ``cnn``. FileNotFoundError: a weights file that does not exist.
+    """
+    spec = get_spec(cnn)
+    if weights is None or (isinstance(weights, str) and weights.lower() == "none"):
+        recorded = f"random:seed={int(seed)}"
+    elif isinstance(weights, str) and weights == "imagenet":
+        recorded = f"imagenet:keras-hub preset {spec.preset}" if spec.preset else f"imagenet:{spec.notop_file}"
+    else:
+        path = Path(weights)
+        if not path.is_file():
+            raise FileNotFoundError(f"--weights {str(weights)!r}: no such file (expected 'imagenet', 'none' or a "
+                                    f"path to a .weights.h5/.h5 file for {spec.name}).")
+        recorded = f"sha256:{_file_sha256(path)} ({path.name})"
+    return {"cnn": spec.name, "weights": recorded, "crops": int(crops), "image_size": int(spec.input_size),
+            "preprocessing": spec.scaling}
+
+
 class FeatureNetwork:
     """A pooled ImageNet backbone: float32 RGB [N, S, S, 3] in [0, 255] → float32 [N, d].
 
@@ -359,17 +406,25 @@ class FeatureNetwork:
       weights: ``"imagenet"``, ``None``/``"none"`` or a weights-file path (see module doc).
       mixed_precision: build the backbone under the ``mixed_float16`` policy (for GPUs);
         the output is still float32. The global policy is restored afterwards.
+      seed: with random weights (``"none"``), the seed of the initialisation, so that every
+        process builds the same network (``keras.utils.set_random_seed``); ignored otherwise.
 
     Raises:
-      ValueError: unknown ``cnn``; a weights file that does not fit the architecture.
+      ValueError: unknown ``cnn``; a weights file that does not fit the architecture; a
+        damaged ImageNet file in Keras' cache (``"imagenet"``: the message names the cache
+        file, not ``--weights``).
       FileNotFoundError: ``weights`` is a path that does not exist.
       WeightsUnavailableError: ``"imagenet"`` while offline and not cached.
       MissingExtraError: ``efficientnet_lite0`` without keras-hub (the ``[images]`` extra).
     """
 
-    def __init__(self, cnn: str, weights="imagenet", mixed_precision: bool = False):
+    def __init__(self, cnn: str, weights="imagenet", mixed_precision: bool = False,
+                 seed: int = DEFAULT_RANDOM_SEED):
         self.spec = get_spec(cnn)
         path = _resolve_weights(self.spec, weights)
+        if path is None:  # a random network: the same one in every process
+            keras.utils.set_random_seed(int(seed))
+        self.seed = int(seed)
         previous = keras.mixed_precision.global_policy()
         if mixed_precision:
             keras.mixed_precision.set_global_policy("mixed_float16")
@@ -384,9 +439,16 @@ class FeatureNetwork:
                 try:
                     self.model.load_weights(path)
                 except Exception as e:  # noqa: BLE001
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                    if weights == "imagenet":  # the user passed no file: Keras' cache holds a damaged one
+                        raise ValueError(
+                            f"the cached ImageNet weights of {cnn}, {path!r} (Keras' cache), cannot be loaded "
+                            f"({type(e).__name__}: {first[:200]}); the file is damaged or truncated: delete it "
+                            "so that it is downloaded again, or copy a good copy there."
+                        ) from None
                     raise ValueError(
                         f"--weights {path!r} does not fit {cnn} (include_top=False): "
-                        f"{type(e).__name__}: {e}"
+                        f"{type(e).__name__}: {first[:200]}"
                     ) from e
         finally:
             keras.mixed_precision.set_global_policy(previous)

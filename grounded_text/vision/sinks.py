@@ -80,17 +80,27 @@ class NpzFeatureSink:
     parts into ``STORE`` (atomically), then removes ``STORE.parts/``. A later run with
     the same ``STORE`` appends to it (resume / add images).
 
+    The store records what made its rows (``provenance``: network, weights, crops, image size,
+    preprocessing; ``grounded_text.vision.networks.feature_provenance``) in every part and in
+    the merged file, and a sink given another provenance refuses to resume or append to it.
+
     Args:
       path: the ``.npz`` file to write (parent folders are created).
+      provenance: what the new rows are made with (a JSON-able dict), or ``None`` (not
+        recorded, not checked: a store of features made elsewhere).
 
     Raises:
       ValueError: ``path`` does not end in ``.npz``, is a folder or cannot be written
         (checked at construction, before any work: :func:`check_writable`); an existing
-        store or part is unreadable; on :meth:`append`: ragged shapes, non-finite values, a feature
-        dimension different from what is stored, duplicate ids or ids already stored.
+        store or part is unreadable or records another ``provenance`` (the message names
+        both: ``grounded_text.data.features.check_provenance``); on :meth:`append`: ragged
+        shapes, non-finite values, a feature dimension different from what is stored,
+        duplicate ids or ids already stored.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, provenance: dict | None = None):
+        from grounded_text.data.features import check_provenance, read_npz_provenance
+
         self.path = Path(path)
         if self.path.suffix != ".npz":
             raise ValueError(f"--out {str(self.path)!r}: an npz feature store must end in .npz.")
@@ -99,15 +109,34 @@ class NpzFeatureSink:
         self._ids: set[str] = set()
         self._dim: int | None = None
         self._next = 0
+        self.provenance = None if provenance is None else dict(provenance)
+        self.recorded: dict | None = None  # what the store and its parts record
         if self.path.is_file():
             ids, feats = _read_npz(self.path)
+            self.recorded = read_npz_provenance(self.path)
+            check_provenance(self.recorded, self.provenance, self.path)
             self._ids.update(ids.tolist())
             self._dim = int(feats.shape[1])
         for part in self._part_files():
             ids, feats = _read_npz(part)
+            recorded = read_npz_provenance(part)
+            check_provenance(self.recorded, recorded, part)  # parts of two settings: refused as well
+            check_provenance(recorded, self.provenance, self.path)
+            self.recorded = self.recorded or recorded
             self._check_dim(int(feats.shape[1]), part)
             self._ids.update(ids.tolist())
             self._next = max(self._next, int(_PART.match(part.name).group(1)) + 1)
+        if self.provenance is None:
+            self.provenance = self.recorded  # rows added without settings keep the store's record
+
+    def _record(self) -> dict:
+        """The provenance member of a written part or store (absent when unknown)."""
+        import json
+
+        from grounded_text.data.features import PROVENANCE_KEY
+
+        return {} if self.provenance is None else {PROVENANCE_KEY: np.array(json.dumps(self.provenance,
+                                                                                      sort_keys=True))}
 
     def _part_files(self) -> list[Path]:
         if not self.parts_dir.is_dir():
@@ -156,7 +185,7 @@ class NpzFeatureSink:
         if again:
             raise ValueError(f"append: ids already stored in {self.path}: {sorted(again)[:5]}.")
         self.parts_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_savez(self.parts_dir / f"part-{self._next:06d}.npz", ids=ids, features=features)
+        _atomic_savez(self.parts_dir / f"part-{self._next:06d}.npz", ids=ids, features=features, **self._record())
         self._next += 1
         self._ids.update(ids.tolist())
 
@@ -193,7 +222,7 @@ class NpzFeatureSink:
             keep = np.sort(first)
             ids, feats = ids[keep], feats[keep]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_savez(self.path, ids=ids, features=feats)
+        _atomic_savez(self.path, ids=ids, features=feats, **self._record())
         shutil.rmtree(self.parts_dir)
         return self.path
 
