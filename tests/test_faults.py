@@ -333,7 +333,7 @@ def test_a_feature_store_refuses_rows_made_with_other_settings(tmp_path):
     again = NpzFeatureSink(out, provenance=dict(made))  # the same settings resume
     again.append(["b.png"], np.ones((1, 4)))
     again.close()
-    from grounded_text.data.features import read_npz_provenance
+    from grounded_text.data.provenance import read_npz_provenance
 
     assert read_npz_provenance(out) == made
     with pytest.raises(ValueError, match=r"\(crops differ\)"):
@@ -342,7 +342,8 @@ def test_a_feature_store_refuses_rows_made_with_other_settings(tmp_path):
 
 def test_features_cli_resumed_with_other_crops_is_refused_and_random_networks_are_seeded(tmp_path, capsys):
     from grounded_text import features as cli
-    from grounded_text.data.features import load_npz_features, read_npz_provenance
+    from grounded_text.data.features import load_npz_features
+    from grounded_text.data.provenance import read_npz_provenance
 
     images = _pngs(tmp_path / "imgs", ["a.png", "b.png"])
     out = tmp_path / "s.npz"

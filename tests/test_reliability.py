@@ -79,7 +79,8 @@ def test_resume_restores_optimizer_random_state_and_an_earlier_best_epoch(tmp_pa
     """In-process, with a best epoch before the interruption (the subprocess test's scores rise)."""
     import keras
 
-    from grounded_text.training.run_dir import RunTracker, read_state
+    from grounded_text.training.resume import RunTracker
+    from grounded_text.training.run_dir import read_state
 
     scores = [5.0, 1.0, 3.0]  # epoch 1 is the best: epochs 2 and 3 must not replace it
 
@@ -269,7 +270,8 @@ def test_export_killed_at_any_point_leaves_a_loadable_export(tmp_path):
 
 
 def test_divergence_guard_and_selection_skip_non_finite_epochs():
-    from grounded_text.training.run_dir import DivergenceGuard, TrainingDiverged, select_best_epoch
+    from grounded_text.training.guards import DivergenceGuard
+    from grounded_text.training.run_dir import TrainingDiverged, select_best_epoch
 
     guard = DivergenceGuard(steps_per_epoch=10, steps_per_execution=4, learning_rate=1e-3)
     guard.on_epoch_begin(2)

@@ -40,7 +40,7 @@ def _state(out: Path) -> dict:
 
 
 def test_relative_spread_matches_a_numpy_reference():
-    from grounded_text.training.run_dir import relative_spread
+    from grounded_text.training.guards import relative_spread
 
     e = np.random.default_rng(0).normal(size=(32, 8)) + 3.0
     reference = np.sqrt(np.var(e, axis=0).sum() / np.mean(np.linalg.norm(e, axis=1) ** 2))
@@ -75,7 +75,8 @@ def _run_epoch(guard, epoch, losses, steps=10, every=2):
 
 
 def test_collapse_guard_stops_a_collapsed_tower_and_spares_a_healthy_one():
-    from grounded_text.training.run_dir import CollapseGuard, TrainingDiverged
+    from grounded_text.training.guards import CollapseGuard
+    from grounded_text.training.run_dir import TrainingDiverged
 
     rng = np.random.default_rng(0)
     text, image, text_scale, image_scale = _towers(rng)
@@ -104,7 +105,8 @@ def test_collapse_guard_stops_a_collapsed_tower_and_spares_a_healthy_one():
 
 
 def test_learning_rate_advice_is_finite_and_sane():
-    from grounded_text.training.run_dir import DivergenceGuard, TrainingDiverged, learning_rate_advice
+    from grounded_text.training.guards import DivergenceGuard
+    from grounded_text.training.run_dir import TrainingDiverged, learning_rate_advice
 
     assert learning_rate_advice(1e-3) == "e.g. --learning-rate 0.0001 (now 0.001)"
     for lr in (1e30, float("inf"), float("nan"), 5.0, 0.0, -1.0):
@@ -149,7 +151,7 @@ def test_healthy_tiny_runs_stay_far_from_the_collapse_limit_at_every_step(data_d
     import keras
 
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-    from grounded_text.training.run_dir import CollapseGuard
+    from grounded_text.training.guards import CollapseGuard
     from grounded_text.training.trainer import prepare_training
 
     lowest = {}
@@ -340,7 +342,8 @@ def test_free_space_is_checked_before_an_epoch_is_written(tmp_path, monkeypatch)
 
     import keras
 
-    from grounded_text.training.run_dir import DiskSpaceCheck, StorageFull, write_state
+    from grounded_text.training.guards import DiskSpaceCheck
+    from grounded_text.training.run_dir import StorageFull, write_state
 
     model = keras.Sequential([keras.Input((100,)), keras.layers.Dense(1000)])  # 101,000 float32 = 404 kB
     model.compile(keras.optimizers.Adam(), loss="mse")
@@ -486,7 +489,8 @@ def test_checkpoint_temp_files_never_write_through_a_planted_symlink(tmp_path, m
     are left alone, and a guessed name makes the write fail instead of following the link."""
     import keras
 
-    from grounded_text.training.run_dir import RunTracker, read_state
+    from grounded_text.training.resume import RunTracker
+    from grounded_text.training.run_dir import read_state
     from grounded_text.utils import durable
 
     out = tmp_path / "run"

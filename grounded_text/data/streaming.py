@@ -134,7 +134,7 @@ class TFRecordFeatureSink:
 
     def __init__(self, directory: str | Path, dim: int, dtype: str = "float16", rows_per_shard: int = 32768,
                  captions: bool = False, provenance: dict | None = None):
-        from grounded_text.data.features import check_provenance
+        from grounded_text.data.provenance import check_provenance
 
         if dtype not in DTYPES:
             raise ValueError(f"TFRecordFeatureSink: dtype must be one of {sorted(DTYPES)}, got {dtype!r}.")

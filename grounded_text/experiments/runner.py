@@ -28,10 +28,7 @@ import sys
 from pathlib import Path
 
 from grounded_text.config.schema import ConfigError, ExperimentConfig, config_toml, read_config_file
-
-RUN_STATE = "run_state.json"  # grounded_text.training.run_dir.RUN_STATE (that module imports Keras)
-RUN_ENTRIES = ("run_state.json", "metrics.json", "vocab.txt", "checkpoints", "logs", "snapshots", "resume",
-               "export", "image_export")
+from grounded_text.training.run_dir import RUN_ENTRIES, RUN_STATE
 
 
 class RunConflict(ValueError):

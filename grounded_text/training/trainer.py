@@ -223,7 +223,7 @@ class TrainingSetup:
       strategy: the ``tf.distribute.Strategy`` the model was built under.
       precision: the Keras dtype policy name in force (``"float32"``, ``"mixed_float16"``...).
       data_epoch: int64 ``tf.Variable`` the training pipeline reads its epoch from (each
-        epoch's order is a function of the seed and it; ``run_dir.DataEpoch`` sets it).
+        epoch's order is a function of the seed and it; ``guards.DataEpoch`` sets it).
     """
 
     config: ExperimentConfig
@@ -624,7 +624,7 @@ def _checkpoints(run: Run) -> list:
 
 
 def fit(run: Run, *, verbose="auto", callbacks=()) -> None:
-    """Step 2: our callbacks, the resume state (``run_dir.RunTracker``: divergence guard,
+    """Step 2: our callbacks, the resume state (``resume.RunTracker``: divergence guard,
     data epoch, per-epoch commits), the user's ``callbacks`` last, then Keras ``fit`` from
     the first epoch not done.
 
@@ -633,11 +633,12 @@ def fit(run: Run, *, verbose="auto", callbacks=()) -> None:
       KeyboardInterrupt: Ctrl-C (the run is marked "interrupted").
     """
     from grounded_text.training import run_dir
+    from grounded_text.training.resume import RunTracker
 
     callbacks = check_callbacks(callbacks)
     ours = _watch(run)
     config, setup, cb = run.config, run.setup, run.cb
-    run.tracker = tracker = run_dir.RunTracker(
+    run.tracker = tracker = RunTracker(
         run.out, config.to_dict(), setup.model.train_model, epochs=config.train.epochs, monitor=run.monitor,
         mode=run.mode, best_checkpoint=cb["best"], best_path=run.best_path, sts_cb=cb["sts"],
         retrieval_cb=cb["retrieval"], snapshot_cb=cb["snapshot"], resume_state=run.resume_state,

@@ -93,13 +93,13 @@ class NpzFeatureSink:
       ValueError: ``path`` does not end in ``.npz``, is a folder or cannot be written
         (checked at construction, before any work: :func:`check_writable`); an existing
         store or part is unreadable or records another ``provenance`` (the message names
-        both: ``grounded_text.data.features.check_provenance``); on :meth:`append`: ragged
+        both: ``grounded_text.data.provenance.check_provenance``); on :meth:`append`: ragged
         shapes, non-finite values, a feature dimension different from what is stored,
         duplicate ids or ids already stored.
     """
 
     def __init__(self, path: str | os.PathLike, provenance: dict | None = None):
-        from grounded_text.data.features import check_provenance, read_npz_provenance
+        from grounded_text.data.provenance import check_provenance, read_npz_provenance
 
         self.path = Path(path)
         if self.path.suffix != ".npz":
@@ -133,7 +133,7 @@ class NpzFeatureSink:
         """The provenance member of a written part or store (absent when unknown)."""
         import json
 
-        from grounded_text.data.features import PROVENANCE_KEY
+        from grounded_text.data.provenance import PROVENANCE_KEY
 
         return {} if self.provenance is None else {PROVENANCE_KEY: np.array(json.dumps(self.provenance,
                                                                                       sort_keys=True))}

@@ -1,0 +1,268 @@
+"""Resume: ``RunTracker`` keeps a run directory's state through a fit (the callbacks it adds,
+the epoch checkpoints with the optimizer state, the commit of ``run_state.json``) and restores it
+on ``--resume``; ``ResumeCheckpoint`` is its epoch-end callback. The protocol it follows (what is
+committed when, and what a crash leaves) is described in ``grounded_text.training.run_dir``.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from grounded_text.training.guards import (
+    CollapseGuard,
+    DataEpoch,
+    DiskSpaceCheck,
+    DivergenceGuard,
+    _TestENOSPC,
+    _TestKill,
+)
+from grounded_text.training.run_dir import (
+    BEST_COPY,
+    ENOSPC_ENV,
+    KILL_ENV,
+    RESUME_DIR,
+    STATE_VERSION,
+    RunDirError,
+    TrainingDiverged,
+    _plain,
+    check_state_paths,
+    confined_path,
+    write_state,
+)
+from grounded_text.utils.durable import atomic_save, atomic_write
+
+
+class RunTracker:
+    """The resumable state of one training run (module docstring).
+
+    Args:
+      out: the run directory.
+      config: the resolved config dict (stored; a resume must match it).
+      train_model: the compiled Keras training model (weights + optimizer are checkpointed).
+      epochs: the run's total epochs.
+      monitor, mode: the selection metric and ``"max"``/``"min"``.
+      best_checkpoint: the ``ModelCheckpoint`` of the best epoch (None for ``select_on="last"``).
+      best_path: its file.
+      sts_cb, retrieval_cb, snapshot_cb: the callbacks whose state carries over (or None).
+      resume_state: ``check_run_dir``'s result (None: a fresh run).
+      data_fingerprint: ``check_data``'s result, recorded in a fresh run's state.
+    """
+
+    def __init__(self, out, config: dict, train_model, *, epochs: int, monitor: str, mode: str,
+                 best_checkpoint=None, best_path=None, sts_cb=None, retrieval_cb=None, snapshot_cb=None,
+                 resume_state: dict | None = None, data_fingerprint: dict | None = None):
+        self.out = Path(out)
+        self.fail_next_save = False
+        self.collapse_guard = None  # set by callbacks(setup=...); its margin goes into metrics.json
+        self.resume_dir = self.out / RESUME_DIR
+        self.model = train_model
+        self.best_checkpoint, self.best_path = best_checkpoint, Path(best_path) if best_path else None
+        self.sts_cb, self.retrieval_cb, self.snapshot_cb = sts_cb, retrieval_cb, snapshot_cb
+        self.resumed = resume_state is not None
+        self.state = resume_state or {
+            "version": STATE_VERSION, "status": "running", "config": _plain(config), "epochs": int(epochs),
+            "epochs_done": 0, "checkpoint": None, "random_state": [], "history": {}, "sts_history": [],
+            "retrieval_history": [], "snapshots": None,
+            "best": {"monitor": monitor, "mode": mode, "value": None, "epoch": None, "checkpoint": None},
+        }
+        if data_fingerprint is not None and not self.resumed:
+            self.state["data"] = dict(data_fingerprint)
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def epochs_done(self) -> int:
+        return int(self.state["epochs_done"])
+
+    @property
+    def history(self) -> dict:
+        """Per-epoch logs of every epoch so far (resumed ones included), as ``History`` has them."""
+        return {k: list(v) for k, v in self.state["history"].items()}
+
+    def last_checkpoint(self) -> Path | None:
+        ckpt = self.state.get("checkpoint")
+        return confined_path(self.out, ckpt, "checkpoint") if ckpt else None
+
+    def mark(self, status: str) -> None:
+        """Records ``status`` (``"interrupted"``, ``"diverged"``...) in the state file."""
+        self.state["status"] = status
+        self.state["updated"] = time.time()
+        write_state(self.out, self.state)
+
+    def record_exports(self, names: list[str]) -> None:
+        """Records the export folders the run is about to write (``exports`` in the state), so
+        that ``--overwrite`` later deletes those and no other ``export_*`` of the folder."""
+        self.state["exports"] = list(names)
+        self.state["updated"] = time.time()
+        write_state(self.out, self.state)
+
+    def _random_states(self) -> list:
+        """The layers' random-generator states (``SeedGenerator``), which ``save_weights`` skips."""
+        weights = {id(w) for w in self.model.weights}
+        return [v for v in self.model.variables if id(v) not in weights]
+
+    # -- start ------------------------------------------------------------------------------
+    def start(self) -> int:
+        """Writes the initial state (fresh run) or restores everything (resume); returns the
+        epoch ``fit`` starts at."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        if not self.resumed:
+            self.mark("running")
+            return 0
+        state = self.state
+        check_state_paths(self.out, state)
+        ckpt = self.last_checkpoint()
+        if ckpt is not None:
+            optimizer = self.model.optimizer
+            if optimizer is not None and not optimizer.built:
+                optimizer.build(self.model.trainable_variables)  # its variables must exist to be loaded
+            self.model.load_weights(str(ckpt))
+            saved = state.get("random_state", [])
+            variables = self._random_states()
+            if len(saved) != len(variables):
+                raise RunDirError(f"--resume: {len(saved)} random states saved, the model has {len(variables)}.")
+            for v, s in zip(variables, saved):
+                v.assign(np.asarray(s["value"], dtype=v.dtype))
+        best = state["best"]
+        if self.best_checkpoint is not None and best.get("value") is not None:
+            self.best_checkpoint.best = float(best["value"])
+            if best.get("checkpoint"):
+                _copy_atomic(self.out / best["checkpoint"], self.best_path)
+        if self.sts_cb is not None:
+            self.sts_cb.history = list(state.get("sts_history", []))
+        if self.retrieval_cb is not None:
+            self.retrieval_cb.history = list(state.get("retrieval_history", []))
+        snaps = state.get("snapshots")
+        if self.snapshot_cb is not None and snaps:
+            self.snapshot_cb.paths = [self.out / p for p in snaps["paths"]]
+            self.snapshot_cb.image_paths = [self.out / p for p in snaps["image_paths"]]
+            self.snapshot_cb.epochs = list(snaps["epochs"])
+            self.snapshot_cb.scores = list(snaps["scores"])
+        self.mark("running")
+        return self.epochs_done
+
+    def callbacks(self, callbacks: list, *, data_epoch=None, steps_per_epoch: int, steps_per_execution: int,
+                  learning_rate: float, setup=None, snapshots: bool = False) -> list:
+        """``callbacks`` with the data-epoch setter, the divergence guard, the free-space check
+        and (given ``setup``) the collapse guard first, and the resume checkpoint last (after
+        the callbacks whose results it records).
+
+        Args:
+          setup: a ``TrainingSetup`` (``model.text_tower``, ``model.image_tower``,
+            ``train_pairs``): the collapse guard's towers and probe (None: no collapse guard).
+          snapshots: the run saves snapshots (the free-space estimate counts them).
+        """
+        first = [DivergenceGuard(steps_per_epoch, steps_per_execution, learning_rate),
+                 DiskSpaceCheck(self.out, self.model, snapshots=snapshots)]
+        if setup is not None:
+            self.collapse_guard = CollapseGuard.from_setup(setup, steps_per_epoch=steps_per_epoch,
+                                                           steps_per_execution=steps_per_execution,
+                                                           learning_rate=learning_rate)
+            first.append(self.collapse_guard)
+        if data_epoch is not None:
+            first.insert(0, DataEpoch(data_epoch))
+        last = [ResumeCheckpoint(self)]
+        if os.environ.get(ENOSPC_ENV):
+            last.insert(0, _TestENOSPC(self, os.environ[ENOSPC_ENV]))
+        if os.environ.get(KILL_ENV):
+            last.append(_TestKill(os.environ[KILL_ENV]))
+        return first + list(callbacks) + last
+
+    # -- epoch end --------------------------------------------------------------------------
+    def commit_epoch(self, epoch: int, logs: dict) -> None:
+        """Checkpoints epoch ``epoch`` (1-based) and writes the state (the commit point)."""
+        self.resume_dir.mkdir(parents=True, exist_ok=True)
+        name = f"epoch-{epoch:04d}.weights.h5"
+
+        def save(staged: Path) -> None:
+            if self.fail_next_save:  # test hook (module docstring)
+                self.fail_next_save = False
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(staged))
+            self.model.save_weights(str(staged))
+
+        # Staged beside the target and removed on failure: never a torn file (the state does not name it).
+        atomic_save(self.resume_dir / name, save, ".weights.h5")  # Keras wants the suffix
+        state = self.state
+        best = state["best"]
+        previous_best = best.get("checkpoint")
+        if self.best_checkpoint is not None:
+            value = self.best_checkpoint.best
+            value = None if value is None or not math.isfinite(float(value)) else float(value)
+            if value is not None and value != best.get("value"):
+                # This epoch is the new best: keep its checkpoint with the committed state, under
+                # a new name, so the committed state's copy stays intact until the next commit.
+                copy = f"best-{epoch:04d}.{BEST_COPY}"
+                _copy_atomic(self.best_path, self.resume_dir / copy)
+                best.update(value=value, epoch=epoch, checkpoint=f"{RESUME_DIR}/{copy}")
+        for key, value in (logs or {}).items():
+            state["history"].setdefault(key, []).append(_to_float(value))
+        if self.sts_cb is not None:
+            state["sts_history"] = _plain(self.sts_cb.history)
+        if self.retrieval_cb is not None:
+            state["retrieval_history"] = _plain(self.retrieval_cb.history)
+        if self.snapshot_cb is not None:
+            rel = lambda p: str(Path(p).relative_to(self.out))  # noqa: E731
+            state["snapshots"] = {"paths": [rel(p) for p in self.snapshot_cb.paths],
+                                  "image_paths": [rel(p) for p in self.snapshot_cb.image_paths],
+                                  "epochs": list(self.snapshot_cb.epochs), "scores": list(self.snapshot_cb.scores)}
+        state["random_state"] = [{"path": v.path, "value": np.asarray(v.numpy()).tolist()}
+                                 for v in self._random_states()]
+        previous = self.last_checkpoint()
+        state["epochs_done"] = int(epoch)
+        state["checkpoint"] = f"{RESUME_DIR}/{name}"
+        state["status"] = "running"
+        state["updated"] = time.time()
+        write_state(self.out, state)
+        if previous is not None and previous.name != name:
+            previous.unlink(missing_ok=True)
+        if previous_best and previous_best != best.get("checkpoint"):
+            confined_path(self.out, previous_best, "best.checkpoint").unlink(missing_ok=True)
+
+    # -- end --------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Marks the run complete and removes the resume checkpoints (weights with optimizer
+        state: three times the model's size).
+
+        Raises:
+          TrainingDiverged: (status ``failed``, recorded) the monitored score has no finite
+            epoch: such a run is never marked complete.
+        """
+        monitor = self.state["best"].get("monitor")
+        scores = np.asarray(self.state["history"].get(monitor, []), dtype=np.float64)
+        if scores.size and not np.isfinite(scores).any():
+            error = TrainingDiverged(f"no epoch has a finite {monitor} ({scores.tolist()}): the run is not marked "
+                                     "complete. Try a lower --learning-rate.", len(scores), 0, status="failed")
+            self.state["error"] = str(error)
+            self.mark("failed")
+            raise error
+        self.state["checkpoint"] = None
+        self.state["best"]["checkpoint"] = None
+        self.mark("complete")
+        shutil.rmtree(self.resume_dir, ignore_errors=True)
+
+
+class ResumeCheckpoint(keras.callbacks.Callback):
+    """Calls ``RunTracker.commit_epoch`` at each epoch end (place it last)."""
+
+    def __init__(self, tracker: RunTracker):
+        super().__init__()
+        self.tracker = tracker
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.tracker.commit_epoch(int(epoch) + 1, logs or {})
+
+
+def _to_float(value) -> float:
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    with open(src, "rb") as f:
+        atomic_write(dst, lambda out: shutil.copyfileobj(f, out))
