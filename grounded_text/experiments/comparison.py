@@ -1038,8 +1038,14 @@ package's evaluation code (`grounded_text.evaluation`). Each section sets the pa
 interval where printed, training data and image features) beside ours with its 95 % interval and
 the difference, wherever the test set is the same; where the paper measured on data we lack, its
 figure stands beside our nearest measure, labelled as such and not differenced. Paired tests
-(Williams' test for STS correlations, a paired bootstrap for R@K) compare encoders scored on the
-same pairs, and a verdict per paper says which figures agree within the intervals. Budgets:
+(Williams' test for STS correlations, a paired bootstrap for R@K, over images for caption→image
+queries) compare encoders scored on the same pairs. A verdict per paper judges each figure of ours
+on the paper's own test set: an STS correlation by Williams' test of ours against the paper's r on
+the same pairs (the correlation between our and the paper's similarity scores, which nobody has,
+set to the lowest between two of our own models on that subset, and printed), R@K, medr and
+accuracies by whether the paper's value is inside our 95 % interval (R@K and medr: a bootstrap
+over images); a figure that does not agree is above or below the paper, and the verdict says
+whether that is better or worse (medr: lower is better). Budgets:
 `full` = the records as the papers train them, `cpu` = what fits 2 CPU cores, `cycle` = 4 epochs
 of every run (one cosine cycle; the character model at the paper's n = 1024, with n = 512
 beside it), `smoke` = a 64-image plumbing check (its figures mean nothing). Each section names
