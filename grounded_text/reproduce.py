@@ -98,7 +98,14 @@ PAPERS: dict[str, Paper] = {
         figures_key="bordes2019_grounded_space",
         published=papers.PUBLISHED["bordes"],
         data_differences=(("training data", "MS COCO (grounding) + BookCorpus (textual loss L_T)",
-                           "{dataset}; no textual loss (C_g + P_g only)"), _FEATURES, _STS_YEARS),
+                           "{dataset}; no textual loss (C_g + P_g only)"), _FEATURES,
+                          ("sentence encoder", "SkipThought's GRU (d_t = 2048, 620-d words, 20K vocabulary with "
+                           "vocabulary expansion, §4.4), trained on BookCorpus; the grounded models of Table 1 start "
+                           "from it (\"the sentence encoder is initialized with T\", §4.2)",
+                           "a GRU over 128-d word embeddings (N = 128), trained from scratch on the Flickr8k captions "
+                           "alone: no SkipThought initialisation"),
+                          _STS_YEARS),
+        baselines=(("Table 1", "row"),),
         notes=("The textual space is `export_textual/` (or `export/` for runs that predate it) and the "
                "grounded space `export_grounded/`; a space the run did not export is reported missing.",),
     ),
@@ -116,10 +123,13 @@ PAPERS: dict[str, Paper] = {
         figures={},
         figures_key="kolluru_two_branch",
         published=papers.PUBLISHED["kolluru"],
-        data_differences=(("training data", "not recorded here", "{dataset}"),
-                          ("image features", "VGG19 / ResNet50 (§4.4.1)", "{features}")),
-        notes=("The preset's K = 1 is the thesis's choice (it finds K = 1 best and K = 10 worse); "
-               "its figures are not recorded here.",),
+        data_differences=(("training data", "Flickr30K train, 29,783 images × 5 captions (Table 1); MSCOCO train, "
+                           "about 121,000 images × 5 captions (Table 2) (§4.1)", "{dataset}"),
+                          ("image features", "VGG19 (4096-d) / ResNet50 (stated as 512-d), penultimate FC "
+                           "(§3.1, §4.4.1)", "{features}")),
+        notes=("The preset's K = 1 is the thesis's choice (it finds K = 1 best and K = 10 worse, Tables 1–2); "
+               "its figures stand above beside ours, as the nearest measure: its test sets are Flickr30K's and "
+               "MSCOCO's 1,000-image tests, ours Flickr8k's.",),
     ),
     "merkx_frank": Paper(
         "merkx_frank", "Character-level grounding (Merkx & Frank 2019)",
@@ -136,6 +146,7 @@ PAPERS: dict[str, Paper] = {
         figures=papers.mf_headline_figures(), figures_key="merkx2019_char_grounding",
         published=papers.PUBLISHED["merkx_frank"],
         derived_means=("Table 5", "char-GRU (Flickr8k)", ("STS12", "STS13", "STS16")),
+        baselines=(("Table 2", "row"), ("Table 5", "column")),
         data_differences=(("training data", "Flickr8k (and MS COCO, not compared here)", "{dataset}"),
                           ("image features", "ResNet-152, 2048-d, mean of 10 crops", "{features}"),
                           ("STS years", "STS12–16 (Table 5)", "{sts_years}")),
@@ -331,12 +342,36 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
         "comparison": papers.comparison_rows(p, runs), "derived_means": papers.derived_means(p, runs),
         "paired_tests": papers.paired_tests(p, runs, predictions),
         "ours_data": papers.dataset_text(runs), "ours_features": papers.features_text(runs),
+        "model_correlations": papers.model_correlations(p, predictions),
     }
+    results["baselines"] = papers.baseline_tables(p, results["comparison"])
+    results["r23_fallback"] = papers.r23_fallback(results["model_correlations"],
+                                                  other_papers_correlations(Path(output_dir), paper))
     results["verdict"] = papers.verdict(p, results)
     results["seconds"] = round(time.perf_counter() - t_start, 1)
     write_report(results, papers.format_paper_markdown(results), json_path=out_dir / "results.json",
                  markdown_path=out_dir / "results.md")
     return results
+
+
+def other_papers_correlations(output_dir: Path, paper: str) -> dict:
+    """``{paper: model_correlations}`` from the other papers' ``results.json`` under
+    ``output_dir`` (written by earlier reproductions into the same folder), for the verdict's
+    fallback r₂₃ (``comparison.r23_fallback``)."""
+    import json
+
+    out = {}
+    for other in PAPER_NAMES:
+        path = Path(output_dir) / other / "results.json"
+        if other == paper or not path.is_file():
+            continue
+        try:
+            mc = json.loads(path.read_text(encoding="utf-8")).get("model_correlations")
+        except (OSError, ValueError):
+            continue
+        if mc:
+            out[other] = mc
+    return out
 
 
 DOCS_HEADER = papers.DOCS_HEADER

@@ -105,6 +105,29 @@ def test_grounded_pretrained_preset_trains_and_exports(tiny_preset, data_dir, tm
     emb = load_encoder(tmp_path / "run" / "export")(["a dog runs", ""])
     assert emb.shape == (2, 8) and np.isfinite(emb).all()
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+    # Both spaces are exported, as for Bordes' model: u (export/ and export_textual/) and g(u).
+    textual = load_encoder(tmp_path / "run" / "export_textual")(["a dog runs", ""])
+    np.testing.assert_allclose(textual, emb, atol=1e-5)
+    grounded = load_encoder(tmp_path / "run" / "export_grounded")(["a dog runs", "the cat"])
+    assert grounded.shape == (2, 8) and np.isfinite(grounded).all()
+    np.testing.assert_allclose(np.linalg.norm(grounded, axis=1), 1.0, atol=1e-5)
+    assert metrics["spaces"].keys() == {"textual", "grounded"}
+
+
+def test_grounded_space_is_g_of_u(tiny_preset):
+    from grounded_text.config.schema import ModelConfig, TextConfig
+    from grounded_text.models import build_model
+
+    path, _, _ = tiny_preset
+    gm = build_model(ModelConfig(name="grounded_pretrained", encoder={"preset": path, "sequence_length": 16,
+                                                                      "grounded_hidden": 8, "grounded_dim": 4}),
+                     TextConfig(), [], feature_dim=6)
+    assert gm.spaces["textual"] is gm.text_tower
+    x = tf.constant(["a dog runs", "the cat"])
+    g = [lay for lay in gm.train_model.layers if lay.name == "grounded_projection"]
+    g = g[0] if g else next(lay for lay in gm.spaces["grounded"].layers if lay.name == "grounded_projection")
+    want = tf.math.l2_normalize(g(gm.text_tower(x)), -1).numpy()
+    np.testing.assert_allclose(gm.spaces["grounded"](x).numpy(), want, atol=1e-5)
 
 
 def test_grounded_pretrained_mixed_float16_step_keeps_float32(tiny_preset):

@@ -161,8 +161,10 @@ def test_constant_encoder_gets_chance_level_on_the_1k_protocol():
     assert t2i["medr"] == t2i["meanr"] == 1000 and i2t["medr"] == i2t["meanr"] == 4996
 
 
-def test_intervals_match_scipy_wilson_and_bootstrap():
+def test_intervals_resample_images_wilson_and_bootstrap():
     from scipy import stats as sps
+
+    from grounded_text.evaluation.stats import cluster_bootstrap_ci
 
     rng = np.random.default_rng(11)
     n_img = 200
@@ -172,17 +174,43 @@ def test_intervals_match_scipy_wilson_and_bootstrap():
     r = evaluate_retrieval(caps, images, cap_img, "all")
     norm = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
     sims = norm(caps) @ norm(images).T
-    for direction, ranks in (("caption_to_image", caption_to_image_ranks(sims, cap_img)),
-                             ("image_to_caption", image_to_caption_ranks(sims, cap_img))):
-        m = r[direction]
-        for k in (1, 5, 10):  # continuous scores: no ties, so the hits are whole
-            ci = sps.binomtest(int((ranks <= k).sum()), ranks.size).proportion_ci(0.95, method="wilson")
-            assert m[f"R@{k}_ci95"] == pytest.approx([100 * ci.low, 100 * ci.high])
-            assert m[f"R@{k}_ci95"][0] <= m[f"R@{k}"] <= m[f"R@{k}_ci95"][1]
-        ref = sps.bootstrap((ranks.astype(float),), np.median, n_resamples=1000, method="percentile",
-                            vectorized=True, rng=np.random.default_rng(0)).confidence_interval
-        assert m["medr_ci95"] == pytest.approx([ref.low, ref.high])
+    # image→caption: one query per image, so the image queries are independent: Wilson and a bootstrap over them.
+    ranks = image_to_caption_ranks(sims, cap_img)
+    m = r["image_to_caption"]
+    for k in (1, 5, 10):  # continuous scores: no ties, so the hits are whole
+        ci = sps.binomtest(int((ranks <= k).sum()), ranks.size).proportion_ci(0.95, method="wilson")
+        assert m[f"R@{k}_ci95"] == pytest.approx([100 * ci.low, 100 * ci.high])
+        assert m[f"R@{k}_ci95"][0] <= m[f"R@{k}"] <= m[f"R@{k}_ci95"][1]
+    ref = sps.bootstrap((ranks.astype(float),), np.median, n_resamples=1000, method="percentile",
+                        vectorized=True, rng=np.random.default_rng(0)).confidence_interval
+    assert m["medr_ci95"] == pytest.approx([ref.low, ref.high])
+    # caption→image: the captions of one image are drawn together (a bootstrap over images).
+    ranks = caption_to_image_ranks(sims, cap_img)
+    m = r["caption_to_image"]
+    for k in (1, 5, 10):
+        lo, hi = cluster_bootstrap_ci((ranks <= k).astype(float), cap_img, np.mean, seed=0)
+        assert m[f"R@{k}_ci95"] == pytest.approx([100 * lo, 100 * hi])
+        assert m[f"R@{k}_ci95"][0] <= m[f"R@{k}"] <= m[f"R@{k}_ci95"][1]
+    assert m["medr_ci95"] == pytest.approx(list(cluster_bootstrap_ci(ranks.astype(float), cap_img, np.median, seed=0)))
+    assert "images" in m["ci_method"]
     assert "R@1_ci95" not in evaluate_retrieval(caps, images, cap_img, "all", ci=False)["caption_to_image"]
+
+
+def test_caption_interval_is_wider_than_a_binomial_one_when_an_images_captions_agree():
+    # Every caption of an image is the same query (5 copies): there are 100 independent
+    # queries, not 500, and the interval must say so.
+    from grounded_text.evaluation.stats import wilson_ci
+
+    rng = np.random.default_rng(5)
+    images = rng.normal(size=(100, 6))
+    cap_img = np.repeat(np.arange(100), 5)
+    caps = (images + rng.normal(scale=1.2, size=images.shape))[cap_img]
+    m = evaluate_retrieval(caps, images, cap_img, "all")["caption_to_image"]
+    lo, hi = m["R@5_ci95"]
+    w_lo, w_hi = wilson_ci(m["R@5"] / 100, 500)
+    assert hi - lo > 1.8 * 100 * (w_hi - w_lo)  # about sqrt(5) wider
+    w_lo, w_hi = wilson_ci(m["R@5"] / 100, 100)  # close to a binomial interval over the 100 images
+    assert abs((hi - lo) - 100 * (w_hi - w_lo)) < 0.25 * 100 * (w_hi - w_lo)
 
 
 def test_fold_intervals_pool_queries_and_are_seeded():
@@ -193,9 +221,12 @@ def test_fold_intervals_pool_queries_and_are_seeded():
     r = evaluate_retrieval(caps, images, cap_img, "all", n_folds=4)
     again = evaluate_retrieval(caps, images, cap_img, "all", n_folds=4)
     assert r["image_to_caption"] == again["image_to_caption"]
+    assert r["caption_to_image"] == again["caption_to_image"]
     from grounded_text.evaluation.stats import wilson_ci
 
-    lo, hi = wilson_ci(r["caption_to_image"]["R@5"] / 100, 300)  # equal folds: pooled recall over 300 queries
-    assert r["caption_to_image"]["R@5_ci95"] == pytest.approx([100 * lo, 100 * hi])
+    lo, hi = wilson_ci(r["image_to_caption"]["R@5"] / 100, 100)  # equal folds: pooled recall over 100 images
+    assert r["image_to_caption"]["R@5_ci95"] == pytest.approx([100 * lo, 100 * hi])
+    lo, hi = r["caption_to_image"]["R@5_ci95"]  # a bootstrap over images within the 4 folds
+    assert lo <= r["caption_to_image"]["R@5"] <= hi
     lo, hi = r["image_to_caption"]["medr_ci95"]
     assert lo <= r["image_to_caption"]["medr"] <= hi

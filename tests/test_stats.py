@@ -93,6 +93,70 @@ def test_williams_worked_example():
         stats.williams_test(0.5, 0.3, 0.4, 3)
 
 
+def test_williams_matches_published_outputs():
+    # 1. R's psych::r.test documentation (William Revelle, package psych, "r.test" help page,
+    #    Examples): a test of two dependent correlations sharing a variable, n = 5105,
+    #    r12 = 0.693458895410494, r13 = 0.695966022434845, r23 = 0.988475791500198; printed
+    #    with digits = 8 as "p < 0.1000759" (and "p < 0.1001" with digits = 4). psych's test
+    #    for this case is Williams' T2 as given by Steiger (1980, eq. 7).
+    out = stats.williams_test(0.693458895410494, 0.695966022434845, 0.988475791500198, 5105)
+    assert out["df"] == 5102 and round(out["p_value"], 7) == 0.1000759
+    # 2. The README of nlp-williams (the Python port of Graham & Baldwin's Williams test for
+    #    metric–human correlations, EMNLP 2014): r12 = 0.65, r13 = 0.55, r23 = 0.3, n = 50,
+    #    one-sided "P-value: 0.20928617286753592"; ours is two-sided, i.e. twice that.
+    out = stats.williams_test(0.65, 0.55, 0.3, 50)
+    assert out["t"] > 0 and out["p_value"] / 2 == pytest.approx(0.20928617286753592, abs=1e-12)
+
+
+def test_paired_bootstrap_matches_the_exact_bootstrap_distribution():
+    # The bootstrap distribution of mean(a*) - mean(b*) over n = 4 items is known exactly:
+    # each of the 4^4 index tuples is equally likely. Its two-sided p-value and percentile
+    # interval, computed by enumeration, are the reference for the Monte Carlo estimate.
+    import itertools
+
+    a = np.array([3.0, 1.0, 4.0, 1.5])
+    b = np.array([1.0, 1.5, 2.0, 2.5])
+    d = np.array([(a[list(i)] - b[list(i)]).mean() for i in itertools.product(range(4), repeat=4)])
+    p_exact = min(1.0, 2 * min((d <= 0).mean(), (d >= 0).mean()))
+    out = stats.paired_bootstrap(a, b, np.mean, n_resamples=20000, seed=3)
+    assert abs(out["p_value"] - p_exact) < 0.01
+    assert out["difference"] == pytest.approx(a.mean() - b.mean())
+    np.testing.assert_allclose(out["ci"], np.quantile(d, [0.025, 0.975]), atol=0.13)
+    # Large n: the bootstrap standard error of a difference of means is sd(a - b) / sqrt(n)
+    # (the plug-in sd), so the percentile interval is close to the normal one.
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=2000)
+    y = x + rng.normal(0.05, 0.5, size=2000)
+    out = stats.paired_bootstrap(y, x, np.mean, n_resamples=4000, seed=2)
+    half = 1.959964 * np.std(y - x) / np.sqrt(2000)
+    np.testing.assert_allclose(out["ci"], [np.mean(y - x) - half, np.mean(y - x) + half], atol=0.1 * half)
+
+
+def test_cluster_resampling_draws_whole_clusters():
+    # Clusters of 5 identical items: resampling clusters is resampling the 40 cluster values
+    # (the same generator calls), not 200 independent items.
+    rng = np.random.default_rng(4)
+    a, b = rng.uniform(size=40), rng.uniform(size=40)
+    groups = np.repeat(np.arange(40), 5)
+    by_cluster = stats.paired_bootstrap(np.repeat(a, 5), np.repeat(b, 5), np.mean, groups=groups, seed=9)
+    by_value = stats.paired_bootstrap(a, b, np.mean, seed=9)
+    assert by_cluster["p_value"] == by_value["p_value"]
+    np.testing.assert_allclose(by_cluster["ci"], by_value["ci"], rtol=1e-12)
+    lo, hi = stats.cluster_bootstrap_ci(np.repeat(a, 5), groups, seed=9)
+    ref = stats.bootstrap_ci(a, np.mean, seed=9)
+    assert hi - lo == pytest.approx(ref[1] - ref[0], rel=0.2)
+    naive = stats.bootstrap_ci(np.repeat(a, 5), np.mean, seed=9)
+    assert hi - lo > 1.8 * (naive[1] - naive[0])  # treating the 200 items as independent is too narrow
+    with pytest.raises(ValueError):
+        stats.paired_bootstrap(a, b, np.mean, groups=groups)
+
+
+def test_format_p_never_prints_zero():
+    assert stats.format_p(0.0) == "< 0.001" and stats.format_p(4.9e-4) == "< 0.001"
+    assert stats.format_p(0.0058) == "0.0058" and stats.format_p(0.013) == "0.013"
+    assert stats.format_p(0.001) == "0.001" and stats.format_p(1.0) == "1.000" and stats.format_p(None) == "–"
+
+
 def test_paired_bootstrap():
     rng = np.random.default_rng(0)
     gold = rng.normal(size=300)

@@ -1,6 +1,6 @@
 """word2vec baseline trained on the Flickr8k training captions (VETE's "Word2Vec" row).
 
-Kurach et al. 2017 (Table 2/3) compare VETE with word2vec vectors trained on the
+Kurach et al. 2017 (Tables 1 and 5) compare VETE with word2vec vectors trained on the
 same caption text as the grounded models: the sentence embedding is the mean of
 its words' vectors. This is that baseline:
 

@@ -45,13 +45,22 @@ Protocols (the name is stored in every result):
 * ``all``: whatever images are given, one fold (any other split).
 
 95 % intervals (``evaluate_retrieval``, additive keys ``"R@K_ci95"`` and ``"medr_ci95"`` in
-each direction; ``grounded_text.evaluation.stats``): Recall@K by the Wilson score interval
-over all queries of all folds (the fold average of equal folds is the pooled recall); medr by
-a percentile bootstrap over the queries (resampled within each fold, the statistic being the
-mean of the fold medians; 1,000 resamples, seed 0). The queries of one image's captions are
-not independent, so the caption→image interval over 5,000 captions is narrower than one over
-the 1,000 images; Merkx & Frank's Table 2 intervals match a normal interval over 1,000
-queries in both directions.
+each direction, and ``"ci_method"``; ``grounded_text.evaluation.stats``), all by resampling
+**images**, the unit the queries depend on:
+
+* caption→image: the 5 captions of an image are 5 queries with one ground truth, not 5
+  independent queries, so a binomial (Wilson) interval over the 5,000 captions would be
+  too narrow. Recall@K and medr get a percentile bootstrap over images
+  (``stats.cluster_bootstrap_ci``: each resample draws the fold's images with replacement
+  and keeps all captions of each; the statistic is the mean over folds of the fold's
+  recall, or of its median rank; 1,000 resamples, seed ``ci_seed``);
+* image→caption: one query per image, so the images are the queries: Recall@K by the
+  Wilson score interval over all images of all folds (the fold average of equal folds is
+  the pooled recall), medr by a percentile bootstrap over the images (resampled within
+  each fold, the statistic being the mean of the fold medians; 1,000 resamples).
+
+Merkx & Frank's Table 2 intervals match a normal interval over 1,000 queries in both
+directions, i.e. over the images.
 """
 
 from __future__ import annotations
@@ -61,7 +70,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
-from grounded_text.evaluation.stats import recall_ci
+from grounded_text.evaluation.stats import cluster_bootstrap_ci, recall_ci
 
 PROTOCOLS = {
     # name: (expected number of images or None, number of folds)
@@ -365,7 +374,8 @@ def evaluate_retrieval(
         results.append(retrieval_metrics(sims, local[caption_image[rows]]))
         if ci:
             queries.append({"caption_to_image": _caption_to_image_counts(sims, local[caption_image[rows]]),
-                            "image_to_caption": _image_to_caption_counts(sims, local[caption_image[rows]])})
+                            "image_to_caption": _image_to_caption_counts(sims, local[caption_image[rows]]),
+                            "caption_image": local[caption_image[rows]]})
     out = average_folds(results)
     if ci:
         _add_intervals(out, queries, ci_seed)
@@ -380,19 +390,43 @@ def _mean_of_medians(*folds, axis=-1):
 
 
 def _add_intervals(out: dict, queries: list[dict], seed: int, n_resamples: int = 1000) -> None:
-    """Adds ``R@K_ci95`` (Wilson, pooled queries) and ``medr_ci95`` (bootstrap within folds)."""
-    for direction in ("caption_to_image", "image_to_caption"):
-        counts = [q[direction] for q in queries]
+    """Adds ``R@K_ci95`` and ``medr_ci95`` to both directions (module docstring): caption→image
+    by a bootstrap over images (within folds), image→caption by Wilson (R@K) and a bootstrap
+    over images (medr, within folds)."""
+    _caption_intervals(out["caption_to_image"], queries, seed, n_resamples)
+    counts = [q["image_to_caption"] for q in queries]
+    node = out["image_to_caption"]
+    for k in RECALL_KS:
+        hits = np.concatenate([expected_recall(*c, k) for c in counts])
+        node[f"R@{k}_ci95"] = [float(x) for x in recall_ci(hits)]
+    node["ci_method"] = "R@K: Wilson over the image queries; medr: bootstrap over images (1,000 resamples)"
+    ranks = [(1 + c[0] + c[1]).astype(np.float64) for c in counts]
+    if min(r.size for r in ranks) < 2:
+        node["medr_ci95"] = None
+        return
+    res = sps.bootstrap(tuple(ranks), _mean_of_medians, n_resamples=n_resamples, method="percentile",
+                        vectorized=True, rng=np.random.default_rng(seed))
+    node["medr_ci95"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+
+def _caption_intervals(node: dict, queries: list[dict], seed: int, n_resamples: int) -> None:
+    """caption→image R@K and medr intervals by a bootstrap over images within folds."""
+    counts = [q["caption_to_image"] for q in queries]
+    groups = np.concatenate([q["caption_image"] for q in queries])
+    strata = np.concatenate([np.full(q["caption_image"].size, f) for f, q in enumerate(queries)])
+    node["ci_method"] = f"bootstrap over images, all captions of a drawn image ({n_resamples:,} resamples)"
+    if min(np.unique(q["caption_image"]).size for q in queries) < 2:
         for k in RECALL_KS:
-            hits = np.concatenate([expected_recall(*c, k) for c in counts])
-            out[direction][f"R@{k}_ci95"] = [float(x) for x in recall_ci(hits)]
-        ranks = [(1 + c[0] + c[1]).astype(np.float64) for c in counts]
-        if min(r.size for r in ranks) < 2:
-            out[direction]["medr_ci95"] = None
-            continue
-        res = sps.bootstrap(tuple(ranks), _mean_of_medians, n_resamples=n_resamples, method="percentile",
-                            vectorized=True, rng=np.random.default_rng(seed))
-        out[direction]["medr_ci95"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+            node[f"R@{k}_ci95"] = None
+        node["medr_ci95"] = None
+        return
+    for k in RECALL_KS:
+        hits = np.concatenate([expected_recall(*c, k) for c in counts])
+        lo, hi = cluster_bootstrap_ci(hits, groups, np.mean, strata=strata, n_resamples=n_resamples, seed=seed)
+        node[f"R@{k}_ci95"] = [100.0 * lo, 100.0 * hi]
+    ranks = np.concatenate([(1 + c[0] + c[1]).astype(np.float64) for c in counts])
+    node["medr_ci95"] = list(cluster_bootstrap_ci(ranks, groups, np.median, strata=strata, n_resamples=n_resamples,
+                                                  seed=seed))
 
 
 def average_folds(results: list[dict]) -> dict:

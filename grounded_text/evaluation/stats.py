@@ -14,11 +14,16 @@ method takes a ``seed`` and gives the same answer for the same inputs and seed.
   (Wilson 1927), or a percentile bootstrap over queries.
 * medr (or any statistic of per-query values): a percentile bootstrap over queries
   (``scipy.stats.bootstrap``).
+* Queries that come in clusters (the 5 captions of one image are not independent
+  caption→image queries): ``cluster_bootstrap_ci`` resamples the clusters (images) with
+  replacement and keeps every query of a drawn cluster (Davison & Hinkley 1997, §3.8,
+  the first stage of their two-stage bootstrap), within strata (folds) where given.
 * Two encoders on the same pairs: Williams' test for two dependent correlations with a
   variable in common (r_12 vs r_13, given r_23), in Steiger's form (Steiger 1980,
   "Tests for comparing elements of a correlation matrix", Psychological Bulletin 87(2),
   245–251: Williams' T_2, Student's t with n − 3 degrees of freedom); and a paired
-  bootstrap for any metric (``paired_bootstrap``).
+  bootstrap for any metric (``paired_bootstrap``, over items or over clusters of items).
+* p-values for reports: ``format_p`` (``"< 0.001"`` below 0.001, never ``"0.000"``).
 """
 
 from __future__ import annotations
@@ -227,17 +232,96 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> dict:
     return {"t": t, "df": int(n - 3), "p_value": float(2 * stats.t.sf(abs(t), n - 3))}
 
 
+def _cluster_index(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, starts, lengths)``: the items sorted by cluster, and each cluster's slice of ``order``."""
+    groups = np.asarray(groups).ravel()
+    order = np.argsort(groups, kind="stable")
+    _, starts, lengths = np.unique(groups[order], return_index=True, return_counts=True)
+    return order, starts, lengths
+
+
+def _draw_clusters(rng, order: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Item indices of one resample: as many clusters as there are, drawn with replacement,
+    each contributing all its items."""
+    picked = rng.integers(0, starts.size, starts.size)
+    counts = lengths[picked]
+    offsets = np.repeat(starts[picked] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return order[np.arange(int(counts.sum())) + offsets]
+
+
+def cluster_bootstrap_ci(values: np.ndarray, groups: np.ndarray, statistic: Callable = np.mean,
+                         confidence: float = 0.95, *, strata: np.ndarray | None = None,
+                         n_resamples: int = _DEFAULT_RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` when the items come in clusters.
+
+    Each resample draws, within each stratum, as many clusters as the stratum holds, with
+    replacement, and takes every item of each drawn cluster; the statistic of a resample
+    is the mean over strata of ``statistic`` of the stratum's items (one stratum: just
+    ``statistic``). E.g. caption→image Recall@K: items = the caption queries' hits,
+    clusters = their images, strata = the protocol's folds (the reported figure is the
+    mean over folds).
+
+    Args:
+      values: [q] per-item values.
+      groups: [q] the cluster of each item (any hashable ints or strings).
+      statistic: array [q'] → float (``np.mean``, ``np.median``).
+      strata: [q] the stratum of each item, or None (one stratum). A cluster must not
+        span two strata.
+      n_resamples: resamples; seed: the generator's seed.
+
+    Returns:
+      ``(lo, hi)`` floats.
+
+    Raises:
+      ValueError: shapes differ, fewer than 2 clusters in a stratum.
+    """
+    values, groups = np.asarray(values, dtype=np.float64).ravel(), np.asarray(groups).ravel()
+    strata = np.zeros(values.size, dtype=np.int64) if strata is None else np.asarray(strata).ravel()
+    if not values.size == groups.size == strata.size:
+        raise ValueError(f"cluster_bootstrap_ci: {values.size} values, {groups.size} groups, {strata.size} strata.")
+    _check_level(confidence)
+    parts = []
+    for s in np.unique(strata):
+        mask = strata == s
+        index = _cluster_index(groups[mask])
+        if index[1].size < 2:
+            raise ValueError("cluster_bootstrap_ci: need at least 2 clusters in every stratum.")
+        parts.append((values[mask], index))
+    rng = np.random.default_rng(seed)
+    stats_ = np.empty(n_resamples)
+    for i in range(n_resamples):
+        stats_[i] = np.mean([statistic(v[_draw_clusters(rng, *index)]) for v, index in parts])
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(stats_, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def format_p(p: float | None) -> str:
+    """A p-value as a report prints it: ``"< 0.001"`` below 0.001 (never ``"0.000"``), 2
+    significant digits below 0.01 (``"0.0058"``), else 3 decimals (``"0.013"``, ``"1.000"``);
+    ``"–"`` for None."""
+    if p is None or not np.isfinite(p):
+        return "–"
+    if p < 0.001:
+        return "< 0.001"
+    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}"
+
+
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, statistic: Callable[[np.ndarray], float],
-                     confidence: float = 0.95, *, n_resamples: int = _DEFAULT_RESAMPLES, seed: int = 0) -> dict:
+                     confidence: float = 0.95, *, groups: np.ndarray | None = None,
+                     n_resamples: int = _DEFAULT_RESAMPLES, seed: int = 0) -> dict:
     """Paired bootstrap of ``statistic(a) - statistic(b)`` over shared items.
 
     The same resampled item indices are applied to both systems, so the test respects
-    the pairing (two encoders scored on the same queries or sentence pairs).
+    the pairing (two encoders scored on the same queries or sentence pairs). With
+    ``groups``, whole clusters of items are resampled (``cluster_bootstrap_ci``): the 5
+    caption queries of an image are drawn together.
 
     Args:
       a, b: arrays with the same first dimension q (items): e.g. per-query ranks of two
         encoders [q], or [q, 2] (system similarity, gold score) for a correlation.
       statistic: array [q', ...] → float, applied to ``a[idx]`` and ``b[idx]``.
+      groups: [q] the cluster of each item, or None (items resampled one by one).
       n_resamples: resamples; seed: the generator's seed.
 
     Returns:
@@ -256,9 +340,14 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, statistic: Callable[[np.ndarr
     _check_level(confidence)
     rng = np.random.default_rng(seed)
     q = a.shape[0]
+    index = None
+    if groups is not None:
+        if np.asarray(groups).size != q:
+            raise ValueError(f"paired_bootstrap: {np.asarray(groups).size} groups for {q} items.")
+        index = _cluster_index(groups)
     diffs = np.empty(n_resamples)
     for i in range(n_resamples):
-        idx = rng.integers(0, q, q)
+        idx = rng.integers(0, q, q) if index is None else _draw_clusters(rng, *index)
         diffs[i] = statistic(a[idx]) - statistic(b[idx])
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(diffs, [alpha, 1 - alpha])

@@ -124,8 +124,10 @@ def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=No
     Returns:
       ``{"sts": {"STS12/MSRvid": float32 [n] cosine, ..., "STSBenchmark/test", "SICK/test"},
       "gold": {same keys: float32 [n]}, "ranks": {"caption_to_image": int32 [captions],
-      "image_to_caption": int32 [images]}}`` (pessimistic 1-based ranks,
-      ``grounded_text.evaluation.retrieval``); a section not computed is empty.
+      "image_to_caption": int32 [images]}, "groups": {"caption_to_image": int32 [captions], each
+      caption query's image}}`` (pessimistic 1-based ranks, ``grounded_text.evaluation.retrieval``;
+      the groups let a paired bootstrap draw an image's captions together); a section not
+      computed is empty.
     """
     import warnings
 
@@ -134,7 +136,7 @@ def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=No
     from grounded_text.evaluation.encoders import cached
 
     cache = cached(encoder)
-    out: dict = {"sts": {}, "gold": {}, "ranks": {}}
+    out: dict = {"sts": {}, "gold": {}, "ranks": {}, "groups": {}}
     if "sts" in sections and sts_dir is not None and Path(sts_dir).is_dir():
         from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
         from grounded_text.evaluation.sts import cosine_rows
@@ -164,6 +166,7 @@ def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=No
         sims = cosine_matrix(cache(test_pairs.captions.tolist()), image_encoder(image_features))
         out["ranks"] = {"caption_to_image": caption_to_image_ranks(sims, caption_image).astype(np.int32),
                         "image_to_caption": image_to_caption_ranks(sims, caption_image).astype(np.int32)}
+        out["groups"] = {"caption_to_image": np.asarray(caption_image, dtype=np.int32)}
     return out
 
 

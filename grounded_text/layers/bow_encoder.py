@@ -1,4 +1,4 @@
-"""Bag-of-words sentence encoder (VETE-BOW, Kurach et al. 2017, §4 and Table 3), and its
+"""Bag-of-words sentence encoder (VETE-BOW, Kurach et al. 2017, §3; Table 3, §5.1), and its
 serving math: ``bag_of_words_chain`` recognises a text tower that is exactly string →
 ``TextPreprocessor`` → ``BagOfWordsEncoder``, and ``pool_bag_of_words`` computes that tower
 on ragged ids (the exported tower's fast path, ``grounded_text.export``)."""
@@ -175,7 +175,7 @@ def pool_bag_of_words(preprocessor: TextPreprocessor, encoder: BagOfWordsEncoder
     A gather + per-sentence sum of the embedding rows (``tf.math.unsorted_segment_sum``)
     over the word ids, plus the ``<S>`` and ``</S>`` rows added to every sentence, instead of
     padding to [B, T], gathering [B, T, N] and masking; then the encoder's pooling (mean or
-    sum) and L2 normalisation (``BagOfWordsEncoder``; Kurach et al. 2017, §4). Equal to the
+    sum) and L2 normalisation (``BagOfWordsEncoder``; Kurach et al. 2017, §3). Equal to the
     Keras layers up to float32 summation order.
 
     Args:

@@ -1,4 +1,4 @@
-"""Convolutional sentence encoder of Kim (2014) (VETE-CNN, Kurach et al. 2017, §4)."""
+"""Convolutional sentence encoder of Kim (2014) (VETE-CNN, Kurach et al. 2017, §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stacked recurrent sentence encoder (VETE-RNN, Kurach et al. 2017, §4 and Table 3)."""
+"""Stacked recurrent sentence encoder (VETE-RNN, Kurach et al. 2017, §3; Table 3, §5.1)."""
 
 from __future__ import annotations
 

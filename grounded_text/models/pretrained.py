@@ -1,10 +1,17 @@
 """Grounding a pretrained sentence encoder (Bordes et al. 2019 §3 ground SkipThought; here a
 modern keras-hub transformer such as all-MiniLM-L6-v2, loaded from a local preset folder).
 
-Text space u = F_t(s): the pretrained tower (mean pooling over the padding mask, L2) —
-this is what is exported. Grounded space g(u): a projection (2-layer MLP or identity)
-where the grounding loss α_C L_C + α_P L_P acts over batches with several captions per
-image (grouped sampler), against the images' CNN features (identity image tower).
+Text space u = F_t(s): the pretrained tower (mean pooling over the padding mask, L2).
+Grounded space g(u): a projection (2-layer MLP or identity) where the grounding loss
+α_C L_C + α_P L_P acts over batches with several captions per image (grouped sampler),
+against the images' CNN features (identity image tower).
+
+Both spaces are kept, as for Bordes et al.'s model (``grounded_text.models.bordes``):
+``GroundedModel.spaces`` holds u and g(u) (L2-normalised), which the trainer exports to
+``export_textual/`` and ``export_grounded/``; ask for the grounded space by loading
+``export_grounded/``. The main text tower (``export/``) is u, the fine-tuned transformer
+(the ``grounded_pretrained`` record's choice: the space the pretrained encoder is used
+in).
 
 Optional anchor (beyond the paper): ``anchor_weight`` λ_A > 0 adds
 λ_A · mean_i (1 − cos(u_i, u⁰_i)), u⁰ the frozen original encoder's embedding of the same
@@ -59,8 +66,12 @@ def build_grounded_pretrained(model: ModelConfig, text: TextConfig, vocabulary, 
     ``grounded_pretrained`` record gives them): ``preset`` (required from the user: a local
     keras-hub or Hugging Face-format folder), ``sequence_length``, ``trainable_backbone``,
     ``projection`` "mlp" | "identity", ``grounded_hidden``, ``grounded_dim``,
-    ``anchor_weight`` (see module docstring). The exported text tower is F_t (string[B] →
-    float32[B, hidden]); ``ModelConfig.embedding_dim`` is not used.
+    ``anchor_weight`` (see module docstring). ``ModelConfig.embedding_dim`` is not used.
+
+    Spaces (``GroundedModel.spaces``, string[B] → float32[B, ·], L2-normalised rows):
+    ``"textual"``: u = F_t(s), float32[B, hidden] (also ``GroundedModel.text_tower``, what
+    ``export/`` holds); ``"grounded"``: g(u), float32[B, grounded_dim] (hidden with
+    ``projection="identity"``), exported to ``export_grounded/``.
 
     Raises:
       ValueError: no ``preset`` given; a missing or unknown encoder or loss parameter.
@@ -72,7 +83,7 @@ def build_grounded_pretrained(model: ModelConfig, text: TextConfig, vocabulary, 
     seq_len = int(p["sequence_length"])
     text_tower = build_pretrained_text_tower(p["preset"], seq_len, bool(p["trainable_backbone"]))
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
-    u = text_tower(sentences)
+    u = u_plain = text_tower(sentences)
     if float(p["anchor_weight"]) > 0:
         original = build_pretrained_text_tower(p["preset"], seq_len, trainable_backbone=False,
                                                name="original_text_tower")
@@ -80,6 +91,11 @@ def build_grounded_pretrained(model: ModelConfig, text: TextConfig, vocabulary, 
     g = GroundedProjection(p["projection"], int(p["grounded_hidden"]), int(p["grounded_dim"]),
                            name="grounded_projection")
     grounded_tower = keras.Model(sentences, g(u), name="grounded_text_tower")
+    # The exported grounded space: g(u) without the anchor's loss (the anchor passes u
+    # through unchanged), L2-normalised like every export, float32 under mixed precision.
+    grounded_space = keras.Model(
+        sentences, keras.layers.UnitNormalization(dtype="float32", name="grounded_l2")(g(u_plain)),
+        name="grounded_space")
     loss = family_loss(model, "grounding", GROUNDING_KEYS, seed)
     gm = assemble(grounded_tower, build_identity_image_tower(feature_dim), loss)
-    return dataclasses.replace(gm, text_tower=text_tower)
+    return dataclasses.replace(gm, text_tower=text_tower, spaces={"textual": text_tower, "grounded": grounded_space})

@@ -3,7 +3,7 @@
 All three share VETE's image branch (an affine map W: R^d → R^N of pretrained CNN
 features, §3) and its Pearson correlation loss (§3); the loss ablation of §5.2 is
 ``ModelConfig.loss`` = ``"covariance"``, ``"skt"`` (``loss_params={"alpha": …}``)
-or ``"rank"`` (``{"margin": …}``). Text towers (§4, Table 3):
+or ``"rank"`` (``{"margin": …}``). Text towers (§3; Table 3, §5.1):
 
 * VETE-BOW: mean (or sum) of word embeddings, L2-normalised;
 * VETE-RNN: an RNN (LSTM, Table 1) over word embeddings, last state, L2-normalised;
@@ -75,7 +75,7 @@ def _vete_loss(model: ModelConfig, seed: int):
 def build_vete_bow(
     model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0, **_
 ) -> GroundedModel:
-    """VETE-BOW (Kurach et al. 2017, §4, Table 3) with the Pearson loss (§3).
+    """VETE-BOW (Kurach et al. 2017, §3; Table 3, §5.1) with the Pearson loss (§3).
 
     BOW-mean or BOW-sum (``ModelConfig.pooling``) of word embeddings, L2-normalised;
     affine image branch; ``ModelConfig.loss`` (the record's: Pearson correlation over B
@@ -94,7 +94,7 @@ def build_vete_bow(
 
 def build_vete_rnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                    **_) -> GroundedModel:
-    """VETE-RNN (Kurach et al. 2017, §4, Tables 1 and 3) with the Pearson loss (§3).
+    """VETE-RNN (Kurach et al. 2017, §3; Tables 1 and 3) with the Pearson loss (§3).
 
     An RNN over word embeddings, its final (or pooled) state as the sentence vector,
     L2-normalised; affine image branch. Encoder keys (``ModelConfig.encoder``):
@@ -113,7 +113,7 @@ def build_vete_rnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim
 
 def build_vete_cnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                    **_) -> GroundedModel:
-    """VETE-CNN (Kurach et al. 2017, §4) = Kim (2014) CNN, with the Pearson loss (§3).
+    """VETE-CNN (Kurach et al. 2017, §3) = Kim (2014) CNN, with the Pearson loss (§3).
 
     Convolutions over word embeddings, ReLU, max-over-time, dropout, then a fully
     connected layer to N, L2-normalised; affine image branch. Encoder keys:

@@ -474,7 +474,7 @@ _SPECS = {
          "$\\mathbf{T}_{1024}$": "BookCorpus (SkipThought, §4.1)", "Т": "BookCorpus (SkipThought, §4.1)"},
         _BORDES_FEATURES,
         {"MR": "transfer/MR", "CR": "transfer/CR", "SUBJ": "transfer/SUBJ", "MPQA": "transfer/MPQA",
-         "MRPC (acc)": "transfer/MRPC", "MRPC (F1)": "transfer/MRPC", "SST": "transfer/SST2",
+         "MRPC (acc)": "transfer/MRPC", "MRPC (F1)": "transfer/MRPC/f1", "SST": "transfer/SST2",
          "SICK": "transfer/SICKEntailment"},
         "SentEval logistic regression (§4.3). '*': significantly differs from the best scenario. Row 'Т' "
         "(printed with a Cyrillic letter) is T; SNLI has no training set in our data."), _B3),
