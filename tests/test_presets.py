@@ -303,7 +303,11 @@ def _observed(name: str, gm) -> dict:
                     "model.encoder.bidirectional": isinstance(bi, keras.layers.Bidirectional),
                     "model.encoder.pooling": enc.pooling,
                     "model.encoder.attention_units": enc.attention.hidden.units,
-                    "model.encoder.max_chars": _one(gm, "CharacterPreprocessor").max_chars})
+                    "model.encoder.max_chars": _one(gm, "CharacterPreprocessor").max_chars,
+                    "model.encoder.attention_heads": len(enc.heads),
+                    "model.encoder.attention_include_padding": enc.attention.include_padding,
+                    "model.encoder.attention_diversity_margin": enc.attention_diversity_margin,
+                    "model.encoder.char_embedding_init": enc.char_embedding_init})
     return out
 
 

@@ -131,6 +131,19 @@ ENCODER_PARAMS: dict[str, dict[str, Param]] = {
         "attention_units": Param(int, 128, minimum=1, source=f"{_CHAR}:CharacterEncoder.attention_units"),
         "max_chars": Param(int, None, nullable=True, minimum=1, source=f"{_CHAR}:CharacterPreprocessor.max_chars",
                            note="None: no truncation"),
+        # The options that mirror the authors' code (DannyMerkx/caption2image at 8a4dc2c; off by default).
+        "attention_heads": Param(int, 1, minimum=1, source=f"{_CHAR}:CharacterEncoder.attention_heads",
+                                 note="multi_attention, PyTorch/functions/costum_layers.py:71-85 (their "
+                                      "flickr_char/char_net.py:50 trains 2); N = units × directions × heads"),
+        "attention_include_padding": Param(bool, False, source=f"{_CHAR}:CharacterEncoder.attention_include_padding",
+                                           note="true: their unmasked attention softmax, costum_layers.py:95,98"),
+        "attention_diversity_margin": Param(float, None, nullable=True, above=0.0,
+                                            source=f"{_CHAR}:CharacterEncoder.attention_diversity_margin",
+                                            note="None: no diversity loss; 1.0: their attention_loss, "
+                                                 "costum_loss.py:72-94, added by flickr_char/char_net.py:117"),
+        "char_embedding_init": Param(str, "uniform", choices=("uniform", "normal"),
+                                     source=f"{_CHAR}:CHAR_EMBEDDING_INITS",
+                                     note="normal: N(0, 1), their nn.Embedding default, encoders.py:21-23"),
     },
     "grounded_pretrained": {
         "preset": Param(str, REQUIRED, nullable=True,
@@ -169,8 +182,8 @@ def _seed(cls: str) -> Param:
     return Param(int, None, nullable=True, minimum=0, source=f"{cls}.seed", note="None: the run's seed")
 
 
-def _reduction(cls: str, default: str) -> Param:
-    return Param(str, default, choices=("sum", "mean"), source=f"{cls}.reduction")
+def _reduction(cls: str, default: str, choices: tuple = ("sum", "mean"), note: str = "") -> Param:
+    return Param(str, default, choices=choices, source=f"{cls}.reduction", note=note)
 
 
 def _margin(cls: str, default: float) -> Param:
@@ -192,7 +205,10 @@ LOSS_PARAMS: dict[str, dict[str, Param]] = {
         "negatives": Param(str, "all", choices=("all", "hardest", "semi_hard", "hard"),
                            source="grounded_text.losses.ranking:NEGATIVES"),
         "k": Param(int, 1, minimum=1, source=f"{_RANK}.k", note="with negatives = hardest"),
-        "reduction": _reduction(_RANK, "sum"),
+        # "mean_matrix": the hinge averaged over the B × B cost matrix, cost.mean() of the authors' code of
+        # Merkx & Frank (DannyMerkx/caption2image 8a4dc2c, PyTorch/functions/costum_loss.py:39).
+        "reduction": _reduction(_RANK, "sum", ("sum", "mean", "mean_matrix"),
+                                note="mean_matrix: ÷ B², their costum_loss.py:39"),
     },
     "cluster": {"margin": _margin(f"{_GROUND}:ClusterLoss", 0.5),
                 "reduction": _reduction(f"{_GROUND}:ClusterLoss", "mean")},

@@ -63,6 +63,10 @@ SELECT_ON = ("avg2016", "val_loss", "dev_retrieval", "last", "sick_val")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISION = ("mixed_float16", "mixed_bfloat16", "auto")
 POOLINGS = ("mean", "sum")
+#: Sentence-final full stops (``grounded_text.data.sentence_end``): none, the authors' code of
+#: Merkx & Frank for training captions (caption2image 8a4dc2c, preprocessing/text_features.py:28-29)
+#: and for SentEval sentences (SentEval/evaluate_char.py:58-60, on whitespace tokens).
+SENTENCE_ENDS = ("none", "space_period", "space_period_tokens")
 
 SECTIONS = ("data", "text", "model", "train")
 
@@ -147,6 +151,13 @@ class TextConfig:
         ``None`` = the preset's choice (Merkx & Frank keep case, §3.2.1).
       boundary_tokens: ``<s>``/``</s>`` around each caption.
       max_tokens: truncate captions to this many tokens (``None`` or 0: no limit).
+      sentence_end: the full stop at the end of each training and dev caption
+        (``grounded_text.data.sentence_end``): ``"none"`` (as they are, the default),
+        ``"space_period"`` (``" ."`` appended to a caption not ending in ``.``, as the
+        authors' code of Merkx & Frank prepares its captions: DannyMerkx/caption2image
+        8a4dc2c, ``preprocessing/text_features.py:28-29``) or ``"space_period_tokens"``
+        (their SentEval rule, ``SentEval/evaluate_char.py:58-60``). Recorded with the run;
+        the evaluate command applies it to the sentences it scores unless told otherwise.
       The vocabulary fields are package-wide, not per preset.
     """
 
@@ -158,6 +169,10 @@ class TextConfig:
                                          "(default: the preset's choice)")
     boundary_tokens: bool = _field(True, negative="--no-boundary-tokens", help="no <s> </s> boundary tokens")
     max_tokens: int | None = _field(None, flag="--max-tokens", parse="none_or_int")
+    sentence_end: str = _field("none", flag="--sentence-end", choices=SENTENCE_ENDS,
+                               help="full stop of the training captions: none, space_period (' .' unless the "
+                                    "caption ends in '.', as caption2image's text_features.py:28-29) or "
+                                    "space_period_tokens (its SentEval rule, evaluate_char.py:58-60)")
 
 
 @dataclasses.dataclass
@@ -239,6 +254,14 @@ class TrainConfig:
       ensemble_size: export the ensemble of this many best snapshots (by
         ``select_on``); ``None`` = the preset's choice (all snapshots where the
         record does not say).
+      clip_norm_text, clip_norm_image: clip the gradient norm of each tower separately (the
+        norm over all of that tower's trainable weights), ``g ← g · c / (‖g‖ + 1e-6)`` where
+        that factor is below 1, before the optimizer step; ``None`` (the default): no
+        clipping. The authors' code of Merkx & Frank clips the caption tower at 0.05 and the
+        image tower at 0.0025 (DannyMerkx/caption2image 8a4dc2c, ``flickr_char/char_net.py:43``
+        and ``:124-125``, ``PyTorch/functions/trainer.py:123-125``, PyTorch's
+        ``clip_grad_norm``). Weights outside both towers (a loss layer's) are not clipped;
+        under several replicas each replica's gradient is clipped before they are summed.
     """
 
     epochs: int | None = _field(None, flag="--epochs", parse="positive_int", help="default: the preset's")
@@ -267,6 +290,10 @@ class TrainConfig:
                                       help="train steps per tf.function call (Keras compile)")
     ensemble_size: int | None = _field(None, flag="--ensemble-size", parse="positive_int",
                                        help="export the ensemble of this many best snapshots (default: the preset's)")
+    clip_norm_text: float | None = _field(None, flag="--clip-norm-text", parse="positive_float",
+                                          help="clip the text tower's gradient norm to this (caption2image: 0.05)")
+    clip_norm_image: float | None = _field(None, flag="--clip-norm-image", parse="positive_float",
+                                           help="clip the image tower's gradient norm to this (caption2image: 0.0025)")
 
 
 @dataclasses.dataclass

@@ -92,6 +92,53 @@ def cached(encoder: Encoder) -> EmbeddingCache:
     return encoder if isinstance(encoder, EmbeddingCache) else EmbeddingCache(encoder)
 
 
+class SentenceEndEncoder:
+    """A text encoder that first applies a sentence-end rule (``grounded_text.data.sentence_end``:
+    ``"space_period"``, ``"space_period_tokens"``) to every sentence it is given, so that STS,
+    SICK, STS-B, transfer and retrieval sentences end as the authors' code of Merkx & Frank
+    writes them. Other attributes are the wrapped encoder's.
+
+    Args:
+      encoder: strings → float [n, N] (a ``TextEncoder``, a tower encoder, any ``Encoder``).
+      rule: one of ``grounded_text.config.schema.SENTENCE_ENDS``.
+    """
+
+    def __init__(self, encoder: Encoder, rule: str):
+        from grounded_text.data.sentence_end import check_sentence_end
+
+        self.encoder = encoder
+        self.sentence_end = check_sentence_end(rule)
+
+    def _apply(self, sentences):
+        from grounded_text.data.sentence_end import add_sentence_end, apply_sentence_end
+
+        if isinstance(sentences, (str, bytes)):
+            return add_sentence_end(sentences, self.sentence_end)
+        return apply_sentence_end(list(sentences), self.sentence_end)
+
+    def __call__(self, sentences, **kwargs):
+        return self.encoder(self._apply(sentences), **kwargs)
+
+    def encode(self, sentences, **kwargs):
+        return getattr(self.encoder, "encode", self.encoder)(self._apply(sentences), **kwargs)
+
+    def __getattr__(self, name):
+        if name == "encoder":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.encoder, name)
+
+
+def with_sentence_end(encoder: Encoder, rule: str | None) -> Encoder:
+    """``encoder`` itself for ``None`` or ``"none"``, else a ``SentenceEndEncoder``.
+
+    Raises:
+      ValueError: an unknown rule.
+    """
+    if rule is None or rule == "none":
+        return encoder
+    return SentenceEndEncoder(encoder, rule)
+
+
 def tower_encoder(text_tower, batch_size: int = 1024) -> Encoder:
     """An in-memory Keras text tower (string[B] → float[B, N]) as a NumPy ``Encoder``.
 

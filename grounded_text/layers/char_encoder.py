@@ -19,6 +19,10 @@ from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
 
 # "attention" is Merkx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
 POOLINGS = ("attention", "scalar_attention", "max", "mean")
+#: Character embedding initialisers: "uniform" is Keras' ``Embedding`` default, U(-0.05, 0.05);
+#: "normal" is PyTorch's ``nn.Embedding`` default, N(0, 1), which the authors' code of Merkx &
+#: Frank uses (DannyMerkx/caption2image 8a4dc2c, ``PyTorch/functions/encoders.py:21-23``).
+CHAR_EMBEDDING_INITS = ("uniform", "normal")
 
 
 def attention_diversity_loss(kernels, first_alphas, embedding, margin: float = 1.0):
@@ -186,6 +190,10 @@ class CharacterEncoder(keras.layers.Layer):
         ``attention_loss`` with this margin (``attention_diversity_loss``; their
         ``costum_loss.py:72``, margin 1, added by ``flickr_char/char_net.py:117``). Default
         ``None``: no such loss.
+      char_embedding_init: ``"uniform"`` (default: Keras' ``Embedding`` default,
+        U(-0.05, 0.05)) or ``"normal"``: N(0, 1), PyTorch's ``nn.Embedding`` default, as the
+        authors' code initialises its character embeddings (``encoders.py:21-23``). Their
+        padding row is zero; ours is never read (id 0 is masked), so it is drawn like the others.
 
     Call args:
       ids: int [B, T] character ids, 0 = padding.
@@ -201,7 +209,7 @@ class CharacterEncoder(keras.layers.Layer):
                  cell: str = "gru", bidirectional: bool = True, pooling: str = "attention",
                  attention_units: int = 128, normalize: bool = True, attention_heads: int = 1,
                  attention_include_padding: bool = False, attention_diversity_margin: float | None = None,
-                 **kwargs):
+                 char_embedding_init: str = "uniform", **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"CharacterEncoder: cell must be one of {sorted(CELLS)}, got {cell!r}.")
@@ -213,11 +221,17 @@ class CharacterEncoder(keras.layers.Layer):
             raise ValueError("CharacterEncoder: sizes must be >= 1.")
         if int(attention_heads) > 1 and pooling not in ("attention", "scalar_attention"):
             raise ValueError(f"CharacterEncoder: attention_heads > 1 needs an attention pooling, got {pooling!r}.")
+        if char_embedding_init not in CHAR_EMBEDDING_INITS:
+            raise ValueError(f"CharacterEncoder: char_embedding_init must be one of {CHAR_EMBEDDING_INITS}, "
+                             f"got {char_embedding_init!r}.")
         self.vocabulary_size, self.char_dim, self.units = int(vocabulary_size), int(char_dim), int(units)
         self.num_layers, self.cell, self.bidirectional = int(num_layers), cell, bool(bidirectional)
         self.pooling, self.attention_units, self.normalize = pooling, int(attention_units), bool(normalize)
+        self.char_embedding_init = char_embedding_init
+        initializer = "uniform" if char_embedding_init == "uniform" else \
+            keras.initializers.RandomNormal(mean=0.0, stddev=1.0)
         self.embedding = keras.layers.Embedding(self.vocabulary_size, self.char_dim, dtype=self.dtype_policy,
-                                                name="char_embedding")
+                                                embeddings_initializer=initializer, name="char_embedding")
         self.rnns = []
         for i in range(self.num_layers):
             rnn = CELLS[cell](self.units, return_sequences=True, dtype=self.dtype_policy, name=f"{cell}_{i}")
@@ -285,8 +299,14 @@ class CharacterEncoder(keras.layers.Layer):
 
     def diversity_loss(self, h, mask, embedding):
         """``attention_diversity_loss`` of the heads for states ``h`` [B, T, H], ``mask``
-        [B, T] and the output ``embedding`` [B, N] (the first sentence's attention weights)."""
-        first_alphas = [head.weights_of(h[:1], mask[:1])[0] for head in self.heads]
+        [B, T] and the output ``embedding`` [B, N], with the attention weights of the batch's
+        longest sentence (the first of the longest on ties). Their ``costum_loss.py:88`` reads
+        the batch's first sentence, which is the longest because their trainer sorts each batch
+        by length, longest first (``trainer.py:164-166``); our batches are not sorted."""
+        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+        longest = tf.where(tf.equal(lengths, tf.reduce_max(lengths)))[:1, 0]
+        h, mask = tf.gather(h, longest), tf.gather(mask, longest)
+        first_alphas = [head.weights_of(h, mask)[0] for head in self.heads]
         kernels = [head.hidden.kernel for head in self.heads]
         return attention_diversity_loss(kernels, first_alphas, embedding, self.attention_diversity_margin or 0.0)
 
@@ -299,5 +319,6 @@ class CharacterEncoder(keras.layers.Layer):
                       num_layers=self.num_layers, cell=self.cell, bidirectional=self.bidirectional,
                       pooling=self.pooling, attention_units=self.attention_units, normalize=self.normalize,
                       attention_heads=self.attention_heads, attention_include_padding=self.attention_include_padding,
-                      attention_diversity_margin=self.attention_diversity_margin)
+                      attention_diversity_margin=self.attention_diversity_margin,
+                      char_embedding_init=self.char_embedding_init)
         return config

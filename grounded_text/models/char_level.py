@@ -22,7 +22,8 @@ from grounded_text.layers.char_encoder import CharacterEncoder
 from grounded_text.models.components import TRIPLET_KEYS, character_preprocessor, family_loss, require_params
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
-CHAR_KEYS = ("char_dim", "units", "num_layers", "cell", "bidirectional", "pooling", "attention_units", "max_chars")
+CHAR_KEYS = ("char_dim", "units", "num_layers", "cell", "bidirectional", "pooling", "attention_units", "max_chars",
+             "attention_heads", "attention_include_padding", "attention_diversity_margin", "char_embedding_init")
 
 
 def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
@@ -41,29 +42,44 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
     ``num_layers``, ``cell`` ("gru" or "lstm"), ``bidirectional``, ``pooling``
     ("attention" = the paper's vector attention, "scalar_attention", "max", "mean"),
     ``attention_units``, ``max_chars`` (None: no
-    truncation). Loss parameters of ``"triplet"``: ``margin``, ``direction_weight``,
-    ``negatives`` (and ``k`` with the hardest negatives).
+    truncation); and the options that mirror the authors' code (DannyMerkx/caption2image,
+    ``NLE2019`` code at 8a4dc2c; docs/caption2image_differences.md), each off by default:
+    ``attention_heads`` (``multi_attention``, ``PyTorch/functions/costum_layers.py:71-85``;
+    their ``flickr_char/char_net.py:50`` trains 2 heads; N = units × directions × heads and
+    the image branch widens with it, ``char_net.py:52``), ``attention_include_padding`` (their
+    unmasked softmax, ``costum_layers.py:95,98``), ``attention_diversity_margin`` (their
+    ``attention_loss``, ``costum_loss.py:72-94``, added to the hinge by ``char_net.py:117`` /
+    ``trainer.py:116-117``; it reaches the training loss through the encoder's ``add_loss``)
+    and ``char_embedding_init`` (``"normal"``: N(0, 1), PyTorch's ``nn.Embedding`` default,
+    ``encoders.py:21-23``). Loss parameters of ``"triplet"``: ``margin``,
+    ``direction_weight``, ``negatives`` (and ``k`` with the hardest negatives), ``reduction``
+    (``"mean_matrix"``: their ``cost.mean()``, ``costum_loss.py:39``).
 
     Raises:
       ValueError: no ``train_captions``; a missing or unknown encoder or loss parameter;
-        N unset or different from units × directions.
+        N unset or different from units × directions × attention heads.
     """
     p = require_params(model, model.encoder, CHAR_KEYS, "encoder")
     directions = 2 if p["bidirectional"] else 1
+    heads = int(p["attention_heads"])
     units, n = p["units"], model.embedding_dim
     if units is None:
-        if n is None or n % directions:
+        if n is None or n % (directions * heads):
             raise ValueError(f"{model.name}: embedding_dim {n} must be set and divisible by {directions} "
-                             f"(directions), or set encoder units.")
-        units = n // directions
-    if n is not None and int(units) * directions != n:
-        raise ValueError(f"{model.name}: embedding_dim {n} must equal units × directions = "
-                         f"{int(units)} × {directions} (the sentence vector is the concatenated states).")
+                             f"(directions) × {heads} (attention heads), or set encoder units.")
+        units = n // (directions * heads)
+    if n is not None and int(units) * directions * heads != n:
+        raise ValueError(f"{model.name}: embedding_dim {n} must equal units × directions × attention heads = "
+                         f"{int(units)} × {directions} × {heads} (the sentence vector is the concatenated "
+                         f"states, once per attention head).")
     preprocessor = character_preprocessor(text, train_captions, p["max_chars"])
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
     encoder = CharacterEncoder(preprocessor.vocabulary_size, char_dim=p["char_dim"], units=int(units),
                                num_layers=p["num_layers"], cell=p["cell"], bidirectional=p["bidirectional"],
-                               pooling=p["pooling"], attention_units=p["attention_units"], name="char_encoder")
+                               pooling=p["pooling"], attention_units=p["attention_units"], attention_heads=heads,
+                               attention_include_padding=p["attention_include_padding"],
+                               attention_diversity_margin=p["attention_diversity_margin"],
+                               char_embedding_init=p["char_embedding_init"], name="char_encoder")
     text_tower = keras.Model(sentences, encoder(preprocessor(sentences)), name="text_tower")
     features = keras.Input(shape=(feature_dim,), dtype="float32", name="image_features")
     image_tower = keras.Model(features, LinearImageEncoder(encoder.output_dim, normalize=True,

@@ -322,7 +322,8 @@ _PRESETS = [
                       "loss_params": {"margin": 0.2, "direction_weight": 1.0, "negatives": "all"},
                       "encoder": {"char_dim": 20, "units": 1024, "num_layers": 1, "cell": "gru",
                                   "bidirectional": True, "pooling": "attention", "attention_units": 128,
-                                  "max_chars": None}},
+                                  "max_chars": None, "attention_heads": 1, "attention_include_padding": False,
+                                  "attention_diversity_margin": None, "char_embedding_init": "uniform"}},
             "train": {"epochs": 32, "learning_rate": 1e-3, "lr_min": 1e-6, "schedule": "cyclic_cosine",
                       "cycle_epochs": 4, "snapshots": True, "ensemble_size": 2, "select_on": "dev_retrieval"},
         },
@@ -340,6 +341,9 @@ _PRESETS = [
             "model.encoder.num_layers": "§3.3: a single-layer bidirectional RNN",
             "model.encoder.pooling": "§3.1.2: vector self-attention over the GRU states",
             "model.encoder.attention_units": "§3.3: the attention layer has 128 hidden units",
+            "model.encoder.attention_heads": "§3.1.2: one self-attention layer, a 2n-dimensional sentence vector "
+                                             "(the authors' code trains 2 heads, flickr_char/char_net.py:50 at "
+                                             "caption2image 8a4dc2c)",
             "train.learning_rate": "§3.3: cyclic learning rate, maximum 1e-3 (Adam)",
             "train.lr_min": "§3.3: cyclic learning rate, minimum 1e-6",
             "train.schedule": "§3.3: cyclic cosine learning rate, min → max → min each cycle",
@@ -356,6 +360,13 @@ _PRESETS = [
             "data.sampler": "ours: shuffled pairs",
             "data.bucket_by_length": "our speed choice: batches of captions of similar length (less padding)",
             "model.encoder.max_chars": "ours: no truncation",
+            "model.encoder.attention_include_padding": "ours: the softmax over the caption's characters only "
+                                                       "(the authors' code: over the zero-padded batch, "
+                                                       "costum_layers.py:95,98 at caption2image 8a4dc2c)",
+            "model.encoder.attention_diversity_margin": "ours: none, one head (the authors' code adds its "
+                                                        "attention_loss with 2 heads, costum_loss.py:72-94)",
+            "model.encoder.char_embedding_init": "not stated; ours: Keras' U(-0.05, 0.05) (the authors' code: "
+                                                 "N(0, 1), nn.Embedding's default, encoders.py:21-23)",
         },
         notes="Image branch: a linear map of the CNN features to the text width, L2-normalised (§3.1.1). "
               "The exported text tower is the snapshot ensemble.",

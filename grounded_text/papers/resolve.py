@@ -232,12 +232,31 @@ def _check(config: ExperimentConfig) -> None:
         if data.sampler != "grouped" or data.one_caption_per_image:
             raise ValueError(f"Loss {model.loss!r} needs several captions per image in a batch: use "
                              f"sampler='grouped' and all captions (not one_caption_per_image).")
+    _check_char_encoder(model)
     if data.sampler == "grouped":
         if data.one_caption_per_image:
             raise ValueError("sampler='grouped' needs all captions (one_caption_per_image=False).")
         if data.captions_per_image < 2 or data.batch_size % data.captions_per_image:
             raise ValueError(f"grouped sampler: captions_per_image ({data.captions_per_image}) must be >= 2 and "
                              f"divide batch_size ({data.batch_size}).")
+
+
+def _check_char_encoder(model: ModelConfig) -> None:
+    """The character model's combinations (its builder checks them again, after TensorFlow
+    loads): several attention heads need an attention pooling, and N = units × directions ×
+    heads (the heads' outputs are concatenated, as ``multi_attention`` of the authors' code)."""
+    if get_preset(model.name).builder != "char_gru_attention":
+        return
+    enc = model.encoder
+    heads = int(enc.get("attention_heads") or 1)
+    if heads > 1 and enc.get("pooling") not in ("attention", "scalar_attention"):
+        raise ValueError(f"model.encoder.attention_heads = {heads} needs an attention pooling "
+                         f"(pooling = 'attention' or 'scalar_attention'), got pooling = {enc.get('pooling')!r}.")
+    directions = 2 if enc.get("bidirectional") else 1
+    if enc.get("units") is not None and model.embedding_dim is not None \
+            and int(enc["units"]) * directions * heads != int(model.embedding_dim):
+        raise ValueError(f"model.embedding_dim = {model.embedding_dim} must equal units × directions × "
+                         f"attention heads = {enc['units']} × {directions} × {heads} (or set units = none).")
 
 
 def _mark(config: ExperimentConfig) -> ExperimentConfig:

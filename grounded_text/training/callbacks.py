@@ -7,7 +7,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from grounded_text.evaluation.encoders import image_tower_encoder, tower_encoder
+from grounded_text.evaluation.encoders import image_tower_encoder, tower_encoder, with_sentence_end
 from grounded_text.evaluation.sts import score_sts_year
 
 
@@ -29,14 +29,17 @@ class STSValidation(keras.callbacks.Callback):
       year_dir: an ``STS1x-en-test`` folder (VETE tunes on STS 2016).
       metric_name: log key, default ``"val_avg2016"``.
       batch_size: sentences per forward pass.
+      sentence_end: the sentences' full stop (``grounded_text.data.sentence_end``; the run's
+        ``TextConfig.sentence_end``), default ``"none"``.
     """
 
-    def __init__(self, text_tower, year_dir: str | Path, metric_name: str = "val_avg2016", batch_size: int = 1024):
+    def __init__(self, text_tower, year_dir: str | Path, metric_name: str = "val_avg2016", batch_size: int = 1024,
+                 sentence_end: str = "none"):
         super().__init__()
         self.text_tower = text_tower
         self.year_dir = Path(year_dir)
         self.metric_name = metric_name
-        self.encoder = tower_encoder(text_tower, batch_size)
+        self.encoder = with_sentence_end(tower_encoder(text_tower, batch_size), sentence_end)
         self.history: list[dict] = []
 
     def on_epoch_end(self, epoch, logs=None):
@@ -65,13 +68,15 @@ class SICKValidation(keras.callbacks.Callback):
       sts_dir: the STS root holding ``SICK/SICK_trial.txt``.
       metric_name: log key, default ``"val_sick"``.
       batch_size: sentences per forward pass.
+      sentence_end: the sentences' full stop (as ``STSValidation``).
 
     Raises:
       FileNotFoundError: no ``SICK/SICK_trial.txt`` under ``sts_dir``.
       ValueError: a malformed file (``grounded_text.data.sts.read_sick``).
     """
 
-    def __init__(self, text_tower, sts_dir: str | Path, metric_name: str = "val_sick", batch_size: int = 1024):
+    def __init__(self, text_tower, sts_dir: str | Path, metric_name: str = "val_sick", batch_size: int = 1024,
+                 sentence_end: str = "none"):
         super().__init__()
         from grounded_text.data.sts import read_sick, sick_path
 
@@ -81,7 +86,7 @@ class SICKValidation(keras.callbacks.Callback):
                                     "release) for select_on='sick_val'.")
         self.pairs = read_sick(sts_dir, "trial")
         self.metric_name = metric_name
-        self.encoder = tower_encoder(text_tower, batch_size)
+        self.encoder = with_sentence_end(tower_encoder(text_tower, batch_size), sentence_end)
         self.history: list[dict] = []
 
     def scores(self) -> dict:

@@ -267,18 +267,21 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     precision = apply_mixed_precision(config.train.mixed_precision)
     root = resolve_data_dir(data_dir)
     keras.utils.set_random_seed(config.train.seed)
-    flickr, train_pairs, dev_pairs, data_epoch, train_ds, dev_ds, steps = _data(config.data, root)
+    flickr, train_pairs, dev_pairs, data_epoch, train_ds, dev_ds, steps = _data(config.data, root,
+                                                                                 config.text.sentence_end)
     vocabulary, model = _model(config, flickr.store.dim, train_pairs, strategy, steps)
     return TrainingSetup(config, root, flickr, train_pairs, dev_pairs, train_ds, dev_ds, steps,
                          vocabulary, model, strategy, precision, data_epoch)
 
 
-def _data(data: DataConfig, root: Path):
+def _data(data: DataConfig, root: Path, sentence_end: str = "none"):
     """(flickr, train_pairs, dev_pairs, data_epoch, train_ds, dev_ds, steps_per_epoch): the
-    pairs (slices applied) and their pipelines, sharded across replicas by data."""
+    pairs (slices applied; ``TextConfig.sentence_end`` applied to their captions) and their
+    pipelines, sharded across replicas by data."""
     import tensorflow as tf
 
     from grounded_text.data.prepared import load_pairs
+    from grounded_text.data.sentence_end import with_sentence_end
     from grounded_text.training.distribute import shard_by_data
 
     flickr = load_pairs(data, root)  # flickr8k, a prepared folder or a TFDS export
@@ -292,6 +295,7 @@ def _data(data: DataConfig, root: Path):
         dev_pairs = dev_pairs.first_images(data.max_dev_images)
     if len(train_pairs) == 0:
         raise ValueError(f"No training pairs: {flickr.describe_split('train')}.")
+    train_pairs, dev_pairs = with_sentence_end(train_pairs, sentence_end), with_sentence_end(dev_pairs, sentence_end)
     if len(train_pairs) < data.batch_size:
         raise ValueError(f"Only {len(train_pairs)} training pairs for batch_size {data.batch_size}: "
                          f"{flickr.describe_split('train')}; lower --batch-size or use more images.")
@@ -360,12 +364,13 @@ def _model(config: ExperimentConfig, feature_dim: int, train_pairs, strategy, st
     with strategy.scope():
         model = build_model(config.model, config.text, vocabulary, feature_dim, seed=config.train.seed,
                             train_captions=train_pairs.captions.tolist())
-        compile_for_training(model.train_model, config.train, steps_per_epoch, steps_per_execution)
+        compile_for_training(model.train_model, config.train, steps_per_epoch, steps_per_execution,
+                             towers=(model.text_tower, model.image_tower))
     return vocabulary, model
 
 
 def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps_per_epoch: int,
-                         steps_per_execution: int | None = None) -> None:
+                         steps_per_execution: int | None = None, towers=(None, None)) -> None:
     """The one ``compile`` of the package: Adam under the config's learning-rate schedule.
 
     Every model that trains (the trainer's, and the benchmarks' variants of it) is compiled
@@ -377,11 +382,14 @@ def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps
       steps_per_epoch: optimizer steps per epoch (the cyclic schedules' period unit).
       steps_per_execution: overrides ``train_cfg.steps_per_execution`` (the trainer caps it
         at ``steps_per_epoch``).
+      towers: (text tower, image tower) whose gradient norms ``train_cfg.clip_norm_text`` /
+        ``clip_norm_image`` clip (``grounded_text.training.clipping``).
     """
-    import keras
+    from grounded_text.training.clipping import make_optimizer
 
     train_model.compile(
-        optimizer=keras.optimizers.Adam(_learning_rate(train_cfg, steps_per_epoch)),
+        optimizer=make_optimizer(_learning_rate(train_cfg, steps_per_epoch), train_cfg.clip_norm_text,
+                                 train_cfg.clip_norm_image, *towers),
         steps_per_execution=steps_per_execution or train_cfg.steps_per_execution,
     )
 
@@ -556,6 +564,7 @@ def _watch(run: Run) -> list:
     run.sts_dir = run.setup.root / "sts"
     years = sts_year_dirs(run.sts_dir) if run.sts_dir.is_dir() else {}
     run.select_on = select_on = config.train.select_on
+    sentence_end = config.text.sentence_end  # the STS sentences end as the training captions do
     callbacks: list = []
     train_captions = run.setup.train_pairs.captions.tolist()
     if model.refit is not None:
@@ -570,14 +579,15 @@ def _watch(run: Run) -> list:
         with run_dir.usage_errors():  # no SICK validation split: the CLI's "error: ..." (exit 2), before fit
             check_selection_data(config, run.setup.root)
             # In the STS scorer's slot: its per-epoch rows are kept across --resume and recorded.
-            sts = SICKValidation(model.text_tower, run.sts_dir, metric_name="val_sick")
+            sts = SICKValidation(model.text_tower, run.sts_dir, metric_name="val_sick", sentence_end=sentence_end)
         callbacks.append(sts)
     if select_on == "avg2016":
         if SELECTION_YEAR not in years:
             log.warning("No %s folder under %s: selecting on Flickr8k dev loss instead.", SELECTION_YEAR, run.sts_dir)
             run.select_on = select_on = "val_loss"
         else:
-            sts = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
+            sts = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016",
+                                sentence_end=sentence_end)
             callbacks.append(sts)
     if select_on == "dev_retrieval" or config.train.snapshots:
         from grounded_text.training.callbacks import DevRetrieval
@@ -586,12 +596,14 @@ def _watch(run: Run) -> list:
         callbacks.append(retrieval)
     if select_on == "dev_retrieval" and SELECTION_YEAR in years and sts is None:
         # Logged, not selected on: the semantic score's curve over training (Merkx & Frank, Fig. 4).
-        sts = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016")
+        sts = STSValidation(model.text_tower, years[SELECTION_YEAR], metric_name="val_avg2016",
+                            sentence_end=sentence_end)
         callbacks.append(sts)
     if select_on == "dev_retrieval" and CAPTION_LIKE_YEAR in years:
         # Logged beside it: STS 2012, whose MSRvid (video descriptions) is the subset closest to
         # captions, so the caption-like and the general semantic curves can be told apart.
-        callbacks.append(STSValidation(model.text_tower, years[CAPTION_LIKE_YEAR], metric_name="val_avg2012"))
+        callbacks.append(STSValidation(model.text_tower, years[CAPTION_LIKE_YEAR], metric_name="val_avg2012",
+                                       sentence_end=sentence_end))
     run.monitor, run.mode = MONITORS[select_on]
     run.cb = {"sts": sts, "retrieval": retrieval}
     return callbacks + _checkpoints(run)
@@ -799,11 +811,15 @@ def _evaluate(run: Run, metrics: dict, verbose) -> None:
     """Sets ``metrics["evaluation"]``: the STS report of ``export/`` and its headline figures
     (``timing_seconds.evaluate`` times that), and each space's headline (the space ``export/``
     holds is not scored twice); every export's model card is rewritten with its figures."""
+    from grounded_text.evaluation.encoders import with_sentence_end
     from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
     from grounded_text.serving.encoder import load
 
+    def encoder(path):  # the sentences end as the training captions do (TextConfig.sentence_end)
+        return with_sentence_end(load(path), run.config.text.sentence_end)
+
     t_eval = time.perf_counter()
-    report = evaluate_sts(load(run.export_dir), run.sts_dir)
+    report = evaluate_sts(encoder(run.export_dir), run.sts_dir)
     metrics["evaluation"] = evaluation = {"sts": report, "headline": headline_figures(report)}
     metrics["timing_seconds"]["evaluate"] = time.perf_counter() - t_eval
     write_card(run.export_dir, run.export_tower, run.config, evaluation["headline"])
@@ -817,7 +833,7 @@ def _evaluate(run: Run, metrics: dict, verbose) -> None:
     spaces = run.setup.model.spaces
     for name, space_dir in run.space_dirs.items():
         headline = evaluation["headline"] if spaces[name] is run.export_tower else \
-            headline_figures(evaluate_sts(load(space_dir), run.sts_dir))
+            headline_figures(evaluate_sts(encoder(space_dir), run.sts_dir))
         evaluation["spaces"][name] = headline
         write_card(space_dir, spaces[name], run.config, headline)
 
