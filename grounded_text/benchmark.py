@@ -33,6 +33,17 @@ batches of the Flickr8k train pipeline after ``--warmup`` steps; pairs/s, second
 step, the padding of the measured batches (mean padded vs true length in characters),
 the bucketed / unbucketed ratio, and whether the GRU layers can take the cuDNN kernel
 on a GPU (``grounded_text.benchmarks.cudnn``).
+
+``--floors`` instead reports each figure beside its floor measured in the same process
+(``grounded_text.benchmarks.floors``: the formula of the useful FLOPs is there)::
+
+    python -m grounded_text.benchmark --floors [--units 512 1024] [--steps 8] [--images 256] [--json out.json]
+
+the char model's train step in useful GFLOP/s against the machine's float32 GEMM rate
+(fused GRU and Keras' own loop), feature extraction against the bare network with the
+time of each stage, and the export against its tokeniser at batch 1, 32, 1024. A figure
+measured while the 1-minute load average exceeded the number of cores is printed as
+``provisional``.
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from grounded_text.benchmarks.floors import GEMM_SIZE as GEMM
 from grounded_text.benchmarks.throughput import machine_info, run_phase_subprocess
 from grounded_text.data.paths import resolve_data_dir
 
@@ -171,6 +183,76 @@ def run_char_speed(args) -> dict:
           f"{all(p['right_padded'] for p in pads)}; fully padded rows: {sum(p['fully_masked_rows'] for p in pads)}; "
           f"empty train captions: {report['runs'][0]['empty_train_captions']}")
     print(f"GPU (tf.config.list_physical_devices('GPU')): {report['runs'][0]['gpus'] or 'none'}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
+    return report
+
+
+def run_floors(args) -> dict:
+    """The ``--floors`` mode (see the module docstring)."""
+    root = resolve_data_dir(args.data_dir)
+    cores = os.cpu_count() or 1
+    report: dict = {"command": " ".join(["python -m grounded_text.benchmark"] + sys.argv[1:]),
+                    "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine_info(),
+                    "loadavg_start": list(os.getloadavg()), "cores": cores}
+    m = report["machine"]
+    print(f"machine: {m['device']}; {m['cpu_count']} CPU(s); TF {m['tensorflow']}; load {report['loadavg_start']}")
+
+    def tag(r):
+        return "PROVISIONAL (load above the core count)" if r["provisional"] else "final"
+
+    def load(r):
+        return f"load {r['loadavg']['before'][0]:.2f}→{r['loadavg']['after'][0]:.2f}"
+
+    report["char"] = []
+    for units in args.units:
+        r = run_phase_subprocess("char_floor", {"units": units, "steps": args.steps, "warmup": min(args.warmup, 2),
+                                                "batch_size": args.batch_size or 32, "data_dir": str(root)},
+                                 args.phase_timeout)
+        report["char"].append(r)
+        print(f"\n## char_gru_attention train step, n = {units}, batch {r['batch_size']}, bucketed "
+              f"({r['mean_true_length']:.1f} true / {r['mean_padded_length']:.1f} padded chars; "
+              f"{r['gflop_per_caption']:.3f} useful GFLOP per caption fwd+bwd)  [{load(r)}; {tag(r)}]")
+        print(f"GEMM float32 {GEMM}²: {r['gemm_gflops']['median']:.1f} GFLOP/s (median of {r['gemm_gflops']['n']})")
+        for k, v in r["variants"].items():
+            print(f"  {k:10s} {v['captions_per_second']:7.1f} captions/s  {v['useful_gflops']:6.1f} useful GFLOP/s  "
+                  f"= {v['fraction_of_gemm']:.2f} of GEMM")
+        if "fused_over_keras_loop" in r:
+            print(f"  fused / Keras loop: {r['fused_over_keras_loop']:.2f}×")
+    images_dir = root / "flickr8k" / "images"
+    if images_dir.is_dir() and not args.skip_features:
+        r = run_phase_subprocess("features_floor", {"images_dir": str(images_dir), "images": args.images,
+                                                    "batch_size": 32, "weights": "none"}, args.phase_timeout)
+        report["features"] = r
+        print(f"\n## Feature extraction ({r['cnn']}, weights {r['weights']}, {r['photos']} real photos, batch "
+              f"{r['batch_size']})  [{load(r)}; {tag(r)}]")
+        print(f"pipeline {r['pipeline_photos_per_second']:.1f} photos/s, bare network "
+              f"{r['bare_network_photos_per_second']:.1f} photos/s: {r['pipeline_over_bare']:.2f} of the network")
+        print("stage alone, ms/photo: " + ", ".join(f"{k} {1000 * v:.1f} ({100 * r['stage_share'][k]:.0f} %)"
+                                                    for k, v in r["stage_seconds_per_photo"].items()))
+    if not args.skip_export:
+        work = Path(tempfile.mkdtemp(prefix="grounded_text_floors_"))
+        sentences_file = work / "sentences.json"
+        sentences_file.write_text(json.dumps(benchmark_sentences(root / "sts")))
+        r = run_phase_subprocess("export_floor", {"work_dir": str(work), "sentences_file": str(sentences_file),
+                                                  "batch_sizes": list(args.batch_sizes), "repeats": args.repeats,
+                                                  "min_seconds": args.min_seconds, "data_dir": str(root)},
+                                 args.phase_timeout)
+        report["export"] = r
+        print(f"\n## Export ({r['model']}) vs its tokeniser, sentences/s  [{load(r)}; {tag(r)}]")
+        print("| batch | export | tokeniser | export / tokeniser (medians) | per-repeat ratio |\n|---:|---:|---:|---:|---:|")
+        for bs, v in r["sentences_per_second"].items():
+            per = r["export_over_tokenizer_per_repeat"][bs]
+            print(f"| {bs} | {_fmt(v)} | {_fmt(r['tokenizer_sentences_per_second'][bs])} | "
+                  f"**{r['export_over_tokenizer'][bs]:.2f}** | {_fmt(per, 2)} |")
+    report["loadavg_end"] = list(os.getloadavg())
+    figures = [*report["char"], *(x for x in (report.get("features"), report.get("export")) if x)]
+    report["provisional"] = any(f["provisional"] for f in figures) or max(report["loadavg_end"][0],
+                                                                           report["loadavg_start"][0]) > cores
+    print(f"\nload at end: {report['loadavg_end']}; figures "
+          f"{'PROVISIONAL: the load exceeded the ' + str(cores) + ' cores' if report['provisional'] else 'final'}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))
@@ -306,13 +388,23 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="--char-speed: GRU units per direction (paper: 512, 1024)")
     p.add_argument("--steps", type=int, default=30, help="--char-speed: timed train steps per configuration")
     p.add_argument("--warmup", type=int, default=3, help="--char-speed: untimed steps first (tracing)")
+    p.add_argument("--floors", action="store_true",
+                   help="each figure beside its floor in the same process (GEMM, bare network, tokeniser)")
+    p.add_argument("--images", type=int, default=256, help="--floors: real photos for the feature figures")
+    p.add_argument("--skip-features", action="store_true", help="--floors: no feature-extraction figures")
+    p.add_argument("--skip-export", action="store_true", help="--floors: no export figures")
     p.add_argument("--phase-timeout", type=float, default=3600.0, help="seconds per phase subprocess")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    run_char_speed(args) if args.char_speed else run(args)
+    if args.floors:
+        if args.steps == 30:  # --char-speed's default; the floors interleave 2 variants + GEMM per step
+            args.steps = 8
+        run_floors(args)
+    else:
+        run_char_speed(args) if args.char_speed else run(args)
     return 0
 
 

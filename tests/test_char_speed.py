@@ -116,3 +116,14 @@ def test_char_speed_table_and_ratios():
     assert ratios["512"]["mean_padded_length"] == pytest.approx(52 / 80)
     table = char_speed_table({"runs": runs, "ratios": ratios})
     assert table.count("\n") == 3 and "1.50×" in table and "37.5 %" in table
+
+
+def test_floor_flop_count_and_provisional_flag():
+    from grounded_text.benchmarks.floors import char_flops_per_character, char_step_useful_flops, provisional
+
+    # bi-GRU 2·2·3n(d + n) + vector attention 2·2n·a + 2·a·2n, per character, forward.
+    assert char_flops_per_character(512, 20, 128) == 2 * 2 * 3 * 512 * 532 + 4 * 1024 * 128
+    per_caption = 2 * 1280 * 1024 + 2 * 2 * 1024
+    assert char_step_useful_flops([3, 5], 512, 2, 1280) == pytest.approx(
+        3 * (8 * char_flops_per_character(512) + 2 * per_caption))
+    assert provisional([2.5, 1, 1], [1.0, 1, 1], cores=2) and not provisional([1.9, 9, 9], [2.0, 9, 9], cores=2)

@@ -504,6 +504,12 @@ PHASES = {"fit": _fit_phase, "encode": _encode_phase, "textvectorization": _text
           "char_speed": _char_speed_phase}
 
 
+def _floor_phases() -> dict:
+    from grounded_text.benchmarks.floors import PHASES as FLOORS
+
+    return FLOORS
+
+
 def run_phase_subprocess(phase: str, args: dict, timeout: float | None = None) -> dict:
     """Runs ``phase`` in a fresh interpreter; returns its JSON result plus the load average
     before/after and the wall seconds of the whole subprocess.
@@ -527,9 +533,10 @@ def run_phase_subprocess(phase: str, args: dict, timeout: float | None = None) -
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     phase, args = argv[0], json.loads(argv[1])
-    if phase not in PHASES:
-        raise SystemExit(f"unknown phase {phase!r}; choose one of {sorted(PHASES)}")
-    print(json.dumps(PHASES[phase](args)))
+    phases = {**PHASES, **_floor_phases()}
+    if phase not in phases:
+        raise SystemExit(f"unknown phase {phase!r}; choose one of {sorted(phases)}")
+    print(json.dumps(phases[phase](args)))
     return 0
 
 
