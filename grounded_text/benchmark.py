@@ -242,7 +242,8 @@ def run_floors(args) -> dict:
                                  args.phase_timeout)
         report["export"] = r
         print(f"\n## Export ({r['model']}) vs its tokeniser, sentences/s  [{load(r)}; {tag(r)}]")
-        print("| batch | export | tokeniser | export / tokeniser (medians) | per-repeat ratio |\n|---:|---:|---:|---:|---:|")
+        print("| batch | export | tokeniser | export / tokeniser (medians) | per-repeat ratio |\n"
+              "|---:|---:|---:|---:|---:|")
         for bs, v in r["sentences_per_second"].items():
             per = r["export_over_tokenizer_per_repeat"][bs]
             print(f"| {bs} | {_fmt(v)} | {_fmt(r['tokenizer_sentences_per_second'][bs])} | "

@@ -89,7 +89,7 @@ def test_msrvid_ends_as_their_senteval_script_writes_it(data_dir):
 def test_flickr8k_captions_that_their_preprocessing_changes(data_dir):
     """3,896 of the 40,460 Flickr8k captions do not end in '.' (docs/caption2image_differences.md)."""
     from grounded_text.data.pairs import CaptionPairs
-    from grounded_text.data.sentence_end import with_sentence_end
+    from grounded_text.data.sentence_end import pairs_with_sentence_end
 
     path = data_dir / "flickr8k" / "Flickr8k_text" / "Flickr8k.token.txt"
     if not path.is_file():
@@ -97,8 +97,8 @@ def test_flickr8k_captions_that_their_preprocessing_changes(data_dir):
     captions = [line.split("\t", 1)[1] for line in path.read_text(encoding="utf-8").splitlines()]
     n = len(captions)
     pairs = CaptionPairs(np.array(captions), np.array(["i"] * n), np.zeros(n, np.int64), np.zeros((1, 2), np.float32))
-    out = with_sentence_end(pairs, "space_period")
-    assert with_sentence_end(pairs, "none") is pairs
+    out = pairs_with_sentence_end(pairs, "space_period")
+    assert pairs_with_sentence_end(pairs, "none") is pairs
     changed = sum(a != b for a, b in zip(out.captions.tolist(), captions))
     assert (n, changed) == (40460, 3896)
     assert out.captions.tolist() == [their_training_caption(c) for c in captions]

@@ -157,7 +157,8 @@ def char_floor_phase(a: dict) -> dict:
     for k, s in seconds.items():
         total = float(np.sum(s))
         rate = useful / total / 1e9
-        out["variants"][k] = {"captions_per_second": steps * batch / total, "seconds_per_step_median": float(np.median(s)),
+        out["variants"][k] = {"captions_per_second": steps * batch / total,
+                              "seconds_per_step_median": float(np.median(s)),
                               "useful_gflops": rate, "fraction_of_gemm": rate / g}
     if "keras_loop" in out["variants"]:
         out["fused_over_keras_loop"] = (out["variants"]["fused"]["captions_per_second"]

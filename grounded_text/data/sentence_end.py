@@ -81,7 +81,7 @@ def apply_sentence_end(texts: Iterable[str], rule: str) -> list[str]:
     return [fn(t.decode("utf-8") if isinstance(t, bytes) else str(t)) for t in texts]
 
 
-def with_sentence_end(pairs, rule: str):
+def pairs_with_sentence_end(pairs, rule: str):
     """``CaptionPairs`` whose captions have ``rule`` applied (``pairs`` itself for ``"none"``)."""
     import dataclasses
 
@@ -94,4 +94,4 @@ def with_sentence_end(pairs, rule: str):
 
 
 __all__ = ["SENTENCE_ENDS", "add_sentence_end", "apply_sentence_end", "check_sentence_end", "space_period",
-           "space_period_tokens", "with_sentence_end"]
+           "space_period_tokens", "pairs_with_sentence_end"]

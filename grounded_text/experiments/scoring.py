@@ -231,11 +231,13 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
       ``{space: score_encoder(...) + "export_dir"}``, or ``{space: {"status": "missing",
       "reason"}}`` for a space the run did not export.
     """
-    from grounded_text.evaluation.encoders import load_image_encoder
+    from grounded_text.evaluation.encoders import load_image_encoder, with_sentence_end
     from grounded_text.serving.encoder import load
 
     run_dir = Path(run_dir)
     data_cfg = ((metrics or {}).get("config") or {}).get("data", {})
+    # The run's test sentences end as its training captions did (text.sentence_end).
+    sentence_end = (((metrics or {}).get("config") or {}).get("text") or {}).get("sentence_end", "none")
     image_encoder = None
     if "retrieval" in protocol.sections and (run_dir / "image_export" / "saved_model.pb").is_file():
         image_encoder = load_image_encoder(run_dir / "image_export")
@@ -246,7 +248,8 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
             out[space] = {"status": "missing", "reason": f"the run has no {' or '.join(c + '/' for c in candidates)}"}
             continue
         held: dict | None = {} if keep is not None else None
-        res = score_encoder(f"{run_dir.name}:{space}", load(export), protocol, settings, data,
+        encoder = with_sentence_end(load(export), sentence_end)
+        res = score_encoder(f"{run_dir.name}:{space}", encoder, protocol, settings, data,
                             data_cfg=data_cfg, image_encoder=image_encoder, source=str(export), keep=held)
         if held:
             keep[space] = held["predictions"]

@@ -51,8 +51,9 @@ def _gpu_available() -> bool:
 
 def can_fuse(layer, training=None) -> bool:
     """Whether ``layer`` is a ``Bidirectional(GRU)`` that :func:`bidirectional_gru` computes
-    exactly and faster than Keras (no GPU: there Keras runs cuDNN): float32, ``reset_after=True``, biases, tanh / sigmoid, no (active) dropout,
-    not stateful, ``return_sequences=True``, ``merge_mode="concat"``."""
+    exactly and faster than Keras (no GPU: there Keras runs cuDNN): float32,
+    ``reset_after=True``, biases, tanh / sigmoid, no (active) dropout, not stateful,
+    ``return_sequences=True``, ``merge_mode="concat"``."""
     if not isinstance(layer, keras.layers.Bidirectional) or layer.merge_mode != "concat" or layer.return_state:
         return False
     if _gpu_available():  # Keras takes cuDNN's fused kernel there
@@ -94,8 +95,11 @@ def bidirectional_gru(layer, inputs, mask=None, training=None):
     fwd, bwd = layer.forward_layer.cell, layer.backward_layer.cell
     if mask is None:
         mask = tf.ones(tf.shape(inputs)[:2], tf.bool)
-    f_kernel, f_recurrent, f_bias = (tf.convert_to_tensor(v.value) for v in (fwd.kernel, fwd.recurrent_kernel, fwd.bias))
-    b_kernel, b_recurrent, b_bias = (tf.convert_to_tensor(v.value) for v in (bwd.kernel, bwd.recurrent_kernel, bwd.bias))
+    def weights(cell):
+        return (tf.convert_to_tensor(v.value) for v in (cell.kernel, cell.recurrent_kernel, cell.bias))
+
+    f_kernel, f_recurrent, f_bias = weights(fwd)
+    b_kernel, b_recurrent, b_bias = weights(bwd)
     kernel = tf.concat([f_kernel, b_kernel], axis=1)  # [d, 6n]
     recurrent = tf.stack([f_recurrent, b_recurrent])  # [2, n, 3n]
     input_bias = tf.concat([f_bias[0], b_bias[0]], axis=0)  # [6n]

@@ -281,7 +281,7 @@ def _data(data: DataConfig, root: Path, sentence_end: str = "none"):
     import tensorflow as tf
 
     from grounded_text.data.prepared import load_pairs
-    from grounded_text.data.sentence_end import with_sentence_end
+    from grounded_text.data.sentence_end import pairs_with_sentence_end
     from grounded_text.training.distribute import shard_by_data
 
     flickr = load_pairs(data, root)  # flickr8k, a prepared folder or a TFDS export
@@ -295,7 +295,8 @@ def _data(data: DataConfig, root: Path, sentence_end: str = "none"):
         dev_pairs = dev_pairs.first_images(data.max_dev_images)
     if len(train_pairs) == 0:
         raise ValueError(f"No training pairs: {flickr.describe_split('train')}.")
-    train_pairs, dev_pairs = with_sentence_end(train_pairs, sentence_end), with_sentence_end(dev_pairs, sentence_end)
+    train_pairs = pairs_with_sentence_end(train_pairs, sentence_end)
+    dev_pairs = pairs_with_sentence_end(dev_pairs, sentence_end)
     if len(train_pairs) < data.batch_size:
         raise ValueError(f"Only {len(train_pairs)} training pairs for batch_size {data.batch_size}: "
                          f"{flickr.describe_split('train')}; lower --batch-size or use more images.")
