@@ -45,15 +45,15 @@ from pathlib import Path
 
 from grounded_text.experiments import comparison as papers
 from grounded_text.experiments import scoring
-from grounded_text.experiments.comparison import Budget, Paper, PaperFigure, PlannedRun, Published, RunSpec
+from grounded_text.experiments.comparison import Budget, HeadlineFigure, Paper, PlannedRun, Published, RunSpec
 from grounded_text.experiments.plans import merge_overrides
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 from grounded_text.reporting.figures import read_families
 from grounded_text.reporting.tables import public_command, update_sections, write_report
 
-__all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "Paper", "PaperFigure", "PlannedRun", "Published", "RunSpec",
-           "main", "plan_runs", "reproduce_paper", "write_docs"]
+__all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "HeadlineFigure", "Paper", "PlannedRun", "Published",
+           "RunSpec", "main", "plan_runs", "reproduce_paper", "write_docs"]
 
 log = logging.getLogger("grounded_text.reproduce")
 
@@ -236,8 +236,8 @@ def valid_only_names(papers) -> set:
 
 def find_run_dir(root: Path, paper: str, spec: RunSpec) -> tuple[Path | None, list]:
     """The trained run folder of ``spec`` under ``root`` and every folder that matched
-    (``grounded_text.experiments.comparison.find_run_dir``, with the records of ``record_names``)."""
-    return papers.find_run_dir(root, paper, spec, record_names(spec))
+    (``grounded_text.experiments.comparison.match_run_dir``, with the records of ``record_names``)."""
+    return papers.match_run_dir(root, paper, spec, record_names(spec))
 
 
 def headline(paper: str, evaluation: dict) -> dict:
@@ -374,13 +374,12 @@ def other_papers_correlations(output_dir: Path, paper: str) -> dict:
     return out
 
 
-DOCS_HEADER = papers.DOCS_HEADER
 
 
 def write_docs(path: str | Path, results_by_paper: dict) -> Path:
     """Writes or updates ``path``: each paper's section between its markers, in ``PAPERS`` order."""
     sections = {k: papers.format_paper_markdown(r) for k, r in results_by_paper.items()}
-    return update_sections(path, sections, PAPER_NAMES, header=DOCS_HEADER, tag="reproduce")
+    return update_sections(path, sections, PAPER_NAMES, header=papers.DOCS_HEADER, tag="reproduce")
 
 
 #: Paper keys kept for one release after a rename: old key → new key (a warning names the new one).

@@ -51,7 +51,7 @@ def data_dir() -> Path:
 def papers_dir() -> Path:
     """The folder of the papers' Markdown copies beside the data; a skip when absent, a failure
     under CI=true."""
-    from grounded_text.papers.published import PAPERS
+    from grounded_text.papers.published import PAPER_SOURCES as PAPERS
 
     env = os.environ.get("GROUNDED_TEXT_DATA")
     root = (Path(env) if env else REPO.parent / "shared" / "data").parent / "papers"

@@ -17,7 +17,7 @@ from grounded_text.papers import published as pf
 @pytest.fixture(scope="module")
 def papers(papers_dir) -> dict[str, list[str]]:
     root = papers_dir
-    return {p: (root / f"{p}.md").read_text(encoding="utf-8").split("\n") for p in pf.PAPERS}
+    return {p: (root / f"{p}.md").read_text(encoding="utf-8").split("\n") for p in pf.PAPER_SOURCES}
 
 
 def table_lines(lines: list[str], spec: pf.TableSpec) -> list[str]:
@@ -56,11 +56,11 @@ def test_every_figure_is_printed_in_its_row_and_column(papers):
             for half in (f.plus, f.minus):
                 assert half is None or half in numbers
             checked += 1
-    assert checked == len(pf.FIGURES)
+    assert checked == len(pf.PUBLISHED_FIGURES)
 
 
 def test_records_are_unique_and_complete():
-    keys = [(f.paper, f.table, f.block, f.row, f.column) for f in pf.FIGURES]
+    keys = [(f.paper, f.table, f.block, f.row, f.column) for f in pf.PUBLISHED_FIGURES]
     assert len(keys) == len(set(keys))
     assert pf.counts() == {
         "kurach2017_vete Table 1": 36, "kurach2017_vete Table 2": 34, "kurach2017_vete Table 3": 16,
@@ -69,7 +69,7 @@ def test_records_are_unique_and_complete():
         "merkx2019_char_grounding Table 2": 41, "merkx2019_char_grounding Table 3": 82,
         "merkx2019_char_grounding Table 5": 104, "kolluru_two_branch Table 1": 36, "kolluru_two_branch Table 2": 36,
     }
-    for f in pf.FIGURES:
+    for f in pf.PUBLISHED_FIGURES:
         assert f.scale and f.training_data and f.image_features, f
 
 
@@ -90,7 +90,7 @@ def test_ours_keys_name_our_sts_subsets(data_dir):
 
     available = {f"{year}/{name}" for year, path in sts_year_dirs(data_dir / "sts").items()
                  for name in read_sts_year(path)}
-    wanted = {f.ours for f in pf.FIGURES if f.ours and f.ours.split("/")[0] in ("STS12", "STS13", "STS16")}
+    wanted = {f.ours for f in pf.PUBLISHED_FIGURES if f.ours and f.ours.split("/")[0] in ("STS12", "STS13", "STS16")}
     assert wanted and wanted <= available
 
 

@@ -253,14 +253,15 @@ def export_floor_phase(a: dict) -> dict:
     return _stamp(out, before)
 
 
-PHASES = {"char_floor": char_floor_phase, "features_floor": features_floor_phase, "export_floor": export_floor_phase}
+FLOOR_PHASES = {"char_floor": char_floor_phase, "features_floor": features_floor_phase,
+                "export_floor": export_floor_phase}
 
 
 def main(argv=None) -> int:
     import sys
 
     argv = sys.argv[1:] if argv is None else argv
-    print(json.dumps(PHASES[argv[0]](json.loads(argv[1]))))
+    print(json.dumps(FLOOR_PHASES[argv[0]](json.loads(argv[1]))))
     return 0
 
 

@@ -156,7 +156,7 @@ def _run_child(path: str, batch_size: int, seed: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run(rows: list[int], dim: int = 2048, dtype: str = "float16", *, batch_size: int = 256,
+def run_store_benchmark(rows: list[int], dim: int = 2048, dtype: str = "float16", *, batch_size: int = 256,
         npz_max_rows: int = 100_000, workdir: str | None = None, keep: bool = False, seed: int = 0,
         captions_in_records: bool = True) -> list[dict]:
     """Runs the benchmark; returns one dict per (rows, kind) with peak RSS (MiB) and pairs/s.
@@ -288,7 +288,7 @@ def main(argv=None) -> int:
     free = shutil.disk_usage(a.workdir or tempfile.gettempdir()).free
     if need > free:
         raise SystemExit(f"Need ~{need / 2**30:.1f} GiB free for {max(a.rows)} rows, have {free / 2**30:.1f} GiB.")
-    results = run(a.rows, a.dim, a.dtype, batch_size=a.batch_size, npz_max_rows=a.npz_max_rows,
+    results = run_store_benchmark(a.rows, a.dim, a.dtype, batch_size=a.batch_size, npz_max_rows=a.npz_max_rows,
                   workdir=a.workdir, keep=a.keep, seed=a.seed, captions_in_records=not a.captions_joined)
     print(format_table(results))
     if a.json:

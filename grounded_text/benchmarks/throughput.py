@@ -505,7 +505,7 @@ PHASES = {"fit": _fit_phase, "encode": _encode_phase, "textvectorization": _text
 
 
 def _floor_phases() -> dict:
-    from grounded_text.benchmarks.floors import PHASES as FLOORS
+    from grounded_text.benchmarks.floors import FLOOR_PHASES as FLOORS
 
     return FLOORS
 

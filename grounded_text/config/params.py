@@ -127,7 +127,7 @@ ENCODER_PARAMS: dict[str, dict[str, Param]] = {
         "cell": Param(str, "gru", choices=("gru", "lstm"), source="grounded_text.layers.rnn_encoder:CELLS"),
         "bidirectional": Param(bool, True, source=f"{_CHAR}:CharacterEncoder.bidirectional"),
         "pooling": Param(str, "attention", choices=("attention", "scalar_attention", "max", "mean"),
-                         source=f"{_CHAR}:POOLINGS"),
+                         source=f"{_CHAR}:CHAR_POOLINGS"),
         "attention_units": Param(int, 128, minimum=1, source=f"{_CHAR}:CharacterEncoder.attention_units"),
         "max_chars": Param(int, None, nullable=True, minimum=1, source=f"{_CHAR}:CharacterPreprocessor.max_chars",
                            note="None: no truncation"),

@@ -31,11 +31,11 @@ import numpy as np
 from grounded_text.data.features import FeatureStore, open_feature_store
 from grounded_text.data.flickr8k import SPLITS, Caption
 
-MANIFEST = "dataset.json"
+PREPARED_MANIFEST = "dataset.json"
 CAPTIONS_FILE = "captions.jsonl"
 FEATURES_FILE = "features.npz"
 TFDS_DIR = "tfds"
-FORMAT = "grounded_text.prepared/1"
+PREPARED_FORMAT = "grounded_text.prepared/1"
 TFDS_NAME = "grounded_text_pairs"
 
 
@@ -103,9 +103,9 @@ def write_prepared(out: str | Path, captions: list[Caption], store_path: str | P
             store = str(store_path.relative_to(out.resolve()))
         except ValueError:
             store = str(store_path)
-    manifest = {"format": FORMAT, "source": source, "captions": CAPTIONS_FILE, "features": store,
+    manifest = {"format": PREPARED_FORMAT, "source": source, "captions": CAPTIONS_FILE, "features": store,
                 "splits": split_counts(captions), **(extra or {})}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    (out / PREPARED_MANIFEST).write_text(json.dumps(manifest, indent=2))
     return out
 
 
@@ -126,12 +126,12 @@ def load_prepared(folder: str | Path, features: str | Path | None = None) -> tup
         and none is given.
     """
     folder = Path(folder)
-    manifest_path = folder / MANIFEST
+    manifest_path = folder / PREPARED_MANIFEST
     if not manifest_path.is_file():
-        raise FileNotFoundError(f"{str(folder)!r} is not a prepared dataset folder (no {MANIFEST}).")
+        raise FileNotFoundError(f"{str(folder)!r} is not a prepared dataset folder (no {PREPARED_MANIFEST}).")
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"{manifest_path}: format {manifest.get('format')!r}, expected {FORMAT!r}.")
+    if manifest.get("format") != PREPARED_FORMAT:
+        raise ValueError(f"{manifest_path}: format {manifest.get('format')!r}, expected {PREPARED_FORMAT!r}.")
     captions = read_captions(folder / manifest.get("captions", CAPTIONS_FILE))
     store_path = features or manifest.get("features")
     if not store_path:
@@ -290,10 +290,10 @@ def load_pairs(data_config, root: str | Path | None):
         pairs = join_captions(captions, store)
         return dataclasses.replace(pairs, sources={split: {"file": str(where)} for split in pairs.splits})
 
-    if (path / MANIFEST).is_file():
+    if (path / PREPARED_MANIFEST).is_file():
         override = Path(data_config.features) if data_config.features and Path(data_config.features).is_file() else None
         captions, store = load_prepared(path, override)
-        return joined(captions, store, path / MANIFEST)
+        return joined(captions, store, path / PREPARED_MANIFEST)
     if path.is_dir() and find_tfds_dir(path) is not None:
         captions, store = read_tfds_export(path)
         return joined(captions, store, path)
@@ -301,6 +301,6 @@ def load_pairs(data_config, root: str | Path | None):
         captions, store = read_tfds_export(path / TFDS_DIR)
         return joined(captions, store, path / TFDS_DIR)
     raise ValueError(
-        f"dataset {dataset!r}: expected 'flickr8k', a prepared folder (with {MANIFEST}) or a TFDS "
+        f"dataset {dataset!r}: expected 'flickr8k', a prepared folder (with {PREPARED_MANIFEST}) or a TFDS "
         "export folder (with dataset_info.json); see docs/datasets.md."
     )

@@ -83,11 +83,11 @@ RECALL_KS = (1, 5, 10)
 METRIC_KEYS = tuple(f"R@{k}" for k in RECALL_KS) + ("medr", "meanr")
 
 
-def l2_normalize(x: np.ndarray) -> np.ndarray:
+def l2_normalize_rows(x: np.ndarray) -> np.ndarray:
     """Row-wise L2 normalisation of a float array [n, N]; zero rows stay zero (float64).
 
     Example:
-      >>> l2_normalize([[3.0, 4.0], [0.0, 0.0]]).tolist()
+      >>> l2_normalize_rows([[3.0, 4.0], [0.0, 0.0]]).tolist()
       [[0.6, 0.8], [0.0, 0.0]]
     """
     x = np.asarray(x, dtype=np.float64)
@@ -105,7 +105,7 @@ def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = np.asarray(a), np.asarray(b)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"cosine_matrix: need [n, N] and [m, N] arrays, got {a.shape} and {b.shape}.")
-    return l2_normalize(a) @ l2_normalize(b).T
+    return l2_normalize_rows(a) @ l2_normalize_rows(b).T
 
 
 def _check_assignment(sims: np.ndarray, caption_image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -363,8 +363,8 @@ def evaluate_retrieval(
             "caption→image indices."
         )
     # float64 (ranks depend on near-ties: float32 changes them); COCO 5k: 25,000 x 5,000 = 1 GB.
-    text = l2_normalize(caption_embeddings)
-    images = l2_normalize(image_embeddings)
+    text = l2_normalize_rows(caption_embeddings)
+    images = l2_normalize_rows(image_embeddings)
     results, queries = [], []
     for fold in contiguous_folds(n_images, folds):
         local = np.full(n_images, -1, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Papers as plans: their records (``Paper``, ``RunSpec``, ``PaperFigure``, ``Budget``) and
+"""Papers as plans: their records (``Paper``, ``RunSpec``, ``HeadlineFigure``, ``Budget``) and
 their results against the recorded figures: figure rows, ablation tables, what differs in the
 data, and the Markdown section of the reproduction report (``grounded_text.reproduce`` holds
 the data). The ``runs`` arguments are the ``results.json`` run nodes. No TensorFlow.
@@ -14,7 +14,7 @@ from pathlib import Path
 from grounded_text.experiments.plans import RunPlan
 from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
-from grounded_text.papers.rows import PUBLISHED, PaperFigure, Published, mf_headline_figures  # noqa: F401 (the plans use them)
+from grounded_text.papers.rows import PUBLISHED, HeadlineFigure, Published, mf_headline_figures  # noqa: F401 (the plans use them)
 from grounded_text.reporting.figures import dig, fmt_figure
 from grounded_text.reporting.tables import fmt, markdown_table
 
@@ -46,7 +46,7 @@ class Paper:
     citation: str
     runs: tuple
     protocol: Protocol
-    figures: dict  # headline label → PaperFigure
+    figures: dict  # headline label → HeadlineFigure
     data_differences: tuple  # (aspect, the paper, ours; "{features}" etc. filled from the runs)
     notes: tuple = ()
     figures_key: str = ""  # the paper's key in grounded_text.papers.published
@@ -116,7 +116,7 @@ def run_matches(spec: RunSpec, run_config: dict, records: set) -> bool:
     return True
 
 
-def find_run_dir(root: Path, paper: str, spec: RunSpec, records: set) -> tuple[Path | None, list]:
+def match_run_dir(root: Path, paper: str, spec: RunSpec, records: set) -> tuple[Path | None, list]:
     """The trained run folder of ``spec`` under ``root``, and every folder that matched.
 
     ``records``: the preset records the run may have been trained as. Order: ``root/<run>``,
@@ -175,11 +175,11 @@ def headline_label(key: str, stat: str = "pearson") -> str | None:
 
 
 def published_figures(paper, run: str | None) -> dict:
-    """``{headline label: PaperFigure}`` of the recorded figures of ``paper.published`` rows that
+    """``{headline label: HeadlineFigure}`` of the recorded figures of ``paper.published`` rows that
     ``run`` trains, on the headline's scale (correlations as r), for the headline table. A
     figure on another test set than ours stands there only where its row names it in
     ``headline_nearest``, with ``same_test=False`` (never differenced)."""
-    from grounded_text.papers.published import PAPERS as SOURCES
+    from grounded_text.papers.published import PAPER_SOURCES as SOURCES
 
     several = len(paper.protocol.spaces) > 1
     out = {}
@@ -197,7 +197,7 @@ def published_figures(paper, run: str | None) -> dict:
             label = (f"{spec.space or paper.protocol.spaces[0][0]}: " if several else "") + label
             source = (f"{SOURCES[paper.figures_key].split(',')[0]}, {fig.table}, row {fig.row or '(unlabelled)'}, "
                       f"{fig.column}" + ("" if same else f"; nearest, not our test set: {spec.nearest[fig.column][1]}"))
-            out.setdefault(label, PaperFigure(fig.value / _scale_of(fig), source, same))
+            out.setdefault(label, HeadlineFigure(fig.value / _scale_of(fig), source, same))
     return out
 
 

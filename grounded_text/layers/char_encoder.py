@@ -19,7 +19,7 @@ from grounded_text.layers.rnn_encoder import CELLS
 from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
 
 # "attention" is Merkx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
-POOLINGS = ("attention", "scalar_attention", "max", "mean")
+CHAR_POOLINGS = ("attention", "scalar_attention", "max", "mean")
 #: Character embedding initialisers: "uniform" is Keras' ``Embedding`` default, U(-0.05, 0.05);
 #: "normal" is PyTorch's ``nn.Embedding`` default, N(0, 1), which the authors' code of Merkx &
 #: Frank uses (DannyMerkx/caption2image 8a4dc2c, ``PyTorch/functions/encoders.py:21-23``).
@@ -218,8 +218,8 @@ class CharacterEncoder(keras.layers.Layer):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"CharacterEncoder: cell must be one of {sorted(CELLS)}, got {cell!r}.")
-        if pooling not in POOLINGS:
-            raise ValueError(f"CharacterEncoder: pooling must be one of {POOLINGS}, got {pooling!r}.")
+        if pooling not in CHAR_POOLINGS:
+            raise ValueError(f"CharacterEncoder: pooling must be one of {CHAR_POOLINGS}, got {pooling!r}.")
         if not 1 <= int(num_layers) <= 3:
             raise ValueError(f"CharacterEncoder: num_layers must be 1..3, got {num_layers}.")
         if min(vocabulary_size, char_dim, units, attention_units, attention_heads) < 1:

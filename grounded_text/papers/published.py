@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-PAPERS = {
+PAPER_SOURCES = {
     "kurach2017_vete": "Kurach et al. 2017, Better Text Understanding Through Image-To-Text Transfer "
                        "(arXiv:1705.08386)",
     "bordes2019_grounded_space": "Bordes et al. 2019, Incorporating Visual Semantics into Sentence "
@@ -49,7 +49,7 @@ class PaperFigure:
     """One published figure.
 
     Attributes:
-      paper: a key of ``PAPERS`` (also the paper's Markdown file name, without ``.md``).
+      paper: a key of ``PAPER_SOURCES`` (also the paper's Markdown file name, without ``.md``).
       table: ``"Table 2"``.
       block: the table's sub-block (``"STS 2013"``, ``"1k results"``) or None.
       row: the row's label as printed (LaTeX and all; ``""`` where the copy lost it).
@@ -575,7 +575,7 @@ def _build() -> tuple[PaperFigure, ...]:
     return tuple(out)
 
 
-FIGURES: tuple[PaperFigure, ...] = _build()
+PUBLISHED_FIGURES: tuple[PaperFigure, ...] = _build()
 
 
 def figures(paper: str | None = None, table: str | None = None, ours: str | None = None) -> list[PaperFigure]:
@@ -584,15 +584,15 @@ def figures(paper: str | None = None, table: str | None = None, ours: str | None
     Raises:
       ValueError: an unknown paper key.
     """
-    if paper is not None and paper not in PAPERS:
-        raise ValueError(f"Unknown paper {paper!r}; choose one of {sorted(PAPERS)}.")
-    return [f for f in FIGURES if (paper is None or f.paper == paper) and (table is None or f.table == table)
+    if paper is not None and paper not in PAPER_SOURCES:
+        raise ValueError(f"Unknown paper {paper!r}; choose one of {sorted(PAPER_SOURCES)}.")
+    return [f for f in PUBLISHED_FIGURES if (paper is None or f.paper == paper) and (table is None or f.table == table)
             and (ours is None or f.ours == ours)]
 
 
 def counts() -> dict[str, int]:
     """Number of records per ``"paper Table N"``."""
     out: dict[str, int] = {}
-    for f in FIGURES:
+    for f in PUBLISHED_FIGURES:
         out[f"{f.paper} {f.table}"] = out.get(f"{f.paper} {f.table}", 0) + 1
     return out

@@ -10,7 +10,7 @@ import dataclasses
 
 
 @dataclasses.dataclass(frozen=True)
-class PaperFigure:
+class HeadlineFigure:
     """A figure the paper reports (never invented: absent where not recorded here)."""
 
     value: float
@@ -57,7 +57,7 @@ MF_TABLE5 = "Merkx & Frank 2019, Table 5, Flickr8k column"
 MF_RETRIEVAL = "Merkx & Frank 2019, Table 2, Flickr8k 1k-test retrieval, ResNet-152 10-crop features"
 
 
-def mf_table5(label: str, keys) -> PaperFigure:
+def mf_table5(label: str, keys) -> HeadlineFigure:
     """A headline figure of Merkx & Frank's Table 5 (char-GRU, Flickr8k) as Pearson r: one subset's
     figure / 100, or the unweighted mean of several (the paper prints no year mean)."""
     from grounded_text.papers.published import figures
@@ -67,14 +67,14 @@ def mf_table5(label: str, keys) -> PaperFigure:
     if len(vals) != len(keys):
         raise AssertionError(f"{label}: {len(vals)} of {len(keys)} Table 5 figures found")
     source = MF_TABLE5 + ("" if len(keys) == 1 else f" (mean of its {len(keys)} subset figures)")
-    return PaperFigure(round(sum(vals) / len(vals) / 100, 3), source)
+    return HeadlineFigure(round(sum(vals) / len(vals) / 100, 3), source)
 
 
-def mf_table2(column: str) -> PaperFigure:
+def mf_table2(column: str) -> HeadlineFigure:
     from grounded_text.papers.published import figures
 
     (fig,) = [f for f in figures("merkx2019_char_grounding", "Table 2") if f.row == "char-GRU" and f.column == column]
-    return PaperFigure(fig.value, MF_RETRIEVAL)
+    return HeadlineFigure(fig.value, MF_RETRIEVAL)
 
 
 _MF_STS12 = ("STS12/MSRpar", "STS12/MSRvid", "STS12/SMTeuroparl", "STS12/surprise.OnWN", "STS12/surprise.SMTnews")
@@ -133,7 +133,7 @@ def mf_headline_figures() -> dict:
             "STS12 mean r": mf_table5("STS12 mean r", _MF_STS12),
             "STS13 mean r": mf_table5("STS13 mean r", _MF_STS13),
             "STS16 mean r": mf_table5("STS16 mean r", _MF_STS16),
-            "mean of STS12/13/16 means r": PaperFigure(0.589, MF_TABLE5 + " (mean of its three year means)"),
+            "mean of STS12/13/16 means r": HeadlineFigure(0.589, MF_TABLE5 + " (mean of its three year means)"),
             "STS-B test r (supervised)": mf_table5("STS-B", ("STS-B STS 12-16",)),
             "SICK-R test r (supervised)": mf_table5("SICK-R", ("SICK Relatedness",)),
             **{c: mf_table2(c) for c in _MF_RET_COLS}}

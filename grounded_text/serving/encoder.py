@@ -155,7 +155,7 @@ def _chunks(sentences: Iterable, size: int):
 
 
 #: ``encode(precision=...)``: the dtype of the returned vectors (computed in float32).
-PRECISIONS = {"float32": np.float32, "float16": np.float16}
+OUTPUT_PRECISIONS = {"float32": np.float32, "float16": np.float16}
 
 
 def _check_batch_size(batch_size) -> int:
@@ -238,14 +238,14 @@ class TextEncoder:
             bad ``batch_size`` or ``precision``, an input of rank above 1.
         """
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
-        if precision not in PRECISIONS:
-            raise ValueError(f"encode: precision must be one of {list(PRECISIONS)}, got {precision!r}.")
+        if precision not in OUTPUT_PRECISIONS:
+            raise ValueError(f"encode: precision must be one of {list(OUTPUT_PRECISIONS)}, got {precision!r}.")
         items, _ = _as_input(sentences)
         for chunk in _chunks(items, batch_size):
             out = self._embed(chunk, batch_size)
             if normalize_embeddings:
                 out = _normalize(out)
-            yield out.astype(PRECISIONS[precision], copy=False)
+            yield out.astype(OUTPUT_PRECISIONS[precision], copy=False)
 
     def encode(self, sentences, *, batch_size: int | None = None, show_progress_bar: bool | None = None,
                normalize_embeddings: bool = False, convert_to_numpy: bool = True, convert_to_tensor: bool = False,
@@ -298,7 +298,7 @@ class TextEncoder:
             parts.append(part)
             if progress is not None:
                 progress.add(len(part))
-        out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), PRECISIONS[precision])
+        out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), OUTPUT_PRECISIONS[precision])
         if single:
             out = out[0]
         if convert_to_tensor:

@@ -4,7 +4,7 @@
 (``python -m grounded_text.train`` is its command line) and returns the ``metrics.json``
 content. It is cut into named steps, each its own function:
 
-1. ``prepare``: the run directory checked (``grounded_text.training.run_dir``), data,
+1. ``prepare_run``: the run directory checked (``grounded_text.training.run_dir``), data,
    vocabulary and compiled model (``prepare_training``); nothing written yet;
 2. ``fit``: our callbacks (STS16 scorer, dev retrieval, checkpoints, TensorBoard,
    snapshots, resume state), then the user's; ``begin`` (the first write: with
@@ -118,7 +118,7 @@ def train(
     try:
         # The run directory's lock, its "failed" state on a collapse, and a full disk's one-line error.
         with run_dir.guard_run(output_dir, enabled=is_chief(strategy)):
-            run = prepare(config, data_dir, output_dir, strategy, resume=resume, overwrite=overwrite)
+            run = prepare_run(config, data_dir, output_dir, strategy, resume=resume, overwrite=overwrite)
             fit(run, verbose=verbose, callbacks=callbacks)
             select(run)
             export(run)
@@ -433,8 +433,8 @@ def _learning_rate(train_cfg: TrainConfig, steps_per_epoch: int):
 
 
 @dataclasses.dataclass
-class Run:
-    """One run's state, filled in step by step (``prepare`` → ``fit`` → ``select`` →
+class TrainingRun:
+    """One run's state, filled in step by step (``prepare_run`` → ``fit`` → ``select`` →
     ``export`` → ``record``)."""
 
     setup: TrainingSetup
@@ -472,8 +472,8 @@ class Run:
         return self.out / "checkpoints" / "last.weights.h5"
 
 
-def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume: bool = False,
-            overwrite: bool = False) -> Run:
+def prepare_run(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume: bool = False,
+                overwrite: bool = False) -> TrainingRun:
     """Step 1: the config resolved (once), the run directory checked, data, vocabulary and
     model built (``prepare_training``) and the data fingerprint checked (``--resume``). Nothing
     is written: ``fit`` calls ``begin`` (the old run cleared, ``config.toml`` and ``vocab.txt``
@@ -498,10 +498,10 @@ def prepare(config: ExperimentConfig, data_dir, output_dir, strategy, *, resume:
         fingerprint = run_dir.check_data(resume_state, setup, validation_files(config, setup.root))
     # Non-chief workers write to a temporary folder (TF multi-worker guide), removed at the end.
     out = Path(output_dir) if chief else Path(tempfile.mkdtemp(prefix="grounded_text_worker_"))
-    return Run(setup, out, chief, resume_state, fingerprint, overwrite=chief and overwrite)
+    return TrainingRun(setup, out, chief, resume_state, fingerprint, overwrite=chief and overwrite)
 
 
-def begin(run: Run) -> None:
+def begin(run: TrainingRun) -> None:
     """The first write of a run, once everything it needs is built (data, model, our callbacks
     and the user's): with ``overwrite`` the old run's files go now (``run_dir.clear_run_dir``,
     only what that run made), then ``checkpoints/``, ``config.toml`` and ``vocab.txt``."""
@@ -553,7 +553,7 @@ def check_selection_data(config: ExperimentConfig, data_dir) -> None:
                          "folder. Add the SICK 2014 release there or choose another --select-on.")
 
 
-def _watch(run: Run) -> list:
+def _watch(run: TrainingRun) -> list:
     """Our callbacks, the STS scorer first so that later ones see its metric; sets the
     run's selection (``select_on``, ``monitor``, ``mode``) and ``cb``."""
     import keras
@@ -610,7 +610,7 @@ def _watch(run: Run) -> list:
     return callbacks + _checkpoints(run)
 
 
-def _checkpoints(run: Run) -> list:
+def _checkpoints(run: TrainingRun) -> list:
     """The best-epoch and last-epoch checkpoints, TensorBoard and the snapshot saver."""
     import keras
 
@@ -636,7 +636,7 @@ def _checkpoints(run: Run) -> list:
     return callbacks
 
 
-def fit(run: Run, *, verbose="auto", callbacks=()) -> None:
+def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
     """Step 2: our callbacks, the resume state (``resume.RunTracker``: divergence guard,
     data epoch, per-epoch commits), the user's ``callbacks`` last, then Keras ``fit`` from
     the first epoch not done.
@@ -677,7 +677,7 @@ def fit(run: Run, *, verbose="auto", callbacks=()) -> None:
     run.fit_seconds = time.perf_counter() - t_fit
 
 
-def select(run: Run) -> None:
+def select(run: TrainingRun) -> None:
     """Step 3: the best epoch by the monitored metric (NaN/Inf epochs never), or the last
     with ``select_on="last"``; its weights loaded (and the tower's refit statistics).
 
@@ -703,7 +703,7 @@ def select(run: Run) -> None:
         model.refit(run.setup.train_pairs.captions.tolist())
 
 
-def export(run: Run) -> None:
+def export(run: TrainingRun) -> None:
     """Step 4: ``export/`` (the best epoch's text tower, or the snapshot ensemble), each named
     sentence space ``export_<name>/`` (best epoch; e.g. ``bordes_cg_pg``'s textual u and
     grounded g(u)) and ``image_export/`` (retrieval from the run directory)."""
@@ -734,7 +734,7 @@ def export(run: Run) -> None:
     run.image_export_dir = export_image_tower(image_tower, run.out / IMAGE_EXPORT_DIR, config)
 
 
-def record(run: Run, *, t_start: float, evaluate: bool = True, verbose="auto") -> dict:
+def record(run: TrainingRun, *, t_start: float, evaluate: bool = True, verbose="auto") -> dict:
     """Step 5: the STS evaluation of the exports (chief only, when ``evaluate`` and the data
     has ``sts/``) with their model cards, then ``metrics.json``; the run is marked complete.
 
@@ -760,7 +760,7 @@ def record(run: Run, *, t_start: float, evaluate: bool = True, verbose="auto") -
     return metrics
 
 
-def _metrics(run: Run) -> dict:
+def _metrics(run: TrainingRun) -> dict:
     """``metrics.json`` before the evaluation: config, data counts, history, selection,
     parameters, exports, fit time, distribution."""
     setup, cb = run.setup, run.cb
@@ -808,7 +808,7 @@ def _guard_margin(guard) -> dict | None:
     return {"lowest_relative_spread": min(ratios.values(), default=None), "towers": ratios, "checks": guard.checks}
 
 
-def _evaluate(run: Run, metrics: dict, verbose) -> None:
+def _evaluate(run: TrainingRun, metrics: dict, verbose) -> None:
     """Sets ``metrics["evaluation"]``: the STS report of ``export/`` and its headline figures
     (``timing_seconds.evaluate`` times that), and each space's headline (the space ``export/``
     holds is not scored twice); every export's model card is rewritten with its figures."""

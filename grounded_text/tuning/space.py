@@ -133,7 +133,7 @@ def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
 # ----------------------------------------------------------------------------- config fields
 
 
-def check_field(path: str, value, where: str) -> None:
+def check_space_field(path: str, value, where: str) -> None:
     """Raises ``SpaceError`` unless ``path`` is a config field and ``value`` fits its type, in
     the one override grammar of ``grounded_text.experiments.plans`` (the trainer's
     ``--config``/``--set`` checks; ``model.loss_params.KEY`` and ``model.encoder.KEY`` set one
@@ -233,7 +233,7 @@ def _parse_hp(name: str, table: dict, where: str) -> HParam:
             raise SpaceError(f"{where}: fixed needs 'default' (the value).")
         samples = [h.default]
     for v in samples + list(h.ablation_values or []):
-        check_field(h.field, v, where)
+        check_space_field(h.field, v, where)
     return h
 
 
@@ -271,10 +271,10 @@ class SearchSpace:
             idx = by_name.get(key, by_field.get(key))
             if idx is not None:
                 h = hps[idx]
-                check_field(h.field, value, f"override {key}={value!r}")
+                check_space_field(h.field, value, f"override {key}={value!r}")
                 hps[idx] = dataclasses.replace(h, type="fixed", default=value, values=None, min=None, max=None)
             else:
-                check_field(key, value, f"override {key}={value!r}")
+                check_space_field(key, value, f"override {key}={value!r}")
                 fixed[key] = value
         return dataclasses.replace(self, fixed=fixed, hparams=hps)
 
@@ -345,7 +345,7 @@ def load_space(space: str | Path, model: str) -> SearchSpace:
     fixed = dict(doc.get("fixed", {}))
     fixed.update(models[model].get("fixed", {}))
     for k, v in fixed.items():
-        check_field(k, v, f"{where} [fixed]")
+        check_space_field(k, v, f"{where} [fixed]")
     if "model.name" in fixed and fixed["model.name"] != model:
         raise SpaceError(f"{where}: [models.{model}.fixed] sets model.name={fixed['model.name']!r}.")
     tables = dict(doc.get("hp", {}))
@@ -371,7 +371,7 @@ def validate_all(folder: str | Path | None = None) -> dict[str, list[str]]:
     return out
 
 
-def parse_override(text: str) -> tuple[str, object]:
+def parse_space_override(text: str) -> tuple[str, object]:
     """``"train.epochs=3"`` → ``("train.epochs", 3)`` (the one override grammar,
     ``grounded_text.experiments.plans.parse_sets``).
 

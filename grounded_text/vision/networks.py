@@ -50,6 +50,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from grounded_text.config.choices import NETWORK_NAMES
 from grounded_text.utils.compat import keras_application_weight_hash, keras_home
 
 _GCS = "https://storage.googleapis.com/"
@@ -249,9 +250,6 @@ def _specs() -> dict[str, NetworkSpec]:
     }
 
 
-NETWORK_NAMES: tuple[str, ...] = (
-    "inception_v3", "resnet152", "resnet50", "vgg19", "efficientnet_b0", "efficientnet_lite0",
-)
 
 
 def get_spec(cnn: str) -> NetworkSpec:
