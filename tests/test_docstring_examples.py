@@ -23,6 +23,7 @@ MODULES = [
     "grounded_text.layers.branches",
     "grounded_text.layers.hub_text_embedding",
     "grounded_text.layers.language_model",
+    "grounded_text.layers.pooling",
     "grounded_text.layers.pretrained_encoder",
     "grounded_text.layers.text_preprocessor",
     "grounded_text.layers.word_vectors",
@@ -37,7 +38,6 @@ MODULES = [
 PENDING = [
     "grounded_text.serving.encoder",
     "grounded_text.layers.char_encoder",
-    "grounded_text.layers.pooling",
     "grounded_text.layers.bow_encoder",
     "grounded_text.layers.rnn_encoder",
     "grounded_text.layers.cnn_encoder",
