@@ -26,6 +26,7 @@ MODULES = [
     "grounded_text.layers.language_model",
     "grounded_text.layers.pooling",
     "grounded_text.layers.pretrained_encoder",
+    "grounded_text.layers.rnn_encoder",
     "grounded_text.layers.text_preprocessor",
     "grounded_text.layers.word_vectors",
     "grounded_text.losses.baselines",
@@ -39,7 +40,6 @@ MODULES = [
 PENDING = [
     "grounded_text.serving.encoder",
     "grounded_text.layers.char_encoder",
-    "grounded_text.layers.rnn_encoder",
     "grounded_text.layers.cnn_encoder",
 ]
 
