@@ -22,6 +22,7 @@ MODULES = [
     "grounded_text.evaluation.sts",
     "grounded_text.layers.bow_encoder",
     "grounded_text.layers.branches",
+    "grounded_text.layers.cnn_encoder",
     "grounded_text.layers.hub_text_embedding",
     "grounded_text.layers.language_model",
     "grounded_text.layers.pooling",
@@ -40,7 +41,6 @@ MODULES = [
 PENDING = [
     "grounded_text.serving.encoder",
     "grounded_text.layers.char_encoder",
-    "grounded_text.layers.cnn_encoder",
 ]
 
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
