@@ -23,6 +23,7 @@ MODULES = [
     "grounded_text.layers.bow_encoder",
     "grounded_text.layers.branches",
     "grounded_text.layers.cnn_encoder",
+    "grounded_text.layers.fused_rnn",
     "grounded_text.layers.hub_text_embedding",
     "grounded_text.layers.language_model",
     "grounded_text.layers.pooling",
