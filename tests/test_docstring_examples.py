@@ -22,6 +22,7 @@ MODULES = [
     "grounded_text.evaluation.sts",
     "grounded_text.layers.bow_encoder",
     "grounded_text.layers.branches",
+    "grounded_text.layers.char_encoder",
     "grounded_text.layers.cnn_encoder",
     "grounded_text.layers.fused_rnn",
     "grounded_text.layers.hub_text_embedding",
@@ -41,7 +42,6 @@ MODULES = [
 # Modules to move into MODULES once their docstrings carry examples.
 PENDING = [
     "grounded_text.serving.encoder",
-    "grounded_text.layers.char_encoder",
 ]
 
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
