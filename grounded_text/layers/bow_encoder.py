@@ -36,6 +36,16 @@ class BagOfWordsEncoder(keras.layers.Layer):
 
     Raises:
       ValueError: unknown ``pooling`` or non-positive sizes.
+
+    Example:
+      >>> encoder = BagOfWordsEncoder(vocabulary_size=4, embedding_dim=2)
+      >>> encoder.set_embeddings(tf.constant([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0], [1.0, 1.0]]))
+      >>> print(encoder(tf.constant([[1, 2, 0], [1, 0, 0]])).numpy().round(4))  # mean [1.5, 2], then L2
+      [[0.6 0.8]
+       [1.  0. ]]
+      >>> summed = BagOfWordsEncoder(4, 2, pooling="sum", normalize=False, embeddings_initializer="ones")
+      >>> summed(tf.constant([[1, 2, 3], [0, 0, 0]])).numpy().tolist()  # no token: zeros
+      [[3.0, 3.0], [0.0, 0.0]]
     """
 
     def __init__(
@@ -127,6 +137,14 @@ def layer_chain(model: keras.Model) -> list | None:
 
     Returns:
       ``[layer, ...]`` without the ``InputLayer``, or ``None``.
+
+    Example:
+      >>> x = keras.Input((3,))
+      >>> chain = keras.Model(x, keras.layers.Dense(1, name="b")(keras.layers.Dense(2, name="a")(x)))
+      >>> [layer.name for layer in layer_chain(chain)]
+      ['a', 'b']
+      >>> print(layer_chain(keras.Model(x, keras.layers.Add()([x, x]))))  # two inputs to one call
+      None
     """
     try:
         config = model.get_config()
@@ -156,7 +174,18 @@ def bag_of_words_chain(text_tower: keras.Model):
     ``BagOfWordsEncoder`` (``layer_chain``) with float32 weights and compute (VETE-BOW and its
     BOW-sum and frozen-GloVe variants), else ``None``. Such a tower computes the same in
     training and inference (no dropout, no batch statistics), and ``pool_bag_of_words``
-    computes it without a padded batch."""
+    computes it without a padded batch.
+
+    Example:
+      >>> preprocessor = TextPreprocessor(["<S>", "</S>", "a", "dog"])
+      >>> sentences = keras.Input(shape=(), dtype="string")
+      >>> ids = preprocessor(sentences)
+      >>> tower = keras.Model(sentences, BagOfWordsEncoder(preprocessor.vocabulary_size, 4)(ids))
+      >>> [type(layer).__name__ for layer in bag_of_words_chain(tower)]
+      ['TextPreprocessor', 'BagOfWordsEncoder']
+      >>> print(bag_of_words_chain(keras.Model(sentences, ids)))  # no encoder
+      None
+    """
     layers = [layer for layer in text_tower.layers if not isinstance(layer, keras.layers.InputLayer)]
     if len(layers) != 2 or not (isinstance(layers[0], TextPreprocessor) and type(layers[1]) is BagOfWordsEncoder):
         return None
@@ -184,6 +213,15 @@ def pool_bag_of_words(preprocessor: TextPreprocessor, encoder: BagOfWordsEncoder
 
     Returns:
       ``float32`` [B, N].
+
+    Example:
+      >>> preprocessor = TextPreprocessor(["<S>", "</S>", "a", "dog"])
+      >>> encoder = BagOfWordsEncoder(preprocessor.vocabulary_size, embedding_dim=4)
+      >>> sentences = tf.constant(["A dog.", "a zebra", ""])
+      >>> padded = encoder(preprocessor(sentences))  # the Keras layers (and builds the encoder)
+      >>> fast = pool_bag_of_words(preprocessor, encoder, sentences)
+      >>> tuple(fast.shape), float(tf.reduce_max(tf.abs(fast - padded))) < 1e-6
+      ((3, 4), True)
     """
     table = getattr(encoder.embedding.embeddings, "value", encoder.embedding.embeddings)
     ids, row_splits = preprocessor.flat_ids(sentences)

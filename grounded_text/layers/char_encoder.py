@@ -45,6 +45,13 @@ def attention_diversity_loss(kernels, first_alphas, embedding, margin: float = 1
 
     Returns:
       float32 scalar >= 0 (0 with one head).
+
+    Example:
+      >>> kernel, alphas = tf.ones([2, 3]), tf.fill([4, 2], 0.25)
+      >>> float(attention_diversity_loss([kernel, kernel], [alphas, alphas], tf.ones([5, 4])))  # 3 × [1 − 0]₊
+      3.0
+      >>> float(attention_diversity_loss([kernel], [alphas], tf.ones([5, 2])))  # one head
+      0.0
     """
     heads = len(kernels)
     embedding = tf.cast(embedding, tf.float32)
@@ -64,6 +71,12 @@ def split_characters(strings, lowercase: bool = True) -> tf.RaggedTensor:
     Invalid UTF-8 is replaced by U+FFFD, then Unicode case folding (lowercase +
     NFKC, ``tf_text.case_fold_utf8``) or NFKC only; leading/trailing whitespace is
     stripped (``tf.strings.strip``).
+
+    Example:
+      >>> split_characters([" Ab c ", ""]).to_list()
+      [[b'a', b'b', b' ', b'c'], []]
+      >>> [c.decode() for c in split_characters(["Éß"], lowercase=False).flat_values.numpy()]
+      ['É', 'ß']
     """
     strings = tf.convert_to_tensor(strings, dtype=tf.string)
     strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
@@ -77,6 +90,12 @@ def build_character_vocabulary(texts: Iterable[str], *, min_count: int = 1, lowe
 
     Raises:
       ValueError: ``min_count < 1``.
+
+    Example:
+      >>> build_character_vocabulary(["Abba", "cab"])
+      ['a', 'b', 'c']
+      >>> build_character_vocabulary(["Abba", "cab"], min_count=2, lowercase=False)
+      ['b', 'a']
     """
     if min_count < 1:
         raise ValueError(f"build_character_vocabulary: min_count must be >= 1, got {min_count}.")
@@ -110,6 +129,13 @@ class CharacterPreprocessor(keras.layers.Layer):
     Raises:
       ValueError: duplicate or multi-character entries, ``num_oov_buckets < 1``,
         ``max_chars < 1``.
+
+    Example:
+      >>> preprocessor = CharacterPreprocessor(["a", "b", "c"])  # ids: 0 padding, 1 unseen, a = 2, ...
+      >>> preprocessor(tf.constant(["Cab", "ax", ""])).numpy().tolist()
+      [[4, 2, 3], [2, 1, 0], [0, 0, 0]]
+      >>> preprocessor.vocabulary_size
+      5
     """
 
     def __init__(self, vocabulary, num_oov_buckets: int = 1, lowercase: bool = True,
@@ -204,6 +230,14 @@ class CharacterEncoder(keras.layers.Layer):
 
     Raises:
       ValueError: bad sizes, unknown cell or pooling, ``num_layers`` outside 1..3.
+
+    Example:
+      >>> encoder = CharacterEncoder(vocabulary_size=5, char_dim=4, units=3, attention_units=8)
+      >>> e = encoder(tf.constant([[4, 2, 3], [2, 1, 0], [0, 0, 0]]))
+      >>> tuple(e.shape), e.dtype.name, tf.norm(e, axis=-1).numpy().round(4).tolist()  # "" gives zeros
+      ((3, 6), 'float32', [1.0, 1.0, 0.0])
+      >>> CharacterEncoder(5, char_dim=4, units=3, attention_heads=2).output_dim  # heads concatenated
+      12
     """
 
     # Bidirectional GRUs run through ``fused_rnn.bidirectional_gru`` (the same function of the

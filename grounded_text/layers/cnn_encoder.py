@@ -39,6 +39,15 @@ class KimCNNEncoder(keras.layers.Layer):
 
     Raises:
       ValueError: empty/non-positive ``filter_widths`` or sizes.
+
+    Example:
+      >>> encoder = KimCNNEncoder(vocabulary_size=10, word_dim=4, filter_widths=(2, 3), filters=5, output_dim=3)
+      >>> ids = tf.constant([[2, 5, 7, 0], [3, 4, 0, 0]])
+      >>> e = encoder(ids, training=False)
+      >>> tuple(e.shape), e.dtype.name, tf.norm(e, axis=-1).numpy().round(4).tolist()
+      ((2, 3), 'float32', [1.0, 1.0])
+      >>> float(tf.reduce_max(tf.abs(encoder(ids[1:, :2]) - e[1:]))) < 1e-6  # padding never counts
+      True
     """
 
     def __init__(self, vocabulary_size: int, word_dim: int = 300, filter_widths=(3, 4, 5), filters: int = 100,

@@ -19,6 +19,12 @@ def masked_mean(h, mask):
 
     Returns:
       float32 [B, H]; zeros for a row with no valid step.
+
+    Example:
+      >>> h = tf.constant([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]], [[5.0, 6.0], [7.0, 8.0], [9.0, 9.0]]])
+      >>> mask = tf.constant([[True, True, False], [False, False, False]])
+      >>> masked_mean(h, mask).numpy().tolist()  # row 2 has no valid step
+      [[2.0, 3.0], [0.0, 0.0]]
     """
     h = tf.cast(h, tf.float32)
     m = tf.cast(mask, tf.float32)[..., None]
@@ -30,6 +36,12 @@ def masked_max(h, mask):
 
     Returns:
       float32 [B, H]; zeros for a row with no valid step.
+
+    Example:
+      >>> h = tf.constant([[[1.0, -2.0], [3.0, -4.0], [9.0, 9.0]], [[5.0, 6.0], [7.0, 8.0], [9.0, 9.0]]])
+      >>> mask = tf.constant([[True, True, False], [False, False, False]])
+      >>> masked_max(h, mask).numpy().tolist()  # the padded 9s never win
+      [[3.0, -2.0], [0.0, 0.0]]
     """
     h = tf.cast(h, tf.float32)
     m = tf.cast(mask, tf.bool)[..., None]
@@ -39,7 +51,13 @@ def masked_max(h, mask):
 
 
 def last_valid(h, mask):
-    """The state at the last valid step of each row (right padding), float32 [B, H]."""
+    """The state at the last valid step of each row (right padding), float32 [B, H].
+
+    Example:
+      >>> h = tf.constant([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]], [[5.0, 6.0], [7.0, 8.0], [9.0, 9.0]]])
+      >>> last_valid(h, tf.constant([[True, True, False], [True, False, False]])).numpy().tolist()
+      [[3.0, 4.0], [5.0, 6.0]]
+    """
     h = tf.cast(h, tf.float32)
     lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
     idx = tf.maximum(lengths - 1, 0)
@@ -135,6 +153,17 @@ class VectorAttentionPooling(_AttentionPoolingBase):
 
     Raises:
       ValueError: ``units < 1``.
+
+    Example:
+      >>> pool = VectorAttentionPooling(units=8)
+      >>> h = tf.random.stateless_normal([2, 4, 6], seed=[0, 1])
+      >>> mask = tf.constant([[True, True, True, False], [True, True, False, False]])
+      >>> tuple(pool(h, mask).shape), tuple(pool.weights_of(h, mask).shape)
+      ((2, 6), (2, 4, 6))
+      >>> sorted(set(tf.reduce_sum(pool.weights_of(h, mask), axis=1).numpy().round(4).ravel().tolist()))
+      [1.0]
+      >>> float(tf.reduce_max(tf.abs(pool(h[:1, :3], mask[:1, :3]) - pool(h, mask)[:1]))) < 1e-6  # padding ignored
+      True
     """
 
     def _score_width(self, features: int) -> int:
@@ -161,6 +190,16 @@ class ScalarAttentionPooling(_AttentionPoolingBase):
 
     Raises:
       ValueError: ``units < 1``.
+
+    Example:
+      >>> pool = ScalarAttentionPooling(units=8)
+      >>> h = tf.random.stateless_normal([2, 4, 6], seed=[0, 1])
+      >>> mask = tf.constant([[True, True, True, False], [False, False, False, False]])
+      >>> pool(h, mask)[1].numpy().tolist()  # no valid step
+      [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+      >>> a = pool.weights_of(h, mask)  # one weight per step, shared by the features
+      >>> tuple(a.shape), tf.reduce_sum(a, axis=[1, 2]).numpy().round(4).tolist()
+      ((2, 4, 1), [1.0, 0.0])
     """
 
     def _score_width(self, features: int) -> int:

@@ -125,6 +125,15 @@ def triplet_ranking_loss(
 
     Raises:
       ValueError: unknown ``negatives``/``reduction``, ``k < 1``.
+
+    Example:
+      >>> text, image = [[1.0, 0.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]
+      >>> round(float(triplet_ranking_loss(text, image, margin=0.2)), 4)  # caption 1: [0.2 − 0.7071 + 0.7071]₊
+      0.2
+      >>> round(float(triplet_ranking_loss(text, image, margin=0.2, direction_weight=0.1)), 4)  # sentence anchored
+      0.02
+      >>> float(triplet_ranking_loss(text, image, image_ids=[5, 5]))  # one image: no negatives
+      0.0
     """
     if negatives not in NEGATIVES:
         raise ValueError(f"triplet_ranking_loss: negatives must be one of {NEGATIVES}, got {negatives!r}.")
@@ -178,6 +187,15 @@ class TripletRankingLoss(BatchLoss):
     Raises:
       ValueError: bad ``negatives``, ``k``, ``reduction``, ``margin`` or
       ``direction_weight``.
+
+    Example:
+      >>> text = tf.constant([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+      >>> image = tf.constant([[1.0, 0.2], [0.0, 1.0], [1.0, 1.0]])
+      >>> losses = {n: TripletRankingLoss(margin=0.2, negatives=n)(text, image) for n in NEGATIVES}
+      >>> {n: round(float(v), 4) for n, v in losses.items()}  # "all" = "semi_hard" + "hard"
+      {'all': 2.548, 'hardest': 2.023, 'semi_hard': 0.0515, 'hard': 2.4965}
+      >>> round(float(TripletRankingLoss(negatives="hardest")(text, image, image_ids=tf.constant([0, 0, 1]))), 4)
+      1.9716
     """
 
     def __init__(
