@@ -342,8 +342,10 @@ def evaluate_retrieval(
       >>> result = evaluate_retrieval(captions, np.eye(2), np.array([0, 0, 1]), protocol="all")
       >>> result["caption_to_image"]["R@1"], result["rsum"], result["protocol"], result["n_folds"]
       (100.0, 600.0, 'all', 1)
-      >>> [round(x, 1) for x in result["caption_to_image"]["R@1_ci95"]]  # Wilson, 3 queries
-      [43.9, 100.0]
+      >>> [round(x, 1) for x in result["caption_to_image"]["R@1_ci95"]]  # bootstrap over the 2 images
+      [100.0, 100.0]
+      >>> [round(x, 1) for x in result["image_to_caption"]["R@1_ci95"]]  # Wilson, 2 image queries
+      [34.2, 100.0]
       >>> evaluate_retrieval(captions, np.eye(2), np.array([0, 0, 1]), protocol="flickr8k_1k")
       Traceback (most recent call last):
         ...
