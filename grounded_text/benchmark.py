@@ -61,6 +61,7 @@ from grounded_text.benchmarks.floors import GEMM_SIZE as GEMM
 from grounded_text.benchmarks.throughput import machine_info, run_phase_subprocess
 from grounded_text.data.paths import resolve_data_dir
 
+FLOORS = "grounded_text.benchmarks.floors"  # the module that runs the floor phases
 BATCH_SIZES = (1, 32, 1024)
 
 
@@ -210,7 +211,7 @@ def run_floors(args) -> dict:
     for units in args.units:
         r = run_phase_subprocess("char_floor", {"units": units, "steps": args.steps, "warmup": min(args.warmup, 2),
                                                 "batch_size": args.batch_size or 32, "data_dir": str(root)},
-                                 args.phase_timeout)
+                                 args.phase_timeout, module=FLOORS)
         report["char"].append(r)
         print(f"\n## char_gru_attention train step, n = {units}, batch {r['batch_size']}, bucketed "
               f"({r['mean_true_length']:.1f} true / {r['mean_padded_length']:.1f} padded chars; "
@@ -224,7 +225,8 @@ def run_floors(args) -> dict:
     images_dir = root / "flickr8k" / "images"
     if images_dir.is_dir() and not args.skip_features:
         r = run_phase_subprocess("features_floor", {"images_dir": str(images_dir), "images": args.images,
-                                                    "batch_size": 32, "weights": "none"}, args.phase_timeout)
+                                                    "batch_size": 32, "weights": "none"}, args.phase_timeout,
+                                 module=FLOORS)
         report["features"] = r
         print(f"\n## Feature extraction ({r['cnn']}, weights {r['weights']}, {r['photos']} real photos, batch "
               f"{r['batch_size']})  [{load(r)}; {tag(r)}]")
@@ -239,7 +241,7 @@ def run_floors(args) -> dict:
         r = run_phase_subprocess("export_floor", {"work_dir": str(work), "sentences_file": str(sentences_file),
                                                   "batch_sizes": list(args.batch_sizes), "repeats": args.repeats,
                                                   "min_seconds": args.min_seconds, "data_dir": str(root)},
-                                 args.phase_timeout)
+                                 args.phase_timeout, module=FLOORS)
         report["export"] = r
         print(f"\n## Export ({r['model']}) vs its tokeniser, sentences/s  [{load(r)}; {tag(r)}]")
         print("| batch | export | tokeniser | export / tokeniser (medians) | per-repeat ratio |\n"

@@ -44,7 +44,7 @@ import warnings
 from pathlib import Path
 
 from grounded_text.experiments import comparison as papers
-from grounded_text.experiments import scoring
+from grounded_text.experiments import paper_report, scoring, verdicts
 from grounded_text.experiments.comparison import Budget, HeadlineFigure, Paper, PlannedRun, Published, RunSpec
 from grounded_text.experiments.plans import merge_overrides
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
@@ -342,14 +342,14 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
         "comparison": papers.comparison_rows(p, runs), "derived_means": papers.derived_means(p, runs),
         "paired_tests": papers.paired_tests(p, runs, predictions),
         "ours_data": papers.dataset_text(runs), "ours_features": papers.features_text(runs),
-        "model_correlations": papers.model_correlations(p, predictions),
+        "model_correlations": verdicts.model_correlations(p, predictions),
     }
     results["baselines"] = papers.baseline_tables(p, results["comparison"])
-    results["r23_fallback"] = papers.r23_fallback(results["model_correlations"],
+    results["r23_fallback"] = verdicts.r23_fallback(results["model_correlations"],
                                                   other_papers_correlations(Path(output_dir), paper))
-    results["verdict"] = papers.verdict(p, results)
+    results["verdict"] = verdicts.verdict(p, results)
     results["seconds"] = round(time.perf_counter() - t_start, 1)
-    write_report(results, papers.format_paper_markdown(results), json_path=out_dir / "results.json",
+    write_report(results, paper_report.format_paper_markdown(results), json_path=out_dir / "results.json",
                  markdown_path=out_dir / "results.md")
     return results
 
@@ -378,8 +378,8 @@ def other_papers_correlations(output_dir: Path, paper: str) -> dict:
 
 def write_docs(path: str | Path, results_by_paper: dict) -> Path:
     """Writes or updates ``path``: each paper's section between its markers, in ``PAPERS`` order."""
-    sections = {k: papers.format_paper_markdown(r) for k, r in results_by_paper.items()}
-    return update_sections(path, sections, PAPER_NAMES, header=papers.DOCS_HEADER, tag="reproduce")
+    sections = {k: paper_report.format_paper_markdown(r) for k, r in results_by_paper.items()}
+    return update_sections(path, sections, PAPER_NAMES, header=paper_report.DOCS_HEADER, tag="reproduce")
 
 
 #: Paper keys kept for one release after a rename: old key → new key (a warning names the new one).
@@ -434,7 +434,7 @@ def main(argv=None) -> int:
         except RunConflict as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        print(papers.format_paper_markdown(results[paper]) + "\n", flush=True)
+        print(paper_report.format_paper_markdown(results[paper]) + "\n", flush=True)
         print(f"wrote {Path(a.output_dir) / paper / 'results.json'}", flush=True)
     if a.write_docs:
         print(f"wrote {write_docs(a.write_docs, results)}")

@@ -11,6 +11,7 @@ import pytest
 
 from grounded_text import reproduce as rp
 from grounded_text.experiments import comparison as papers
+from grounded_text.experiments import paper_report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -188,7 +189,7 @@ def test_training_curve_table_reads_the_logged_history():
     assert list(curve) == ["val_rsum", "val_avg2016", "val_avg2012/MSRvid"]  # the validation figures only
     mf = _fake_results("merkx_frank", {})
     mf["runs"]["char_gru_attention"]["training"]["curve"] = curve
-    text = papers.format_paper_markdown(mf)
+    text = paper_report.format_paper_markdown(mf)
     assert "| epoch | dev R@1+5+10 (both directions) | STS16 mean r | STS12 MSRvid r |" in text
     assert "| 1 | 100.0 | 0.500 | 0.700 |" in text and "| 2 | 120.5 | 0.600 | 0.650 |" in text
     assert papers.training_curve({}) == {}

@@ -10,6 +10,7 @@ from scipy import stats
 from grounded_text import reproduce as rp
 from grounded_text.evaluation.stats import paired_bootstrap, pearson_ci, williams_test
 from grounded_text.experiments import comparison as papers
+from grounded_text.experiments import paper_report, verdicts
 from grounded_text.papers import published as pf
 
 MF_SUBSETS = {"STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -76,10 +77,10 @@ def fake_results(paper: str, budget: str = "cpu", predictions: dict | None = Non
            "comparison": papers.comparison_rows(p, runs), "derived_means": papers.derived_means(p, runs),
            "paired_tests": papers.paired_tests(p, runs, predictions or {}),
            "ours_data": papers.dataset_text(runs), "ours_features": papers.features_text(runs),
-           "model_correlations": papers.model_correlations(p, predictions or {})}
+           "model_correlations": verdicts.model_correlations(p, predictions or {})}
     res["baselines"] = papers.baseline_tables(p, res["comparison"])
-    res["r23_fallback"] = papers.r23_fallback(res["model_correlations"])
-    res["verdict"] = papers.verdict(p, res)
+    res["r23_fallback"] = verdicts.r23_fallback(res["model_correlations"])
+    res["verdict"] = verdicts.verdict(p, res)
     return res
 
 
@@ -156,7 +157,7 @@ def test_merkx_frank_year_means_are_derived_without_an_interval():
     assert means["STS12 mean"]["ours"] == pytest.approx(100 * ours12)
     assert means["mean of STS12/13/16 means"]["paper"] == pytest.approx(
         np.mean([np.mean([t5[f"{y}/{s}"] for s in subs]) for y, subs in MF_SUBSETS.items()]))
-    text = papers.format_paper_markdown(res)
+    text = paper_report.format_paper_markdown(res)
     assert "| STS12 mean | 61.0 |" in text and "| — |" in text
 
 
@@ -183,14 +184,14 @@ def test_bordes_grounding_only_rows_and_vete_bow_row_appear():
                                                         "Pin-Test": 0.579, "avg2014": 0.579, "avg2015": 0.622}
     coco = next(r for r in bow if r["measure"] == "COCO-Test")
     assert coco["ours"] == pytest.approx(0.7) and coco["compared"].startswith("nearest:")
-    text = papers.format_paper_markdown(vete)
+    text = paper_report.format_paper_markdown(vete)
     assert "| VETE-BOW | COCO-Test | 0.894 |" in text
 
 
 @pytest.mark.parametrize("paper", rp.PAPER_NAMES)
 def test_no_not_reported_where_the_paper_reports_a_figure(paper):
     res = fake_results(paper)
-    text = papers.format_paper_markdown(res)
+    text = paper_report.format_paper_markdown(res)
     assert "not reported" not in text
     assert all(r["paper"] is not None for r in res["comparison"])
     published = [f for f in pf.figures(rp.PAPERS[paper].figures_key)]
@@ -224,18 +225,18 @@ def test_paired_tests_match_the_references():
     comp = next(c for c in res["paired_tests"] if c["a"] == "vete_rnn")
     assert comp["b"] == "vete_bow" and comp["tests"]["STS12 MSRvid r"]["p"] == pytest.approx(
         williams_test(r13, r12, r23, 300)["p_value"])
-    assert "Williams" in papers.format_paper_markdown(res)
+    assert "Williams" in paper_report.format_paper_markdown(res)
 
 
 def test_verdict_judges_every_same_test_figure_and_names_documented_differences():
     res = fake_results("merkx_frank")
     text = " ".join(res["verdict"])
     same = [r for r in res["comparison"] if r["difference"] is not None]
-    rows = papers.verdict_rows(res)
+    rows = verdicts.verdict_rows(res)
     assert len(rows) == len(same) and f"{len(same)} figures on the paper's own test sets" in text
     assert "Williams' test" in text and "ResNet-152" in text and "efficientnet_lite0" in text
     assert "training budget (`cpu`" in text
-    md = papers.format_paper_markdown(res)
+    md = paper_report.format_paper_markdown(res)
     assert "Verdict:" in md and "Verdict per figure" in md and "assumed r₂₃" in md
     assert "0.000" not in md
 
@@ -263,24 +264,24 @@ def test_overlapping_marginal_intervals_can_still_be_below_the_paper():
     row = _question_question(res)
     assert row["ours_ci"][1] > row["paper_ci"][0]  # the marginal intervals overlap
     pa, pb = _predictions(209, 0.9)
-    mc = papers.model_correlations(rp.PAPERS["merkx_frank"], {"char_gru_attention": {"text": pa},
+    mc = verdicts.model_correlations(rp.PAPERS["merkx_frank"], {"char_gru_attention": {"text": pa},
                                                               "char_gru_attention_512": {"text": pb}})
     r23 = mc["STS16/question-question"]["pearson"]
     assert 0.87 < r23 < 0.97 and mc["STS16/question-question"]["pair"] == ["char_gru_attention",
                                                                              "char_gru_attention_512"]
-    res["model_correlations"], res["r23_fallback"] = mc, papers.r23_fallback(mc)
-    judged = next(r for r in papers.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
+    res["model_correlations"], res["r23_fallback"] = mc, verdicts.r23_fallback(mc)
+    judged = next(r for r in verdicts.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
     assert judged["r23"] == pytest.approx(r23) and judged["p"] == pytest.approx(
         williams_test(0.291, 0.405, r23, 209)["p_value"])
     assert judged["p"] < 0.05 and judged["verdict"] == "below the paper (worse)"
-    md = papers.format_paper_markdown({**res, "verdict": papers.verdict(rp.PAPERS["merkx_frank"], res)})
+    md = paper_report.format_paper_markdown({**res, "verdict": verdicts.verdict(rp.PAPERS["merkx_frank"], res)})
     line = next(x for x in md.splitlines() if x.startswith("| STS 2016 Question-Question | 29.1 | 40.5 | 209 |"))
     assert f"{r23:.3f}: lowest of our 2 models on it (char_gru_attention vs char_gru_attention_512)" in line
     assert "below the paper (worse)" in line
     # With one model only, the stated fallback is used and named.
     res["model_correlations"] = {}
-    res["r23_fallback"] = papers.r23_fallback({})
-    judged = next(r for r in papers.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
+    res["r23_fallback"] = verdicts.r23_fallback({})
+    judged = next(r for r in verdicts.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
     assert judged["r23"] == papers.FALLBACK_R23 and "fallback" in judged["r23_how"]
     assert judged["verdict"] == "below the paper (worse)"
 
@@ -288,24 +289,24 @@ def test_overlapping_marginal_intervals_can_still_be_below_the_paper():
 def test_a_small_gap_on_the_same_pairs_agrees_and_a_gap_above_is_better():
     res = fake_results("merkx_frank")
     _question_question(res, ours=0.395)
-    judged = next(r for r in papers.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
+    judged = next(r for r in verdicts.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
     assert judged["p"] >= 0.05 and judged["verdict"] == "agrees"
     _question_question(res, ours=0.52)
-    judged = next(r for r in papers.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
+    judged = next(r for r in verdicts.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
     assert judged["verdict"] == "above the paper (better)"
 
 
 def test_the_fallback_takes_the_lowest_across_papers():
     other = {"vete": {"STS12/MSRvid": {"pearson": 0.81, "spearman": 0.8, "pair": ["vete_bow", "vete_rnn"],
                                        "models": 6, "n": 750}}}
-    fb = papers.r23_fallback({}, other)
+    fb = verdicts.r23_fallback({}, other)
     assert fb["pearson"] == 0.81 and "vete" in fb["source"] and "vete_bow vs vete_rnn" in fb["source"]
-    assert papers.r23_fallback({})["pearson"] == papers.FALLBACK_R23
+    assert verdicts.r23_fallback({})["pearson"] == papers.FALLBACK_R23
 
 
 def test_retrieval_verdicts_use_our_interval_and_medr_lower_is_better():
     res = fake_results("merkx_frank")
-    rows = {r["measure"]: r for r in papers.verdict_rows(res)}
+    rows = {r["measure"]: r for r in verdicts.verdict_rows(res)}
     # Ours: caption→image R@1 20.0 [18, 22] against the paper's 27.5: below, worse.
     assert rows["caption→image R@1"]["verdict"] == "below the paper (worse)"
     # image→caption R@10: ours 60.0 [58, 62]: the paper's 79.3 is above it.
@@ -316,7 +317,7 @@ def test_retrieval_verdicts_use_our_interval_and_medr_lower_is_better():
     ret = res["runs"]["char_gru_attention"]["evaluation"]["text"]["retrieval"]["caption_to_image"]
     ret.update({"R@1": 27.0, "R@1_ci95": [25.0, 29.0], "medr": 3.0, "medr_ci95": [2.5, 3.5]})
     res["comparison"] = papers.comparison_rows(rp.PAPERS["merkx_frank"], res["runs"])
-    rows = {r["measure"]: r for r in papers.verdict_rows(res)}
+    rows = {r["measure"]: r for r in verdicts.verdict_rows(res)}
     assert rows["caption→image R@1"]["verdict"] == "agrees"
     assert rows["caption→image medr"]["verdict"] == "below the paper (better: a lower median rank)"
 
@@ -334,7 +335,7 @@ def test_merkx_frank_tables_2_and_5_show_the_published_baselines_beside_ours():
     assert msrvid[1:5] == ["66.2", "83.6", "79.9", "82.7"] and msrvid[5] == "61.0"
     deft = next(r for r in t5["rows"] if r[0] == "STS 2014 Deft-forum")
     assert deft[5] == "–"  # not in our data
-    md = papers.format_paper_markdown(res)
+    md = paper_report.format_paper_markdown(res)
     assert "| [27] | 11.8 |" in md and "Table 5 as the paper prints it" in md
 
 
@@ -358,7 +359,7 @@ def test_bordes_sts_is_nearest_sick_the_same_and_table_3_beside_ours():
         0.95, method="wilson")], abs=0.02)
     assert _row(res, "Table 3", "MRPC (F1)", run="bordes_cg_pg")["ours"] == 77.4
     assert "SNLI's training set" in _row(res, "Table 3", "SNLI", run="bordes_cg_pg")["compared"]
-    judged = {(r["measure"], r["space"]): r for r in papers.verdict_rows(res)}
+    judged = {(r["measure"], r["space"]): r for r in verdicts.verdict_rows(res)}
     assert judged[("MR", "textual")]["verdict"] == "agrees"  # 77.4 inside our [76.2, 77.8]
     assert judged[("CR", "textual")]["verdict"] == "below the paper (worse)"
     text = " ".join(res["verdict"])
@@ -380,7 +381,7 @@ def test_kolluru_training_data_is_the_papers():
     res = fake_results("kolluru")
     diff = {d["aspect"]: d["paper"] for d in res["data_differences"]}
     assert "Flickr30K" in diff["training data"] and "MSCOCO" in diff["training data"]
-    assert "not recorded" not in papers.format_paper_markdown(res)
+    assert "not recorded" not in paper_report.format_paper_markdown(res)
 
 
 def test_headline_table_takes_the_papers_figure_wherever_it_is_recorded():

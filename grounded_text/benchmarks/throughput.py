@@ -504,22 +504,18 @@ PHASES = {"fit": _fit_phase, "encode": _encode_phase, "textvectorization": _text
           "char_speed": _char_speed_phase}
 
 
-def _floor_phases() -> dict:
-    from grounded_text.benchmarks.floors import FLOOR_PHASES as FLOORS
-
-    return FLOORS
-
-
-def run_phase_subprocess(phase: str, args: dict, timeout: float | None = None) -> dict:
-    """Runs ``phase`` in a fresh interpreter; returns its JSON result plus the load average
-    before/after and the wall seconds of the whole subprocess.
+def run_phase_subprocess(phase: str, args: dict, timeout: float | None = None,
+                         module: str = "grounded_text.benchmarks.throughput") -> dict:
+    """Runs ``phase`` of ``module`` (this one, or ``grounded_text.benchmarks.floors``) in a fresh
+    interpreter; returns its JSON result plus the load average before/after and the wall
+    seconds of the whole subprocess.
 
     Raises:
       RuntimeError: the subprocess failed (its stderr tail is in the message).
     """
     load_before = list(os.getloadavg())
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "grounded_text.benchmarks.throughput", phase, json.dumps(args)],
+    proc = subprocess.run([sys.executable, "-m", module, phase, json.dumps(args)],
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark phase {phase!r} failed:\n{proc.stderr[-4000:]}")
@@ -533,10 +529,9 @@ def run_phase_subprocess(phase: str, args: dict, timeout: float | None = None) -
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     phase, args = argv[0], json.loads(argv[1])
-    phases = {**PHASES, **_floor_phases()}
-    if phase not in phases:
-        raise SystemExit(f"unknown phase {phase!r}; choose one of {sorted(phases)}")
-    print(json.dumps(phases[phase](args)))
+    if phase not in PHASES:
+        raise SystemExit(f"unknown phase {phase!r}; choose one of {sorted(PHASES)}")
+    print(json.dumps(PHASES[phase](args)))
     return 0
 
 

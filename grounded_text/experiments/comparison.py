@@ -15,8 +15,8 @@ from grounded_text.experiments.plans import RunPlan
 from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 from grounded_text.papers.rows import PUBLISHED, HeadlineFigure, Published, mf_headline_figures  # noqa: F401 (the plans use them)
-from grounded_text.reporting.figures import dig, fmt_figure
-from grounded_text.reporting.tables import fmt, markdown_table
+from grounded_text.reporting.figures import dig
+from grounded_text.reporting.tables import fmt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,176 +298,9 @@ def record_note(name: str | None) -> str:
     return f"record `{name}`" + (f" (variant of `{record.variant_of}`)" if record and record.variant_of else "")
 
 
-# ----------------------------------------------------------------------------- Markdown
-
-
-def _scored_on(results: dict) -> str:
-    ev = results["evaluation_settings"]
-    scored = (f"Flickr8k test split, first {ev['test_images']} images (retrieval protocol `all`)"
-              if ev["test_images"] else "Flickr8k test split, 1,000 images (retrieval protocol `flickr8k_1k`)")
-    n = results["protocol"].get("same_image_n") or ev["same_image_n"]  # the protocol's N, where it sets one
-    scored += f"; same-image N = {n:,} + {n:,} pairs" if "same_image" in results["protocol"]["sections"] else ""
-    if results["protocol"]["transfer"]:
-        scored += (f"; SentEval {ev['transfer_kfold']}-fold"
-                   + (f", at most {ev['transfer_max_examples']} examples per split" if ev["transfer_max_examples"]
-                      else ", all examples"))
-    return scored
-
-
-def setup_lines(results: dict) -> list[str]:
-    """Title, citation, the command / budget / scoring table, the runs, the data differences, the protocol."""
-    mode = ("evaluates already-trained runs found under its `--from-runs` folder"
-            if results["mode"] == "from_runs" else "trains and evaluates")
-    lines = [f"## {results['title']}", "", f"*{results['citation']}*", "", "| | |", "|---|---|",
-             f"| command | `{results['command']}` ({mode}) |",
-             f"| budget | `{results['budget']}`: {results['budget_description']} |",
-             f"| scored on | {_scored_on(results)} |"]
-    for name, node in results["runs"].items():
-        if node.get("status") == "ok":
-            lines.append(f"| run `{name}` | {record_note(node.get('record'))}: {node['trained_with']}; best epoch "
-                         f"{node['training']['best_epoch']} by {node['training']['selection']}, exported "
-                         f"{node['training']['exported']} |")
-    lines += ["", "What differs from the paper's data:", ""]
-    lines += markdown_table(["aspect", "paper", "ours"], [(d["aspect"], d["paper"], d["ours"])
-                                                          for d in results["data_differences"]])
-    return lines + ["", "Protocol: " + "; ".join(results["protocol"]["description"]) + ".", ""]
-
-
-def figure_lines(results: dict) -> list[str]:
-    """The headline figures table: paper, ours, ours − paper, the source of the paper's figure."""
-    main = next((r["run"] for r in results["figures"] if r["run"]), None)
-    rows = [(r["measure"], fmt_figure(r["paper"], r["measure"]) if r["paper"] is not None else "not in the paper",
-             fmt_figure(r["ours"], r["measure"]), fmt_figure(r["difference"], r["measure"], signed=True),
-             r["source"] or "–") for r in results["figures"]]
-    return [f"Headline figures (ours: run `{main}`; “–” = not measured):", ""] + markdown_table(
-        ["measure", "paper", "ours", "ours − paper", "source of the paper's figure"], rows,
-        ["---", "---:", "---:", "---:", "---"])
-
-
-def _digits(scale: str) -> int:
+def scale_digits(scale: str) -> int:
     """3 decimals for a correlation or cosine as printed (0.861), 1 for ×100, percentages and ranks."""
     return 1 if any(t in scale for t in ("× 100", "%", "rank")) else 3
-
-
-def _ci(ci, digits: int) -> str:
-    return "—" if not ci else f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]"
-
-
-def comparison_lines(results: dict) -> list[str]:
-    """One table per paper table: the paper's figure and 95 % interval, ours and ours, the
-    difference (same test set only) and what ours is measured on."""
-    rows = results.get("comparison") or []
-    if not rows:
-        return []
-    lines = ["The paper's figures beside ours (on the paper's scale; 95 % intervals: the paper's as printed, "
-             "ours from the evaluation report: Fisher z for correlations, a bootstrap over images for "
-             "caption→image R@K and medr (an image's captions are drawn together), Wilson over the image queries "
-             "for image→caption R@K, Wilson over the examples for SentEval accuracies; “—” = no interval "
-             "printed / none computed; ours − paper only on the same test set):", ""]
-    several = len(results["protocol"].get("spaces") or []) > 1
-    for table in dict.fromkeys(r["table"] for r in rows):
-        trs = [r for r in rows if r["table"] == table]
-        lines += [f"{table} ({trs[0]['scale']}; paper: trained on {trs[0]['training_data']}, features "
-                  f"{trs[0]['image_features']}):", ""]
-        body = []
-        for r in trs:
-            d = _digits(r["scale"])
-            body.append([r["row"] or "(unlabelled row)", r["measure"], fmt(r["paper"], d), _ci(r["paper_ci"], d),
-                         fmt(r["ours"], d), _ci(r["ours_ci"], d), fmt(r["difference"], d, signed=True),
-                         (f"`{r['run']}`" + (f" ({r['space']})" if several else "")) if r["run"] else "–",
-                         r["compared"]])
-        lines += markdown_table(["paper row", "measure", "paper", "paper 95 % CI", "ours", "our 95 % CI",
-                                 "ours − paper", "our run", "compared on"], body,
-                                ["---", "---", "---:", "---:", "---:", "---:", "---:", "---", "---"]) + [""]
-    return lines
-
-
-def baseline_lines(results: dict) -> list[str]:
-    lines = []
-    for t in results.get("baselines") or []:
-        lines += [f"{t['table']} as the paper prints it, every system of it, with ours added where measured on the "
-                  "same test set (“–”: not in the paper, or ours not measured on that test set):", ""]
-        lines += markdown_table(t["header"], t["rows"], ["---"] + ["---:"] * (len(t["header"]) - 1)) + [""]
-    return lines
-
-
-def derived_lines(results: dict) -> list[str]:
-    rows = results.get("derived_means") or []
-    if not rows:
-        return []
-    body = [[r["measure"], fmt(r["paper"], 1), fmt(r["ours"], 1), "—", fmt(r["difference"], 1, signed=True)]
-            for r in rows]
-    return ["Year means (Pearson r × 100): the paper prints none, so its figure here is the unweighted mean of its "
-            "printed subset figures, and ours the unweighted mean of our subset figures. No interval (“—”): the "
-            "subsets differ in size and difficulty, so neither a bootstrap over subsets nor a pooled Fisher z "
-            "would be a valid 95 % interval for this mean.", ""] + markdown_table(
-        ["measure", "paper (derived)", "ours", "our 95 % CI", "ours − paper"], body,
-        ["---", "---:", "---:", "---:", "---:"]) + [""]
-
-
-def paired_lines(results: dict) -> list[str]:
-    """The paired tests: Williams' test for STS correlations, paired bootstrap for R@K."""
-    from grounded_text.evaluation.stats import format_p
-
-    lines = []
-    for comp in results.get("paired_tests") or []:
-        body = []
-        for label, t in comp["tests"].items():
-            is_r = " R@" not in label
-            test = ("Williams (Steiger's T₂)" if is_r else "paired bootstrap (1,000)"
-                    + (", over images" if t.get("unit") == "images" else ""))
-            body.append([label, fmt(t["a"], 3 if is_r else 1), fmt(t["b"], 3 if is_r else 1), f"{t['n']:,}",
-                         format_p(t["p"]), test])
-        lines += ["", f"Paired test, {comp['comparison']} (`{comp['a']}` vs `{comp['b']}`, the same pairs / "
-                      "queries):", ""]
-        lines += markdown_table(["measure", comp["a"], comp["b"], "n", "p (two-sided)", "test"], body,
-                                ["---", "---:", "---:", "---:", "---:", "---"])
-    return lines
-
-
-def verdict_lines(results: dict) -> list[str]:
-    """The verdict's bullets, then one line per judged figure: ours, the paper's, n, the test,
-    the r₂₃ it assumed (per subset) and p."""
-    from grounded_text.evaluation.stats import format_p
-
-    lines = results.get("verdict") or []
-    if not lines:
-        return []
-    out = ["", "Verdict:", ""] + [f"* {line}" for line in lines]
-    rows = verdict_rows(results)
-    if rows:
-        several = len({r["space"] for r in rows}) > 1
-        body = [[r["measure"] + (f" ({r['space']})" if several else ""), fmt(r["ours"], _digits(r["scale"])),
-                 fmt(r["paper"], _digits(r["scale"])), f"{r['n']:,}" if r["n"] else "–", r["test"],
-                 "–" if r["r23"] is None else f"{r['r23']:.3f}: {r['r23_how']}", format_p(r["p"]),
-                 r["verdict"] + (f" ({r['why']})" if r.get("why") else "")] for r in rows]
-        out += ["", "Verdict per figure (Williams' r₂₃: the correlation assumed between our and the paper's "
-                    "similarity scores on that subset; p two-sided):", ""]
-        out += markdown_table(["measure", "ours", "paper", "n", "test", "assumed r₂₃", "p", "verdict"], body,
-                              ["---", "---:", "---:", "---:", "---", "---", "---:", "---"])
-        if any(r["r23_how"].startswith("fallback") for r in rows):
-            fallback = results.get("r23_fallback") or r23_fallback(results.get("model_correlations") or {})
-            out += ["", f"Fallback r₂₃ (Pearson; Spearman rows use the Spearman analogue): {fallback['source']}."]
-    return out
-
-
-def ablation_lines(results: dict) -> list[str]:
-    """One table per ablation of at least two settings, the columns = every figure of its runs."""
-    lines = []
-    for group, rows in results["ablations"].items():
-        if len(rows) < 2:
-            continue
-        cols = list(dict.fromkeys(c for r in rows for c in r["measures"]))
-        body = []
-        for r in rows:
-            if r["status"] == "ok":
-                cells = [fmt_figure(r["measures"].get(c), c) for c in cols]
-            else:
-                cells = [f"({r['status']})"] + ["" for _ in cols[1:]] if cols else []
-            body.append([r["setting"], f"`{r['run']}`"] + cells)
-        lines += ["", f"Ablation: {group}", ""] + markdown_table(["setting", "run"] + cols, body,
-                                                                 ["---", "---"] + ["---:"] * len(cols))
-    return lines
 
 
 CURVE_KEYS = {"val_rsum": "dev R@1+5+10 (both directions)", "val_avg2016": "STS16 mean r",
@@ -479,53 +312,6 @@ def training_curve(metrics: dict) -> dict:
     (``CURVE_KEYS``, from ``metrics.json``'s history); empty when it logged none."""
     history = metrics.get("history") or {}
     return {k: list(history[k]) for k in CURVE_KEYS if history.get(k)}
-
-
-def curve_lines(results: dict) -> list[str]:
-    """Per run, the validation figures logged at each epoch's end (the training curve)."""
-    lines = []
-    for name, node in results["runs"].items():
-        curve = (node.get("training") or {}).get("curve") or {}
-        if node.get("status") != "ok" or not curve:
-            continue
-        epochs = max(len(v) for v in curve.values())
-        body = [[str(e + 1)] + [fmt(v[e], 1 if k == "val_rsum" else 3) if e < len(v) else "–"
-                                for k, v in curve.items()] for e in range(epochs)]
-        lines += ["", f"Per epoch, run `{name}` (logged at each epoch's end; the selection reads "
-                      f"{node['training']['selection']}):", ""]
-        lines += markdown_table(["epoch"] + [CURVE_KEYS[k] for k in curve], body, ["---:"] * (len(curve) + 1))
-    return lines
-
-
-def gap_lines(results: dict) -> list[str]:
-    """Runs not scored, spaces missing, retrieval unavailable, SentEval tasks that did not run."""
-    gaps = []
-    for name, node in results["runs"].items():
-        if node.get("status") != "ok":
-            gaps.append(f"* `{name}`: {node['status']} — {node.get('reason', '')}")
-            continue
-        for space, ev in node.get("evaluation", {}).items():
-            if ev.get("status") != "ok":
-                gaps.append(f"* `{name}`, {space} space: {ev.get('status')} — {ev.get('reason', '')}")
-                continue
-            if isinstance(ev.get("retrieval"), dict) and ev["retrieval"].get("status") == "unavailable":
-                gaps.append(f"* `{name}`, retrieval: unavailable — {ev['retrieval']['reason']}")
-            for task, r in (ev.get("transfer") or {}).items():
-                if isinstance(r, dict) and r.get("status") not in (None, "ok"):
-                    gaps.append(f"* `{name}`, {space} space, SentEval {task}: {r['status']} — {r.get('reason', '')}")
-    return [""] + gaps if gaps else []
-
-
-def format_paper_markdown(results: dict) -> str:
-    """The paper's section: setup, the paper's tables beside ours (with 95 % intervals), derived
-    year means, headline figures, ablations, paired tests, training curves, the verdict, gaps, notes."""
-    lines = (setup_lines(results) + comparison_lines(results) + baseline_lines(results) + derived_lines(results)
-             + figure_lines(results)
-             + ablation_lines(results) + paired_lines(results) + curve_lines(results) + verdict_lines(results)
-             + gap_lines(results))
-    for note in results.get("notes", []):
-        lines += ["", note]
-    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- the papers' tables beside ours
@@ -699,15 +485,15 @@ def baseline_tables(paper, comparison: list) -> list[dict]:
 
         def paper_cell(system, m):
             f = cell.get((system, m))
-            return fmt(f.value, _digits(scale[m])) if f else "–"
+            return fmt(f.value, scale_digits(scale[m])) if f else "–"
 
         if by == "row":
             header = ["system"] + measures
             rows = [[s or "(unlabelled row)"] + [paper_cell(s, m) for m in measures] for s in systems]
-            rows += [[name] + [fmt(v.get(m), _digits(scale[m])) for m in measures] for name, v in ours.items()]
+            rows += [[name] + [fmt(v.get(m), scale_digits(scale[m])) for m in measures] for name, v in ours.items()]
         else:
             header = ["measure"] + systems + list(ours)
-            rows = [[m] + [paper_cell(s, m) for s in systems] + [fmt(v.get(m), _digits(scale[m]))
+            rows = [[m] + [paper_cell(s, m) for s in systems] + [fmt(v.get(m), scale_digits(scale[m]))
                                                                   for v in ours.values()] for m in measures]
         out.append({"table": table, "header": header, "rows": rows})
     return out
@@ -743,7 +529,7 @@ def derived_means(paper, runs: dict) -> list[dict]:
 # ----------------------------------------------------------------------------- paired tests
 
 
-def _sts_label(key: str) -> str:
+def sts_label(key: str) -> str:
     year, _, sub = key.partition("/")
     return {"STSBenchmark/test": "STS-B test r (cosine)", "SICK/test": "SICK-R test r (cosine)"}.get(
         key, f"{year} {sub} r")
@@ -771,7 +557,7 @@ def paired_sts(a: dict, b: dict) -> dict:
         r12, r13, r23 = (float(np.corrcoef(u, v)[0, 1]) for u, v in ((gold, x), (gold, y), (x, y)))
         clip = [min(1.0, max(-1.0, r)) for r in (r12, r13, r23)]
         p = williams_test(*clip, len(gold))["p_value"]
-        out[_sts_label(key)] = {"a": r12, "b": r13, "n": int(len(gold)), "p": p}
+        out[sts_label(key)] = {"a": r12, "b": r13, "n": int(len(gold)), "p": p}
     return out
 
 
@@ -833,223 +619,3 @@ def paired_tests(paper, runs: dict, predictions: dict) -> list[dict]:
             add(f"`{run}`: {other} vs {names[0]} space", f"{run}:{other}", f"{run}:{names[0]}", spaces[other],
                 spaces[names[0]])
     return out
-
-
-# ----------------------------------------------------------------------------- verdict
-
-#: Williams' r₂₃ where no two of our models of a paper were scored on a subset and no other
-#: paper's results give one: the low end of the range expected between two of our models
-#: (0.87–0.97). Assumed, not measured; every verdict that uses it says so.
-FALLBACK_R23 = 0.87
-ALPHA = 0.05
-_STS_PREFIXES = ("STS1", "STSBenchmark", "SICK", "supervised")
-
-
-def _model_name(run: str, space: str, several: bool) -> str:
-    return f"{run} ({space})" if several else run
-
-
-def model_correlations(paper, predictions: dict) -> dict:
-    """The lowest correlation between two of our models' similarity scores, per STS subset.
-
-    Williams' test of our r against the paper's needs r₂₃, the correlation between our
-    and the paper's similarities on the same pairs, which nobody has; the verdict assumes
-    the lowest correlation between the similarities of two of our own models of the paper
-    on that subset (two runs, or two spaces of one run).
-
-    Args:
-      predictions: ``{run: {space: scoring.predictions(...)}}``.
-
-    Returns:
-      ``{subset key: {"pearson": r, "spearman": ρ, "pair": [model, model] (of the lowest
-      Pearson), "models": how many models, "n": pairs}}``; a subset scored by fewer than two
-      models is left out.
-    """
-    import itertools
-
-    import numpy as np
-    from scipy import stats as sps
-
-    several = len(paper.protocol.spaces) > 1
-    models = [(_model_name(run, space, several), pred.get("sts") or {})
-              for run, spaces in predictions.items() for space, pred in spaces.items()]
-    out: dict = {}
-    for key in sorted({k for _, sts in models for k in sts}):
-        have = [(name, np.asarray(sts[key], float)) for name, sts in models if key in sts]
-        pairs = []
-        for (na, xa), (nb, xb) in itertools.combinations(have, 2):
-            if xa.size == xb.size and xa.size >= 4 and min(np.ptp(xa), np.ptp(xb)) > 0:
-                pairs.append((float(np.corrcoef(xa, xb)[0, 1]), float(sps.spearmanr(xa, xb)[0]), [na, nb]))
-        if pairs:
-            low = min(pairs, key=lambda t: t[0])
-            out[key] = {"pearson": low[0], "spearman": min(t[1] for t in pairs), "pair": low[2],
-                        "models": len(have), "n": int(have[0][1].size)}
-    return out
-
-
-def r23_fallback(own: dict, others: dict | None = None) -> dict:
-    """The r₂₃ assumed where a subset has no two of our models: the lowest measured between
-    two of our models on any subset of this paper (``own``) or of another paper's results
-    (``others``: ``{paper: model_correlations}``), else ``FALLBACK_R23``.
-
-    Returns:
-      ``{"pearson": r, "spearman": ρ, "source": text}``.
-    """
-    found = [(v["pearson"], v.get("spearman", v["pearson"]), name, key, v.get("pair"))
-             for name, mc in [("this paper", own), *sorted((others or {}).items())] for key, v in (mc or {}).items()]
-    if not found:
-        return {"pearson": FALLBACK_R23, "spearman": FALLBACK_R23,
-                "source": f"{FALLBACK_R23}, assumed, not measured: no two of our models were scored on the same "
-                          "pairs in these results (the low end of the 0.87–0.97 expected between two of our models)"}
-    low = min(found)
-    return {"pearson": low[0], "spearman": min(f[1] for f in found),
-            "source": f"the lowest between two of our models on any subset ({low[2]}, {_sts_label(low[3])}, "
-                      f"{' vs '.join(low[4] or [])})"}
-
-
-def _kind(row: dict) -> str:
-    key, scale = row.get("key") or "", row["scale"]
-    if key.startswith(_STS_PREFIXES) and ("Pearson" in scale or "Spearman" in scale):
-        return "correlation"
-    if "median rank" in scale:
-        return "medr"
-    return "interval"
-
-
-def _williams_row(row: dict, mc: dict, fallback: dict) -> dict:
-    """Williams' test of our r against the paper's on the same n pairs, r₂₃ assumed (module doc)."""
-    import numpy as np
-
-    from grounded_text.evaluation.stats import williams_test
-
-    scale = 100.0 if "× 100" in row["scale"] else 1.0
-    stat = "spearman" if "Spearman" in row["scale"] else "pearson"
-    ours, theirs, n = row["ours"] / scale, row["paper"] / scale, row.get("n")
-    measured = mc.get(row["key"])
-    if measured is not None:
-        r23 = measured[stat]
-        how = f"lowest of our {measured['models']} models on it ({' vs '.join(measured['pair'])})"
-    else:
-        r23 = fallback[stat]
-        why = ("no predictions of the regressor kept" if row["key"].startswith("supervised/")
-               else "fewer than two of our models scored it")
-        how = f"fallback ({why})"
-    out = {"test": "Williams' test", "r23": r23, "r23_how": how, "p": None}
-    if not n:
-        return {**out, "verdict": "not judged", "why": "the number of pairs is not recorded"}
-    cap = ours * theirs + float(np.sqrt(max(0.0, (1 - ours ** 2) * (1 - theirs ** 2))))
-    if r23 > cap - 1e-9:  # no correlation matrix has r12, r13 and a larger r23
-        r23, out["r23_how"] = cap - 1e-9, how + f"; capped at {cap:.3f}, the largest compatible with the two r"
-        out["r23"] = r23
-    out["p"] = williams_test(ours, theirs, r23, int(n))["p_value"]
-    if out["p"] >= ALPHA:
-        return {**out, "verdict": "agrees"}
-    return {**out, "verdict": "above the paper (better)" if ours > theirs else "below the paper (worse)"}
-
-
-def _interval_row(row: dict) -> dict:
-    """The paper's value inside our 95 % interval, or above / below it (medr: lower is better)."""
-    out = {"test": "paper inside our 95 % interval", "r23": None, "r23_how": "", "p": None}
-    ci = row.get("ours_ci")
-    if not ci:
-        return {**out, "verdict": "not judged", "why": "no interval of ours"}
-    if ci[0] <= row["paper"] <= ci[1]:
-        return {**out, "verdict": "agrees"}
-    ours_above = row["paper"] < ci[0]
-    if _kind(row) == "medr":
-        words = ("above the paper (worse: a higher median rank)" if ours_above
-                 else "below the paper (better: a lower median rank)")
-    else:
-        words = "above the paper (better)" if ours_above else "below the paper (worse)"
-    return {**out, "verdict": words}
-
-
-def verdict_rows(results: dict) -> list[dict]:
-    """One verdict per figure of ours on the paper's own test set (``comparison`` rows with a
-    difference): STS correlations by Williams' test against the paper's r (two-sided, at
-    ``ALPHA``, r₂₃ = ``model_correlations`` of the subset, else ``r23_fallback``); R@K, medr,
-    accuracies by whether the paper's value is inside our 95 % interval.
-
-    Returns:
-      ``[{"measure", "space", "run", "ours", "paper", "n", "test", "r23", "r23_how", "p",
-      "verdict", "why"}]``.
-    """
-    mc = results.get("model_correlations") or {}
-    fallback = results.get("r23_fallback") or r23_fallback(mc)
-    out = []
-    for row in results.get("comparison", []):
-        if row["ours"] is None or row["difference"] is None:
-            continue
-        judged = _williams_row(row, mc, fallback) if _kind(row) == "correlation" else _interval_row(row)
-        out.append({"measure": row["measure"], "space": row["space"], "run": row["run"], "ours": row["ours"],
-                    "paper": row["paper"], "scale": row["scale"], "n": row.get("n"), "why": "", **judged})
-    return out
-
-
-_VERDICT_ORDER = ("agrees", "above the paper (better)", "below the paper (better: a lower median rank)",
-                  "below the paper (worse)", "above the paper (worse: a higher median rank)", "not judged")
-
-
-def _differences(results: dict, basis: list) -> list[str]:
-    diffs = [f"training data (paper: {t}; ours: {results['ours_data']})"
-             for t in dict.fromkeys(r["training_data"] for r in basis) if t and t != results["ours_data"]]
-    diffs += [f"image features (paper: {f}; ours: {results['ours_features']})"
-              for f in dict.fromkeys(r["image_features"] for r in basis) if f and f != results["ours_features"]]
-    diffs += [f"{d['aspect']} (paper: {d['paper']}; ours: {d['ours']})" for d in results.get("data_differences") or []
-              if d["aspect"] not in ("training data", "image features", "STS years")]
-    if results.get("budget") != "full":
-        diffs.append(f"training budget (`{results.get('budget')}`: {results.get('budget_description')})")
-    return diffs
-
-
-def verdict(paper, results: dict) -> list[str]:
-    """Which same-test-set figures agree with the paper and which are above or below it
-    (``verdict_rows``), with the documented differences of data, features, encoder and
-    budget (from the records; nothing else is claimed)."""
-    every = [r for r in results.get("comparison", []) if r["ours"] is not None]
-    rows = verdict_rows(results)
-    several = len({r["space"] for r in rows}) > 1
-    if rows:
-        groups: dict = {}
-        for r in rows:
-            groups.setdefault(r["verdict"], []).append(r["measure"] + (f" ({r['space']})" if several else ""))
-        parts = [f"{v}: {len(groups[v])} ({', '.join(groups[v])})" for v in _VERDICT_ORDER if v in groups]
-        lines = [f"{len(rows)} figures on the paper's own test sets. STS correlations are judged by Williams' test "
-                 f"of ours against the paper's r on the same pairs (two-sided, {ALPHA}), with the correlation between "
-                 "our and the paper's similarity scores set to the lowest between two of our own models on that "
-                 "subset (the table below gives it per subset); R@K, medr and accuracies by whether the paper's value "
-                 "is inside our 95 % interval (R@K and medr: a bootstrap over images). " + "; ".join(parts) + "."]
-    else:
-        lines = ["No figure of ours was measured on the paper's own test sets in this run; every figure above is "
-                 "the paper's, beside our nearest measure where we have one (not differenced)."]
-    diffs = _differences(results, [r for r in every if r["difference"] is not None] or every)
-    if diffs:
-        lines.append("Documented differences that may account for the gaps: " + "; ".join(diffs) + ".")
-    return lines
-
-
-DOCS_HEADER = """# Reproducing the papers
-
-Written by `python -m grounded_text.reproduce PAPER --budget BUDGET --output-dir DIR --write-docs
-docs/reproduction.md` (one section per paper, replaced when that paper is run again). Each run is a
-preset record (`grounded_text.papers.presets`) trained by `grounded_text.training.trainer.train` and scored by the
-package's evaluation code (`grounded_text.evaluation`). Each section sets the paper's figures
-(`grounded_text.papers.published`: every cell of the papers' tables, with its table, row, 95 %
-interval where printed, training data and image features) beside ours with its 95 % interval and
-the difference, wherever the test set is the same; where the paper measured on data we lack, its
-figure stands beside our nearest measure, labelled as such and not differenced. Paired tests
-(Williams' test for STS correlations, a paired bootstrap for R@K, over images for caption→image
-queries) compare encoders scored on the same pairs. A verdict per paper judges each figure of ours
-on the paper's own test set: an STS correlation by Williams' test of ours against the paper's r on
-the same pairs (the correlation between our and the paper's similarity scores, which nobody has,
-set to the lowest between two of our own models on that subset, and printed), R@K, medr and
-accuracies by whether the paper's value is inside our 95 % interval (R@K and medr: a bootstrap
-over images); a figure that does not agree is above or below the paper, and the verdict says
-whether that is better or worse (medr: lower is better). Budgets:
-`full` = the records as the papers train them, `cpu` = what fits 2 CPU cores, `cycle` = 4 epochs
-of every run (one cosine cycle; the character model at the paper's n = 1024, with n = 512
-beside it), `smoke` = a 64-image plumbing check (its figures mean nothing). Each section names
-its own budget. `--from-runs DIR` scores runs trained
-separately with `python -m grounded_text.train`. A paper without a section below has not been
-put in this report yet.
-"""
