@@ -274,7 +274,7 @@ def test_per_tower_clipping_matches_a_numpy_reference_on_a_fixed_batch():
     import tensorflow as tf
 
     from grounded_text.training.clipping import TowerClippedAdam, clip_tower_gradients
-    from grounded_text.training.trainer import compile_for_training
+    from grounded_text.training.preparation import compile_for_training
 
     config, gm = _model(_char_config())
     batch = _batch()

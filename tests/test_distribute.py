@@ -69,7 +69,7 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.data.pairs import make_dataset
-    from grounded_text.training.trainer import prepare_training
+    from grounded_text.training.preparation import prepare_training
     from grounded_text.training.distribute import shard_by_data
 
     def run(strategy, loss):
@@ -117,7 +117,7 @@ WORKER = textwrap.dedent(
     from grounded_text.training.distribute import is_chief, make_strategy
     strategy = make_strategy("multi_worker")  # first, before other TF work
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-    from grounded_text.training.trainer import prepare_training
+    from grounded_text.training.preparation import prepare_training
     cfg = ExperimentConfig(data=DataConfig(max_train_images=52, max_dev_images=4, batch_size=32,
                                            one_caption_per_image=False),
                            model=ModelConfig(embedding_dim=16),

@@ -224,7 +224,7 @@ def _features(root: Path, ids, rows) -> None:
 ])
 def test_empty_or_unmatched_splits_name_the_split_file_and_the_cause(tmp_path, case, named):
     from grounded_text.config.schema import DataConfig
-    from grounded_text.training.trainer import _data
+    from grounded_text.training.preparation import _data
 
     tokens = "a.jpg#0\ta dog\nb.jpg#0\ta cat\nc.jpg#0\ta car\n"
     train = {"empty train": "", "unmatched train": "x.jpg\ny.jpg\n"}.get(case, "a.jpg\nb.jpg\n")
@@ -243,7 +243,7 @@ def test_empty_or_unmatched_splits_name_the_split_file_and_the_cause(tmp_path, c
 ])
 def test_constant_image_features_are_a_data_error_before_training(tmp_path, rows, named):
     from grounded_text.config.schema import DataConfig
-    from grounded_text.training.trainer import _data
+    from grounded_text.training.preparation import _data
 
     root = _flickr(tmp_path, "a.jpg#0\ta dog\nb.jpg#0\ta cat\nc.jpg#0\ta car\n")
     _features(root, ["a.jpg", "b.jpg", "c.jpg"], rows)

@@ -152,7 +152,7 @@ def test_healthy_tiny_runs_stay_far_from_the_collapse_limit_at_every_step(data_d
 
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
     from grounded_text.training.guards import CollapseGuard
-    from grounded_text.training.trainer import prepare_training
+    from grounded_text.training.preparation import prepare_training
 
     lowest = {}
     for name in ("pure_text_rnn", "char_gru_attention_512"):

@@ -105,7 +105,7 @@ def _child(path: str, batch_size: int, seed: int) -> dict:
     from grounded_text.data.pairs import CaptionPairs, make_dataset
     from grounded_text.layers import build_vocabulary
     from grounded_text.models import build_model
-    from grounded_text.training.trainer import compile_for_training
+    from grounded_text.training.preparation import compile_for_training
 
     keras.utils.set_random_seed(seed)
     rss0 = rss_mib()

@@ -215,7 +215,7 @@ def _tokenize_in_pipeline_timing(setup, repeats: int, pairs_per_epoch: int) -> d
 
 
 def _fit_phase(a: dict) -> dict:
-    from grounded_text.training.trainer import prepare_training
+    from grounded_text.training.preparation import prepare_training
 
     rss0 = rss_mib()
     cfg = _fit_config(a)
@@ -290,7 +290,7 @@ def tokenize_in_pipeline_variant(setup):
     image_id = keras.Input(shape=(), dtype="int64", name=IMAGE_ID_KEY)
     loss = loss_layer(x, setup.model.image_tower(features), image_ids=image_id)
     ids_model = keras.Model({CAPTION_KEY: ids, FEATURES_KEY: features, IMAGE_ID_KEY: image_id}, loss)
-    from grounded_text.training.trainer import compile_for_training
+    from grounded_text.training.preparation import compile_for_training
 
     compile_for_training(ids_model, setup.config.train, setup.steps_per_epoch)
     ds = setup.train_ds.map(lambda d: {**d, CAPTION_KEY: pre(d[CAPTION_KEY])},
@@ -438,7 +438,7 @@ def _char_speed_phase(a: dict) -> dict:
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig
     from grounded_text.data.pairs import CAPTION_KEY
     from grounded_text.layers.char_encoder import CharacterPreprocessor
-    from grounded_text.training.trainer import prepare_training
+    from grounded_text.training.preparation import prepare_training
 
     units, steps, warmup = int(a["units"]), int(a["steps"]), int(a.get("warmup", 3))
     rss0 = rss_mib()
