@@ -337,8 +337,8 @@ def test_every_model_value_of_a_record_reaches_the_built_model(name):
 
 def test_training_values_reach_the_optimizer_and_the_batches(data_dir):
     """Batch size, learning rate and schedule reach ``prepare_training`` (test-only slices)."""
-    from grounded_text.training.schedules import CyclicCosineSchedule
     from grounded_text.training.preparation import prepare_training
+    from grounded_text.training.schedules import CyclicCosineSchedule
 
     small = {"data": {"max_train_images": 80, "max_dev_images": 4}}
     s = prepare_training(preset_config("two_branch_khard", small), data_dir)
