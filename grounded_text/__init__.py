@@ -7,7 +7,7 @@ The Python API (``grounded_text.api``), loaded on first use so that ``import
 grounded_text`` imports no TensorFlow::
 
     import grounded_text as gt
-    enc = gt.load("runs/vete_bow/export")
+    enc = gt.load("vete_bow_flickr8k")          # a shipped model (gt.models()), or an export folder
     enc.encode(["a dog runs", "a cat sleeps"])   # float32 [2, N]
 """
 
@@ -15,7 +15,7 @@ from grounded_text.utils.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
-_API = ("TextEncoder", "load", "Run", "train", "evaluate", "presets")
+_API = ("TextEncoder", "load", "models", "Run", "train", "evaluate", "presets")
 __all__ = [*_API, "__version__"]
 __getattr__ = lazy_getattr(__name__, {name: "api" for name in _API})
 
