@@ -19,5 +19,7 @@ _SHIPPED = ["*/model.json"] + [f"*/{tower}/{files}" for tower in ("export", "ima
 setup(
     packages=[*find_packages(include=["grounded_text", "grounded_text.*"]), "grounded_text.tuner"],
     package_dir={"grounded_text.tuner": "tuner"},
-    package_data={"grounded_text.tuner": ["*.toml", "README.md"], "grounded_text.pretrained": _SHIPPED},
+    package_data={"grounded_text.tuner": ["*.toml", "README.md"], "grounded_text.pretrained": _SHIPPED,
+                  # the SHA-256 of every unpacked file of each dataset's release
+                  "grounded_text.data.download": ["manifest.json"]},
 )
