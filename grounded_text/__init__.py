@@ -12,6 +12,11 @@ grounded_text`` imports no TensorFlow::
 """
 
 from grounded_text.utils.lazy import lazy_getattr
+from grounded_text.utils.quiet import quiet_startup
+
+# TensorFlow's C++ start-up lines (cuInit, CPU-instruction notices) and the pkg_resources
+# warning are left out, unless GROUNDED_TEXT_VERBOSE=1 (grounded_text/utils/quiet.py).
+quiet_startup()
 
 __version__ = "0.1.0"
 
