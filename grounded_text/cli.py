@@ -146,7 +146,10 @@ def main(argv=None) -> int:
     if command == "export":  # --help, bad flags and paths before the module imports TensorFlow
         if export_usage_error(export_parser().parse_args(rest)):
             return 2
-    return importlib.import_module(SUBCOMMANDS[command][0]).main(rest)
+    from grounded_text.utils.extras import run_command
+
+    # A missing extra: one "error:" line with the pip command (grounded_text/utils/extras.py).
+    return run_command(lambda args: importlib.import_module(SUBCOMMANDS[command][0]).main(args), rest)
 
 
 if __name__ == "__main__":

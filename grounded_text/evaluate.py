@@ -349,4 +349,6 @@ def _suite(a, p, argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from grounded_text.utils.extras import run_command
+
+    raise SystemExit(run_command(main))
