@@ -248,11 +248,13 @@ def _size(n: int) -> str:
 
 
 def format_list() -> str:
-    """One line per dataset: name, destination, description; then its source URLs, each
-    marked ``(sha256 pinned)`` or ``(structure-checked)`` and, where known, its size."""
+    """One line per dataset: name, destination, description (and, where the release manifest
+    covers it, ``[files checked against the release]``); then its source URLs, each marked
+    ``(sha256 pinned)`` or ``(structure-checked)`` and, where known, its size."""
     lines = []
     for d in DATASETS.values():
-        lines.append(f"{d.name:<16} {d.dest:<26} {d.description}")
+        lines.append(f"{d.name:<16} {d.dest:<26} {d.description}"
+                     + (" [files checked against the release]" if d.manifest else ""))
         for r in d.remotes:
             size = r.size or r.approx_bytes
             about = "" if r.size else "about "
