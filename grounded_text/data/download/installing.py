@@ -154,9 +154,13 @@ def data_dir_lock(data_dir: Path, log=print):
         yield
         return
     cache = data_dir / DOWNLOADS_DIR
-    cache.mkdir(parents=True, exist_ok=True)
-    fd = os.open(cache / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
-                 0o666)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd = os.open(cache / LOCK_FILE, flags, 0o666)
+    except OSError:  # a read-only data directory: nothing can be installed into it, nothing to lock
+        yield
+        return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
