@@ -12,7 +12,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from grounded_text.data.download import catalogue
+import grounded_text.data.download.catalogue as catalogue
 from grounded_text.data.download.catalogue import (
     CHECKSUMS_FILE,
     DOWNLOADS_DIR,
