@@ -7,15 +7,20 @@ The Python API (``grounded_text.api``), loaded on first use so that ``import
 grounded_text`` imports no TensorFlow::
 
     import grounded_text as gt
-    enc = gt.load("runs/vete_bow/export")
+    enc = gt.load("vete_bow_flickr8k")          # a shipped model (gt.models()), or an export folder
     enc.encode(["a dog runs", "a cat sleeps"])   # float32 [2, N]
 """
 
 from grounded_text.utils.lazy import lazy_getattr
+from grounded_text.utils.quiet import quiet_startup
+
+# TensorFlow's C++ start-up lines (cuInit, CPU-instruction notices) and the pkg_resources
+# warning are left out, unless GROUNDED_TEXT_VERBOSE=1 (grounded_text/utils/quiet.py).
+quiet_startup()
 
 __version__ = "0.1.0"
 
-_API = ("TextEncoder", "load", "Run", "train", "evaluate", "presets")
+_API = ("TextEncoder", "load", "models", "Run", "train", "evaluate", "presets")
 __all__ = [*_API, "__version__"]
 __getattr__ = lazy_getattr(__name__, {name: "api" for name in _API})
 

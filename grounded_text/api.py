@@ -5,6 +5,7 @@ keras-hub (presets as data)::
 
     import grounded_text as gt
 
+    enc = gt.load("vete_bow_flickr8k")               # a shipped model: [m["name"] for m in gt.models()]
     enc = gt.load("runs/vete_bow/export")            # any TF Hub text SavedModel
     enc.encode("a dog runs").shape                   # (N,)
     enc.encode(["a dog runs", "a cat"]).shape        # (2, N)
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from grounded_text.serving.encoder import TextEncoder, load
 
-__all__ = ["TextEncoder", "load", "Run", "train", "evaluate", "presets"]
+__all__ = ["TextEncoder", "load", "models", "Run", "train", "evaluate", "presets"]
 
 
 # ----------------------------------------------------------------------------- train
@@ -319,6 +320,21 @@ def _check_years(years, sts_dir: Path) -> list[str] | None:
 
 
 # ----------------------------------------------------------------------------- presets
+
+
+def models() -> list[dict]:
+    """The trained models shipped inside the package, which ``load(NAME)`` loads offline (TF-free).
+
+    Returns:
+      One dict per model: ``name``, ``description``, ``dims`` (embedding width),
+      ``image_dims``, ``figures`` (``{figure: {"value", "ci95", "n"}}``: Pearson r of the
+      cosine on STS12 MSRvid, the STS16 mean, STS-B test and SICK test, with 95% intervals),
+      ``size_bytes``, ``weights_dtype``, ``command`` (how it was trained), ``data``,
+      ``licence`` and ``path`` (see ``grounded_text.pretrained.models``).
+    """
+    from grounded_text.pretrained import models as shipped
+
+    return shipped()
 
 
 def presets() -> list[dict]:

@@ -7,6 +7,7 @@
     grounded-text tune --space vete --show-space
     grounded-text data download sts sick --data-dir DATA
     grounded-text SUBCOMMAND --help
+    grounded-text --verbose SUBCOMMAND ...    # keep TensorFlow's C++ start-up lines
 
 Each subcommand is the ``main(argv)`` of one module, which also runs as
 ``python -m grounded_text.MODULE``; the arguments after the subcommand go to it
@@ -86,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="grounded-text", description="Visually grounded sentence embeddings: train, evaluate, tune, export.",
         epilog="Run 'grounded-text SUBCOMMAND --help' for its flags; 'python -m grounded_text.MODULE' is the same.")
     p.add_argument("--version", action="version", version=f"grounded_text {__version__}")
+    p.add_argument("--verbose", action="store_true",
+                   help="keep TensorFlow's C++ start-up lines (cuInit, CPU notices) and library warnings, which are "
+                        "left out by default (also: GROUNDED_TEXT_VERBOSE=1)")
     sub = p.add_subparsers(dest="command", metavar="SUBCOMMAND")
     for name, (_, help_line) in SUBCOMMANDS.items():
         sub.add_parser(name, help=help_line, add_help=False)
@@ -121,6 +125,11 @@ def main(argv=None) -> int:
       The subcommand's exit status (2: an unknown subcommand or bad flags).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--verbose":
+        from grounded_text.utils.quiet import keep_startup_messages
+
+        keep_startup_messages()
+        argv = argv[1:]
     if not argv or argv[0] in ("-h", "--help", "--version"):
         parser = _parser()
         if not argv:
@@ -137,7 +146,10 @@ def main(argv=None) -> int:
     if command == "export":  # --help, bad flags and paths before the module imports TensorFlow
         if export_usage_error(export_parser().parse_args(rest)):
             return 2
-    return importlib.import_module(SUBCOMMANDS[command][0]).main(rest)
+    from grounded_text.utils.extras import run_command
+
+    # A missing extra: one "error:" line with the pip command (grounded_text/utils/extras.py).
+    return run_command(lambda args: importlib.import_module(SUBCOMMANDS[command][0]).main(args), rest)
 
 
 if __name__ == "__main__":

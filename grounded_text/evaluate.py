@@ -185,7 +185,9 @@ def _check_writable(path: str, what: str, directory: bool = False) -> None:
 def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="python -m grounded_text.evaluate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", nargs="+", default=None, help="SavedModel directory (string[B] -> float[B, N])")
+    p.add_argument("--model", nargs="+", default=None,
+                   help="SavedModel directory (string[B] -> float[B, N]) or a shipped model's name "
+                        "(grounded_text.models(), e.g. vete_bow_flickr8k)")
     p.add_argument("--sts-dir", default=None, help=f"STS root (default: ${DATA_ENV_VAR}/sts)")
     p.add_argument("--json", default=None, help="write the report here")
     p.add_argument("--years", nargs="*", default=None, help="only these years, e.g. STS12 STS16")
@@ -396,4 +398,6 @@ def _suite(a, p, argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from grounded_text.utils.extras import run_command
+
+    raise SystemExit(run_command(main))

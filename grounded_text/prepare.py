@@ -129,4 +129,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from grounded_text.utils.extras import run_command
+
+    raise SystemExit(run_command(main))

@@ -163,4 +163,6 @@ def _exit(status: int) -> None:
 
 
 if __name__ == "__main__":
-    _exit(main())
+    from grounded_text.utils.extras import run_command
+
+    _exit(run_command(main))

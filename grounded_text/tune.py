@@ -253,4 +253,6 @@ def _ablation(a: argparse.Namespace, space: SearchSpace, project: str, common: d
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from grounded_text.utils.extras import run_command
+
+    raise SystemExit(run_command(main))

@@ -108,6 +108,10 @@ class _Server(LocalServer):
         self.content_type: dict[str, str] = {}
         self.ignore_range = False
         self.requests: list[tuple[str, str | None]] = []
+        #: an ``Authorization`` header value every request must carry (else 401), or None
+        self.auth: str | None = None
+        #: seconds to wait before answering (to make two downloads overlap)
+        self.delay_s = 0.0
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -118,6 +122,11 @@ class _Server(LocalServer):
                 name = self.path.lstrip("/")
                 rng = self.headers.get("Range")
                 server.requests.append((name, rng))
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if server.auth is not None and self.headers.get("Authorization") != server.auth:
+                    self.send_error(401, "Unauthorized")
+                    return
                 if server.ignore_range:
                     rng = None
                 if name not in server.files:
@@ -158,7 +167,7 @@ class _Server(LocalServer):
 
 @pytest.fixture(autouse=True)
 def _fast_retries(monkeypatch):
-    monkeypatch.setattr(dl, "RETRY_BACKOFF_S", 0.01)
+    monkeypatch.setattr(dl.fetching, "RETRY_BACKOFF_S", 0.01)
 
 
 @pytest.fixture
@@ -184,9 +193,10 @@ def small(monkeypatch):
 
 
 def _patch(monkeypatch, change):
-    patched = {name: dataclasses.replace(d, remotes=tuple(change(r) for r in d.remotes))
-               for name, d in dl.DATASETS.items()}
-    monkeypatch.setattr(dl, "DATASETS", patched)
+    # The fixtures are not the releases: their files cannot match the release manifest.
+    patched = {name: dataclasses.replace(d, remotes=tuple(change(r) for r in d.remotes), manifest=())
+               for name, d in dl.catalogue.DATASETS.items()}
+    monkeypatch.setattr(dl.catalogue, "DATASETS", patched)
 
 
 def _with_checksums(monkeypatch, archives: dict[str, bytes]):
@@ -205,7 +215,7 @@ def _sha(data: bytes) -> str:
 
 
 def _url(dataset: str, filename: str) -> str:
-    return next(r.url for r in dl.DATASETS[dataset].remotes if r.filename == filename)
+    return next(r.url for r in dl.catalogue.DATASETS[dataset].remotes if r.filename == filename)
 
 
 def test_good_archives_unpack_into_the_layout_the_readers_take(server, archives, small, tmp_path, monkeypatch,
@@ -258,7 +268,7 @@ def test_a_corrupt_archive_fails_naming_the_file_and_installs_nothing(server, ar
 
 def test_an_unpinned_archive_is_recorded_after_its_structure_check_then_enforced(server, archives, small, tmp_path,
                                                                                  capsys):
-    assert all(r.sha256 is None for r in dl.DATASETS["sick"].remotes)
+    assert all(r.sha256 is None for r in dl.catalogue.DATASETS["sick"].remotes)
     data = tmp_path / "data"
     assert dl.main(["sick", "--data-dir", str(data), "--mirror", server.url]) == 0
     record = _recorded(data)[_url("sick", "sick_train.zip")]
@@ -361,7 +371,7 @@ def test_a_transient_503_is_retried_and_a_404_is_not(server, archives, small, tm
 
 def test_retries_are_bounded(server, small, tmp_path, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(dl.time, "sleep", calls.append)
+    monkeypatch.setattr(dl.fetching.time, "sleep", calls.append)
     server.files["broken"] = b"x" * 10
 
     class Always503(dict):
@@ -385,7 +395,7 @@ def test_an_interrupted_download_resumes_with_range(server, archives, small, tmp
     assert "resuming" in capsys.readouterr().out
     assert (data / "senteval" / "SUBJ" / "subj.subjective").read_text() == "i love it\n"
     # Without retries: the partial file stays, and the next run resumes it.
-    monkeypatch.setattr(dl, "RETRIES", 0)
+    monkeypatch.setattr(dl.fetching, "RETRIES", 0)
     server.drop_after[name] = half
     rc = dl.main(["mpqa", "--data-dir", str(data), "--mirror", server.url])
     err = capsys.readouterr().err
@@ -458,7 +468,7 @@ def test_unsafe_archives_are_refused(member, tmp_path, monkeypatch):
             t.addfile(info)
         expected = "is a link"
     elif member == "many":
-        monkeypatch.setattr(dl, "MAX_MEMBERS", 5)
+        monkeypatch.setattr(dl.unpacking, "MAX_MEMBERS", 5)
         path.write_bytes(_zip({f"f{i}.txt": "x\n" for i in range(6)}))
         expected = "6 entries, over the cap of 5"
     else:
@@ -491,9 +501,19 @@ def test_installed_folders_are_readable_by_others(server, small, tmp_path):
             assert stat.S_IMODE(f.stat().st_mode) == 0o644, (f, oct(f.stat().st_mode))
 
 
-def test_progress_bars_go_to_stderr_and_quiet_is_quiet(server, small, tmp_path, capsys):
-    assert dl.download(["trec"], tmp_path / "a", mirror=server.url, progress=True, log=lambda *a: None)
-    assert "TREC_10.label" in capsys.readouterr().err  # the tqdm bar
+def test_progress_is_shown_by_default_on_stderr_and_quiet_is_quiet(server, small, tmp_path, capsys, monkeypatch):
+    # stderr is not a terminal here: plain progress lines (every PROGRESS_EVERY_S), no redraws.
+    monkeypatch.setattr(dl.fetching, "PROGRESS_EVERY_S", 0.0)
+    assert dl.main(["trec", "--data-dir", str(tmp_path / "a"), "--mirror", server.url]) == 0
+    err = capsys.readouterr().err
+    assert "  TREC_10.label: 0.0 MB of 0.0 MB (100%)" in err and "\r" not in err, err
+    # A terminal gets a tqdm.auto bar.
+    with monkeypatch.context() as m:
+        m.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+        bar = dl.fetching.progress_bar("x.zip", 10)
+        assert type(bar).__module__.startswith("tqdm")
+        bar.close()
+    capsys.readouterr()
     assert dl.main(["trec", "--quiet", "--data-dir", str(tmp_path / "b"), "--mirror", server.url]) == 0
     out = capsys.readouterr()
     assert out.err == "" and out.out.startswith("done in ") and out.out.count("\n") == 1
@@ -518,7 +538,7 @@ def test_offline_fails_fast_with_a_clear_error(tmp_path):
 def test_an_unknown_host_fails_within_the_connect_limit():
     start = time.perf_counter()
     with pytest.raises(dl.DownloadError, match="cannot reach no-such-host.invalid"):
-        dl._check_reachable("http://no-such-host.invalid/x.zip")
+        dl.fetching._check_reachable("http://no-such-host.invalid/x.zip")
     assert time.perf_counter() - start < 5
 
 
@@ -538,11 +558,11 @@ def test_bad_names_and_missing_data_dir_are_usage_errors(capsys, monkeypatch):
 
 def test_groups_expand_in_order_without_repeats():
     assert dl.expand_names(["sts", "sts12", "sick"]) == ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sick"]
-    assert set(dl.expand_names(["all"])) == set(dl.DATASETS)
+    assert set(dl.expand_names(["all"])) == set(dl.catalogue.DATASETS)
 
 
 def test_every_registry_url_is_https_and_every_file_has_a_structure_check():
-    for d in dl.DATASETS.values():
+    for d in dl.catalogue.DATASETS.values():
         for r in d.remotes:
             assert r.url.endswith(r.filename) and r.url.startswith("https://"), r
             assert r.rows or r.sts or r.files, r
@@ -559,7 +579,7 @@ def test_pinned_digests_match_the_published_checksum_lists():
             fields = line.split()
             if len(fields) >= 3 and fields[1].isdigit():
                 published[fields[0]] = (int(fields[1]), fields[2])
-    pinned = {r.url: (r.size, r.sha256) for d in dl.DATASETS.values() for r in d.remotes if r.sha256}
+    pinned = {r.url: (r.size, r.sha256) for d in dl.catalogue.DATASETS.values() for r in d.remotes if r.sha256}
     assert len(pinned) >= 2
     for url, entry in pinned.items():
         assert published.get(url) == entry, url
@@ -666,7 +686,7 @@ def test_the_photo_archive_unpacks_flat_into_flickr8k_images(tmp_path, monkeypat
 
 def test_a_photo_that_is_not_a_jpeg_or_a_wrong_count_is_refused(tmp_path, monkeypatch):
     _photo_registry(monkeypatch, 3)
-    remote = dl.DATASETS["flickr8k-images"].remotes[0]
+    remote = dl.catalogue.DATASETS["flickr8k-images"].remotes[0]
     path = tmp_path / "Flickr8k_Dataset.zip"
     path.write_bytes(_photo_zip(PHOTOS, bad=PHOTOS[2]))
     with pytest.raises(dl.DownloadError, match=f"Flicker8k_Dataset/{PHOTOS[2]} is not a JPEG"):
@@ -687,7 +707,7 @@ def _write(path: Path, data: bytes) -> Path:
 def test_a_sample_of_the_photos_needs_sample_and_is_not_recorded(tmp_path, monkeypatch, capsys):
     """The shipped count (8,091 photos) refuses three photos, unless a sample is accepted
     (--sample or the environment variable); a sample's digest is never recorded."""
-    assert dl.DATASETS["flickr8k-images"].remotes[0].files == (("Flicker8k_Dataset/*.jpg", 8091),)
+    assert dl.catalogue.DATASETS["flickr8k-images"].remotes[0].files == (("Flicker8k_Dataset/*.jpg", 8091),)
     server = _Server({"Flickr8k_Dataset.zip": _photo_zip(PHOTOS)})
     try:
         args = ["flickr8k-images", "--data-dir", str(tmp_path), "--mirror", server.url]
@@ -706,7 +726,8 @@ def test_a_sample_of_the_photos_needs_sample_and_is_not_recorded(tmp_path, monke
     assert json.loads((images / ".download.json").read_text())["sample"] is True
     assert _recorded(tmp_path) == {}
     # More lines than published is never a sample.
-    remote = dataclasses.replace(dl.DATASETS["flickr8k-images"].remotes[0], files=(("Flicker8k_Dataset/*.jpg", 1),))
+    remote = dataclasses.replace(dl.catalogue.DATASETS["flickr8k-images"].remotes[0],
+                                 files=(("Flicker8k_Dataset/*.jpg", 1),))
     path = _write(tmp_path / "y.zip", _photo_zip(PHOTOS * 1 + ["1003163366_44323f5815.jpg"]))
     with pytest.raises(dl.DownloadError, match="expected 1 at most"):
         dl.verify_structure(remote, path, sample=True)
@@ -714,8 +735,153 @@ def test_a_sample_of_the_photos_needs_sample_and_is_not_recorded(tmp_path, monke
 
 def test_flickr8k_is_captions_splits_and_photos_and_list_states_the_size(capsys):
     assert dl.expand_names(["flickr8k"]) == ["flickr8k-text", "flickr8k-images"]
-    assert dl.DATASETS["flickr8k-images"].dest == "flickr8k/images"
+    assert dl.catalogue.DATASETS["flickr8k-images"].dest == "flickr8k/images"
     assert dl.main(["--list"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().endswith("Flickr8k_Dataset.zip")
                 or "Flickr8k_Dataset.zip" in x)
     assert "about 1.1 GB" in line
+
+
+# --------------------------------------------------------------------------- the release manifest
+
+
+def test_the_manifest_is_the_sha256_of_the_reference_copies(data_dir):
+    """manifest.json holds the digests of the data root's copies of the original releases, for
+    every dataset they cover (the Flickr8k photos there are resized copies, not the release)."""
+    from grounded_text.data.download.verifying import compute_manifest
+
+    manifest = json.loads(dl.MANIFEST_FILE.read_text())
+    names = [n for n in manifest if not n.startswith("_")]
+    datasets = [(dl.DATASETS[n], manifest[n]["complete"]) for n in names]
+    assert compute_manifest(data_dir, datasets) == {n: manifest[n] for n in names}
+    assert {"sts12", "sts13", "sts16", "stsb", "sick", "mrpc", "flickr8k-text"} <= set(names)
+    assert "flickr8k-images" not in names
+    assert dict(dl.DATASETS["sts16"].manifest)["STS2016.gs.headlines.txt"] == \
+        manifest["sts16"]["files"]["STS2016.gs.headlines.txt"]
+    # The pinned MRPC archives are the files themselves: the manifest agrees with the pins.
+    pins = {r.filename: r.sha256 for r in dl.DATASETS["mrpc"].remotes}
+    assert pins == manifest["mrpc"]["files"]
+
+
+def _poisoned_sts16(data_dir: Path, out: Path) -> None:
+    """The real STS16 release archive with one gold score changed: every structure check passes."""
+    pack_sts_archives(data_dir, out)
+    name = "STS2016-en-test.zip"
+    with zipfile.ZipFile(out / name) as z:
+        members = {i.filename: z.read(i) for i in z.infolist()}
+    key = "test-gold/STS2016.gs.headlines.txt"
+    lines = members[key].decode().split("\n")
+    lines[0] = "0" if lines[0].strip() != "0" else "5"
+    members[key] = "\n".join(lines).encode()
+    with zipfile.ZipFile(out / name, "w", zipfile.ZIP_DEFLATED) as z:
+        for member, data in members.items():
+            z.writestr(member, data)
+
+
+def test_a_poisoned_archive_fails_on_first_use_naming_the_file(data_dir, tmp_path, capsys):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    _poisoned_sts16(data_dir, mirror)
+    server = _Server({f.name: f.read_bytes() for f in mirror.iterdir()})
+    data = tmp_path / "data"
+    try:
+        rc = dl.main(["sts16", "--data-dir", str(data), "--mirror", server.url])
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert rc == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: sts16: ") and "STS2016.gs.headlines.txt has sha256" in line, line
+    assert "the release's is " + dict(dl.DATASETS["sts16"].manifest)["STS2016.gs.headlines.txt"] in line
+    assert not (data / "sts" / "STS16-en-test").exists()
+    assert _recorded(data) == {} and not any((data / ".downloads").glob("*.zip"))  # deleted, never trusted
+    assert not list((data / "sts").glob(".tmp-*"))
+
+
+def test_a_file_the_complete_manifest_does_not_list_is_refused(tmp_path):
+    """An extra STS input file would be scored as a new subset: refused where the manifest
+    is complete; a readme passes; an incomplete manifest (Flickr8k's text) lets others by."""
+    from grounded_text.data.download.verifying import check_manifest
+
+    for name, text in (("STS.input.a.txt", "x\ty\n"), ("STS.gs.a.txt", "1\n"), ("00-readme.txt", "hi\n")):
+        (tmp_path / name).write_text(text)
+    digests = {n: dl.sha256_of(tmp_path / n) for n in ("STS.input.a.txt", "STS.gs.a.txt")}
+    d = dl.Dataset("x", "x", (), manifest=tuple(digests.items()), manifest_complete=True)
+    check_manifest(d, tmp_path, ["STS.input.a.txt", "STS.gs.a.txt", "00-readme.txt"])
+    (tmp_path / "STS.input.b.txt").write_text("x\ty\n")
+    with pytest.raises(dl.DownloadError, match="STS.input.b.txt is not a file of the release"):
+        check_manifest(d, tmp_path, ["STS.input.a.txt", "STS.gs.a.txt", "STS.input.b.txt"])
+    check_manifest(dataclasses.replace(d, manifest_complete=False), tmp_path,
+                   ["STS.input.a.txt", "STS.gs.a.txt", "STS.input.b.txt"])
+    with pytest.raises(dl.DownloadError, match="STS.gs.a.txt is missing"):
+        check_manifest(d, tmp_path, ["STS.input.a.txt"])
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def test_the_checksum_record_never_follows_a_planted_link(server, small, tmp_path):
+    data = tmp_path / "data"
+    cache = data / ".downloads"
+    cache.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    # The name the recorder used to write through, predictable from the pid.
+    (cache / f"{dl.CHECKSUMS_FILE}.{os.getpid()}.tmp").symlink_to(victim)
+    assert dl.download(["trec"], data, mirror=server.url, log=lambda *a: None, progress=False)
+    assert victim.read_text() == "keep me\n"
+    assert len(_recorded(data)) == 2
+    assert not list(cache.glob(f".{dl.CHECKSUMS_FILE}.tmp-*"))
+
+
+def test_two_downloads_of_one_dataset_into_one_folder_both_succeed(server, small, tmp_path):
+    import threading
+
+    server.delay_s = 0.2
+    data = tmp_path / "data"
+    results, errors, logs = [], [], []
+
+    def run():
+        try:
+            results.append(dl.download(["sick"], data, mirror=server.url, log=logs.append, progress=False))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert sorted(r["sick"] for r in results) == ["installed", "present"]
+    assert any("another download into" in line and "waiting" in line for line in logs)
+    assert len(read_sick(data / "sts", "train").scores) == 6
+
+
+def test_an_unwritable_data_dir_names_the_path_that_failed(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert dl.main(["trec", "--data-dir", str(blocker / "data"), "--mirror", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {blocker}") and err.count("\n") == 1, err
+
+
+def test_a_password_in_the_mirror_url_is_sent_as_basic_auth_and_never_shown(server, small, tmp_path, capsys):
+    import base64
+
+    server.auth = "Basic " + base64.b64encode(b"lab:s3cret").decode()
+    host = server.url.split("://", 1)[1]
+    rc = dl.main(["trec", "--data-dir", str(tmp_path / "a"), "--mirror", f"http://lab:s3cret@{host}"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "s3cret" not in out.out + out.err
+    marker = (tmp_path / "a" / "senteval" / "TREC" / ".download.json").read_text()
+    assert "s3cret" not in marker and "***@" in marker
+    assert "s3cret" not in (tmp_path / "a" / ".downloads" / dl.CHECKSUMS_FILE).read_text()
+    # A wrong password: the server's answer, once, and no password.
+    rc = dl.main(["trec", "--data-dir", str(tmp_path / "b"), "--mirror", f"http://lab:wrong@{host}"])
+    out = capsys.readouterr()
+    assert rc == 2
+    assert "wrong" not in out.out + out.err
+    assert out.err.count("HTTP 401") == 1 and out.err.count("\n") == 1, out.err
+    assert "Name or service not known" not in out.err

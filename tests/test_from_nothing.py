@@ -137,6 +137,7 @@ def test_from_nothing_to_an_export_load_encodes_with(data_dir, tmp_path):
            "FEATURE_WEIGHTS": "none",
            "PYTHONPATH": os.pathsep.join(p for p in (str(README.parent), os.environ.get("PYTHONPATH")) if p)}
     env.pop("PYTHONHASHSEED", None)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the suite's own setting (conftest.py): a user's shell has none
     assert shutil.which("grounded-text", path=env.get("PATH")), "the grounded-text console script is not installed"
     mirror = Mirror(tmp_path / "mirror")
     env["GROUNDED_TEXT_DOWNLOAD_BASE"] = mirror.url
@@ -150,6 +151,10 @@ def test_from_nothing_to_an_export_load_encodes_with(data_dir, tmp_path):
     print(f"from nothing: {seconds:.0f} s")
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])
     assert proc.stdout.strip().splitlines()[-1] == "(1, 128)"
+    # Quiet by default: none of the block's commands prints TensorFlow's C++ start-up lines or
+    # the pkg_resources warning (grounded_text/utils/quiet.py).
+    for noise in ("cuInit", "pkg_resources", "absl::InitializeLog"):
+        assert noise not in proc.stdout + proc.stderr, noise
     # The layout the readers take, with the served photos and captions.
     assert sorted(p.name for p in (empty / "flickr8k" / "images").glob("*.jpg")) == photos
     assert (empty / "flickr8k" / "Flickr8k_text" / "Flickr_8k.devImages.txt").read_text().split() == photos[

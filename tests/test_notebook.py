@@ -2,7 +2,7 @@
 silently rot).
 
 Executed with papermill from an empty data folder, with no notebook parameter changed except the
-two paths that depend on the machine (``DATA_DIR``, ``WORK_DIR``). What stands in for the
+two paths that depend on the machine (``DATA_ROOT``, ``RUNS_ROOT``). What stands in for the
 internet comes from the environment, as on any offline machine: ``GROUNDED_TEXT_DOWNLOAD_BASE``
 points the notebook's ``grounded-text data download`` at a 127.0.0.1 mirror of a real slice of
 the shared data (``flickr_mirror``: a few hundred real Flickr8k photos and captions, the real
@@ -15,14 +15,16 @@ on them, evaluates with plots, and encodes with ``grounded_text.load`` of the ex
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from flickr_mirror import N_DEV, N_TRAIN, Mirror, build_mirror
+from flickr_mirror import N_DEV, N_TRAIN, LocalServer, Mirror, build_mirror
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "colab" / "grounded_text_colab.ipynb"
@@ -38,7 +40,8 @@ def test_notebook_is_valid_and_has_a_parameters_cell():
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
     # The defaults are the Colab path: Flickr8k downloaded, features of its photos, the budget by device.
     params = tagged[0].source
-    for line in ('PACKAGE_SOURCE = "auto"', 'DATA_SOURCE = "flickr8k"', 'CNN = "efficientnet_lite0"',
+    for line in ('PACKAGE_SOURCE = "auto"', 'USE_DRIVE = True', 'DATA_ROOT = "auto"', 'RUNS_ROOT = "auto"',
+                 'DATA_SOURCE = "flickr8k"', 'CNN = "efficientnet_lite0"', "RETRAIN = False",
                  'WEIGHTS = os.environ.get("FEATURE_WEIGHTS") or "imagenet"', "TRAIN_FEATURES = None",
                  'DOWNLOAD_MIRROR = os.environ.get("GROUNDED_TEXT_DOWNLOAD_BASE")', 'BUDGET = "auto"'):
         assert line in params, line
@@ -66,7 +69,8 @@ def test_notebook_runs_with_its_defaults_from_an_empty_data_folder(data_dir, tmp
     out = tmp_path / "executed.ipynb"
     start = time.perf_counter()
     try:
-        papermill.execute_notebook(str(NOTEBOOK), str(out), parameters={"DATA_DIR": str(empty), "WORK_DIR": str(work)},
+        papermill.execute_notebook(str(NOTEBOOK), str(out),
+                                   parameters={"DATA_ROOT": str(empty), "RUNS_ROOT": str(work)},
                                    cwd=str(NOTEBOOK.parent), kernel_name="python3", progress_bar=False,
                                    log_output=False)
     finally:
@@ -77,6 +81,11 @@ def test_notebook_runs_with_its_defaults_from_an_empty_data_folder(data_dir, tmp
     cells = [c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"]
     text = "\n".join(_outputs(c) for c in cells)
     assert "grounded_text is already importable: not installing" in text
+    # The first encode is a shipped model's, before any data or training.
+    first = next(i for i, c in enumerate(cells) if "embeddings" in _outputs(c))
+    assert "shipped model vete_bow_flickr8k: embeddings (3, 128) float32" in _outputs(cells[first])
+    assert first < next(i for i, c in enumerate(cells) if "budget: " in _outputs(c))
+    assert "| not on Google Drive" in text  # not on Colab: /content or the given roots
     assert "budget: " in text
     # Downloaded: the served photos and captions, the STS sets.
     assert sorted(p.name for p in (empty / "flickr8k" / "images").glob("*.jpg")) == photos
@@ -103,3 +112,68 @@ def test_notebook_runs_with_its_defaults_from_an_empty_data_folder(data_dir, tmp
     # The last cell: grounded_text.load(export).encode of 4 sentences.
     assert "embeddings (4, 128) float32" in _outputs(cells[-1])
     assert (work / "run_vete_bow" / "export" / "saved_model.pb").is_file()
+
+
+#: A kernel that cannot import this checkout's package (an editable install's finder and the
+#: checkout's folder are dropped): a fresh Colab runtime, where grounded_text is not installed.
+_FRESH_KERNEL = (
+    "import sys\n"
+    "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in (getattr(f, '__module__', '') or '')]\n"
+    "sys.path_hooks[:] = [h for h in sys.path_hooks if 'Editable' not in repr(h)]\n"
+    "sys.path_importer_cache.clear()\n"
+    "sys.path[:] = [p for p in sys.path if not p.startswith({repo!r})]\n"
+    "from ipykernel.kernelapp import launch_new_instance\n"
+    "launch_new_instance()\n")
+
+
+@pytest.mark.slow
+def test_a_fresh_runtime_gets_one_line_of_install_advice_and_no_traceback(tmp_path, monkeypatch):
+    """Run all where the package is not installed and cannot be (no network but a local index
+    that has no grounded_text): the install cell says in one line what to set, every later cell
+    does nothing, and the run ends without an error."""
+    papermill = pytest.importorskip("papermill")
+
+    class NoPackages(http.server.BaseHTTPRequestHandler):  # an index without the distribution
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = LocalServer(NoPackages)
+    kernels = tmp_path / "jupyter" / "kernels" / "fresh"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-c", _FRESH_KERNEL.format(repo=str(REPO)), "-f", "{connection_file}"],
+        "display_name": "fresh runtime", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    for key, value in {"PIP_INDEX_URL": server.url + "/simple", "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
+                       "PIP_CONFIG_FILE": os.devnull, "PIP_NO_CACHE_DIR": "1",
+                       "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                       # into a folder of its own: pip then ignores this environment's own install
+                       "PIP_TARGET": str(tmp_path / "site")}.items():
+        monkeypatch.setenv(key, value)
+    colab = tmp_path / "content"  # outside the checkout, as on Colab
+    colab.mkdir()
+    notebook = colab / NOTEBOOK.name
+    notebook.write_text(NOTEBOOK.read_text())
+    out = tmp_path / "executed.ipynb"
+    try:
+        papermill.execute_notebook(str(notebook), str(out), parameters={"DATA_ROOT": str(tmp_path / "data"),
+                                                                         "RUNS_ROOT": str(tmp_path / "runs")},
+                                   cwd=str(colab), kernel_name="fresh", progress_bar=False, log_output=False)
+    finally:
+        server.close()
+    cells = [c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"]
+    assert not [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    install = next(c for c in cells if "grounded_text install cell" in "".join(c["source"]))
+    lines = [line for line in _outputs(install).splitlines() if line.strip()]
+    assert lines[0].startswith("pip install grounded_text[all]")
+    assert len(lines) == 2, "\n".join(lines)
+    advice = lines[1]
+    assert advice.startswith("grounded_text could not be installed from grounded_text[all] (pip: ")
+    assert "git+https://" in advice and '"upload"' in advice and "Traceback" not in advice
+    later = cells[cells.index(install) + 1:]
+    assert later and all(not c.get("outputs") for c in later)  # skipped: nothing printed, nothing failed
+    assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()

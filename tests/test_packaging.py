@@ -132,6 +132,25 @@ def test_the_wheel_carries_the_search_spaces_and_the_command(wheel):
     assert not any(n.startswith(("tests/", "tuner/")) for n in names)
 
 
+def test_the_wheel_carries_the_shipped_models_and_the_download_manifest(wheel):
+    """Every file of each shipped model (both towers, card, record) is package data, within the
+    10 MB budget per model; the release manifest of the downloads too."""
+    from grounded_text import pretrained
+    from grounded_text.pretrained.build import MAX_BYTES
+
+    with zipfile.ZipFile(wheel) as z:
+        infos = {i.filename: i for i in z.infolist()}
+    assert "grounded_text/data/download/manifest.json" in infos
+    assert pretrained.names()
+    for name in pretrained.names():
+        folder = pretrained.PRETRAINED_DIR / name
+        files = {p.relative_to(pretrained.PRETRAINED_DIR.parent.parent).as_posix()
+                 for p in folder.rglob("*") if p.is_file()}
+        assert files <= set(infos), sorted(files - set(infos))
+        assert f"grounded_text/pretrained/{name}/export/saved_model.pb" in files
+        assert sum(infos[f].compress_size for f in files) <= MAX_BYTES
+
+
 def test_an_installed_wheel_finds_its_search_spaces_away_from_the_checkout(wheel, tmp_path):
     target = tmp_path / "site"
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",

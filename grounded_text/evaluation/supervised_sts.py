@@ -78,8 +78,9 @@ def fit_select_score(train: tuple, dev: tuple, test: tuple, alphas=ALPHAS) -> di
       "dev_by_alpha": {alpha: pearson}, "regressor": REGRESSOR, "model": "ridge",
       "protocol": "supervised"}``.
     """
-    from sklearn.linear_model import Ridge
+    from grounded_text.utils.extras import require
 
+    Ridge = require("sklearn.linear_model", "Supervised STS").Ridge
     lo, hi = float(np.min(train[1])), float(np.max(train[1]))
     dev_scores = {}
     for alpha in alphas:
@@ -262,9 +263,13 @@ def evaluate_supervised_sts(encoder: Encoder, sts_dir: str | Path, model: str = 
     Raises:
       FileNotFoundError: neither ``STSBenchmark/`` nor ``SICK/`` exists.
       ValueError: an unknown ``model``.
+      MissingExtraError (an ImportError): scikit-learn is missing (the ``[eval]`` extra).
     """
+    from grounded_text.utils.extras import require
+
     if model not in SUPERVISED_MODELS:
         raise ValueError(f"supervised STS model must be one of {SUPERVISED_MODELS}, got {model!r}.")
+    require("sklearn.linear_model", "Supervised STS")  # named before anything is encoded
     sts_dir = Path(sts_dir)
     cache = cached(encoder)
     features = relatedness_features if model == "ridge" else senteval_features

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EncoderSignatureError", "TextEncoder", "check_text_encoder", "describe_signatures", "load"]
+__all__ = ["EncoderSignatureError", "TextEncoder", "check_text_encoder", "describe_signatures", "load",
+           "resolve_model"]
 
 
 class EncoderSignatureError(ValueError):
@@ -339,39 +340,61 @@ class TextEncoder:
         return out
 
 
+def resolve_model(path_or_handle: str | os.PathLike) -> str | os.PathLike:
+    """A shipped model's name (``grounded_text.models()``) → its text tower's folder; any
+    other value unchanged. A folder of that name in the working directory wins over the
+    shipped model. TF-free."""
+    from grounded_text import pretrained
+
+    if pretrained.is_name(path_or_handle) and not Path(path_or_handle).exists():
+        return pretrained.export_dir(path_or_handle)
+    return path_or_handle
+
+
 def load(path_or_handle: str | os.PathLike, batch_size: int = 512) -> TextEncoder:
-    """Loads a text-embedding SavedModel: a grounded_text export or any TF Hub text module.
+    """Loads a text-embedding SavedModel: a shipped model by name, a grounded_text export or
+    any TF Hub text module.
 
     ``tensorflow_text`` is imported first, so modules that use its ops load. A SavedModel's
     graph is code: load only models you trust. A local export left half-swapped by a crash
     is restored first.
 
     Args:
-      path_or_handle: a SavedModel folder (a relative path is resolved against the working
-        directory now), or a TF Hub handle that ``tensorflow_hub`` resolves.
+      path_or_handle: the name of a model shipped in the package (``grounded_text.models()``
+        lists them, e.g. ``"vete_bow_flickr8k"``: offline, nothing downloaded), a SavedModel
+        folder (a relative path is resolved against the working directory now; a folder
+        wins over a shipped model of the same name), or a TF Hub handle that
+        ``tensorflow_hub`` resolves.
       batch_size: the encoder's default sentences per call (``TextEncoder.encode``).
 
     Returns:
       A ``TextEncoder``.
 
     Raises:
-      FileNotFoundError: a local folder with no ``saved_model.pb``.
+      FileNotFoundError: a local folder with no ``saved_model.pb``, or a name that is
+        neither a folder nor a shipped model (the message lists the shipped ones).
       EncoderSignatureError (a ValueError): the module does not map string[B] to float[B, N].
     """
-    import tensorflow_hub as hub
-    import tensorflow_text  # noqa: F401  (registers the ops the module uses)
-
     from grounded_text.utils.durable import recover_export
 
+    path_or_handle = resolve_model(path_or_handle)
     path = Path(os.fspath(path_or_handle)).expanduser()
     if path.exists() or "://" not in str(path_or_handle):
         path = path.resolve()
         recover_export(path)
         if not (path / "saved_model.pb").is_file():
+            if not path.exists():
+                from grounded_text import pretrained
+
+                raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb), nor "
+                                        f"the name of a shipped model ({', '.join(pretrained.names()) or 'none'}).")
             raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
         handle = str(path)
     else:
         handle = str(path_or_handle)
+    import tensorflow_hub as hub
+    import tensorflow_text  # noqa: F401  (registers the ops the module uses)
+
     module = hub.load(handle)
     dim = check_text_encoder(module, handle)
     return TextEncoder(module, handle, dim, batch_size)

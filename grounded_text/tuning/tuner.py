@@ -22,10 +22,12 @@ import time
 from pathlib import Path
 
 import keras
-import keras_tuner as kt
 
 from grounded_text.config.schema import ExperimentConfig
 from grounded_text.tuning.space import SearchSpace
+from grounded_text.utils.extras import require
+
+kt = require("keras_tuner", "grounded-text tune")
 
 OBJECTIVE = kt.Objective("avg2016", direction="max")
 RUN_SUBDIR = "run"

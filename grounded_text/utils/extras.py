@@ -10,11 +10,18 @@ add the rest (setup.cfg ``[options.extras_require]``):
 - ``images``: TensorFlow Datasets (COCO and other TFDS caption sets) and keras-hub (its
   image networks and pretrained text encoders);
 - ``all``: every extra.
+
+The one rule: an API call that needs a missing extra raises ``MissingExtraError`` (an
+``ImportError``) whose message names the package and the ``pip install`` command; a command
+prints that message as one ``error: ...`` line and exits with status 2 (``run_command``, used by
+``grounded-text`` and by each ``python -m grounded_text.MODULE``).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from types import ModuleType
 
 #: top-level module → (the extra that installs it, its PyPI name)
@@ -57,3 +64,13 @@ def require(module: str, what: str) -> ModuleType:
         extra, dist = EXTRAS[top]
         raise MissingExtraError(f"{what} needs {dist}, which is not installed: "
                                 f"pip install 'grounded_text[{extra}]' (or [all]).", name=e.name) from None
+
+
+def run_command(main: Callable[..., int], argv=None) -> int:
+    """Runs a command's ``main(argv)``; a missing extra becomes one ``error: ...`` line on stderr
+    naming the ``pip install`` command, and exit status 2 (no traceback)."""
+    try:
+        return main(argv)
+    except MissingExtraError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

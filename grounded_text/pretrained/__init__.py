@@ -1,0 +1,75 @@
+"""Trained encoders shipped inside the package: ``gt.load(NAME)`` works offline, at once.
+
+Each shipped model is a folder ``grounded_text/pretrained/<name>/`` holding
+
+* ``export/``: the TF Hub text tower (``saved_model.pb``, ``variables/``, ``assets/``) with its
+  ``model_card.md`` (figures with 95% intervals, the training command and data, the data's
+  terms);
+* ``image_export/``: the image tower (image features → the same space), for retrieval;
+* ``model.json``: what ``models()`` reports (name, dims, figures, sizes, the command).
+
+``python -m grounded_text.pretrained.build NAME --data-dir DATA`` (re)makes one from the
+recipe in ``grounded_text/pretrained/build.py``. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["PRETRAINED_DIR", "MODEL_FILE", "names", "export_dir", "image_export_dir", "models", "is_name"]
+
+PRETRAINED_DIR = Path(__file__).resolve().parent
+MODEL_FILE = "model.json"
+
+
+def names() -> list[str]:
+    """The shipped models' names, sorted."""
+    return sorted(p.parent.name for p in PRETRAINED_DIR.glob(f"*/{MODEL_FILE}"))
+
+
+def is_name(value) -> bool:
+    """Whether ``value`` is the name of a shipped model (a plain ``str``, no path separator)."""
+    return isinstance(value, str) and "/" not in value and "\\" not in value and value in names()
+
+
+def _folder(name: str) -> Path:
+    if not is_name(name):
+        raise KeyError(f"no shipped model {name!r}; shipped: {', '.join(names()) or 'none'}.")
+    return PRETRAINED_DIR / name
+
+
+def export_dir(name: str) -> Path:
+    """The text tower (a SavedModel folder) of a shipped model.
+
+    Raises:
+      KeyError: not a shipped name (the message lists them).
+    """
+    return _folder(name) / "export"
+
+
+def image_export_dir(name: str) -> Path | None:
+    """The image tower of a shipped model, or ``None`` when it has none."""
+    path = _folder(name) / "image_export"
+    return path if (path / "saved_model.pb").is_file() else None
+
+
+def _bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+
+
+def models() -> list[dict]:
+    """One dict per shipped model (TF-free): ``name``, ``description``, ``dims`` (embedding
+    width), ``image_dims`` (the image features its image tower takes, or ``None``),
+    ``figures`` (``{figure: {"value", "ci95": [lo, hi], "n"}}``, unsupervised cosine Pearson r),
+    ``size_bytes`` (on disk, both towers), ``weights_dtype``, ``command`` (how it was trained),
+    ``data``, ``licence`` and ``path`` (the text tower, for ``gt.load``)."""
+    out = []
+    for name in names():
+        folder = PRETRAINED_DIR / name
+        record = json.loads((folder / MODEL_FILE).read_text(encoding="utf-8"))
+        record["name"] = name
+        record["size_bytes"] = _bytes(folder / "export") + _bytes(folder / "image_export")
+        record["path"] = str(folder / "export")
+        out.append(record)
+    return out

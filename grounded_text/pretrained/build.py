@@ -1,0 +1,334 @@
+"""(Re)builds a shipped model: train it, copy its towers into the package, score it, write its card.
+
+::
+
+    python -m grounded_text.pretrained.build vete_bow_flickr8k --data-dir "$GROUNDED_TEXT_DATA"
+    python -m grounded_text.pretrained.build vete_bow_flickr8k --data-dir DATA --from-run runs/vete_bow
+    python -m grounded_text.pretrained.build --list
+
+For each name in ``RECIPES`` it runs the recipe's training command (``grounded-text train``
+with the recipe's flags; ``--from-run RUN`` takes a finished run of that command instead),
+copies ``RUN/export`` and ``RUN/image_export`` to ``grounded_text/pretrained/<name>/``,
+scores the copied text tower on STS (``shipped_figures``: Pearson r of the cosine, with 95%
+intervals) and writes ``model.json`` and the export's ``model_card.md``. It refuses a model
+over ``MAX_BYTES`` (the wheel's budget per shipped model).
+
+The figures of a shipped model are checked against a fresh scoring by
+``tests/test_pretrained.py`` whenever the real data is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from grounded_text.pretrained import MODEL_FILE, PRETRAINED_DIR
+
+#: The wheel's budget per shipped model (both towers, on disk).
+MAX_BYTES = 10 * 1000 * 1000
+#: Bootstrap resamples of the interval of a mean over subsets (STS16 mean).
+RESAMPLES = 2000
+SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How one shipped model is made.
+
+    Attributes:
+      train_args: the flags of ``grounded-text train`` after ``--data-dir`` and ``--output-dir``.
+      description: one line for ``gt.models()`` and the card.
+      data: the training data, in words.
+      licence: the terms of the training data (which bind the weights' use).
+    """
+
+    train_args: tuple[str, ...]
+    description: str
+    data: str
+    licence: str
+
+
+_FLICKR8K_TERMS = ("Flickr8k is distributed by the University of Illinois for research use only (Hodosh, Young & "
+                   "Hockenmaier 2013); the photos remain (c) their Flickr owners. These weights are derived "
+                   "from its captions and from image features of a CNN pretrained on ImageNet (non-commercial "
+                   "research and education terms): use them for research.")
+
+RECIPES: dict[str, Recipe] = {
+    "vete_bow_flickr8k": Recipe(
+        train_args=("--all-captions", "--epochs", "20"),
+        description="VETE-BOW (Kurach et al. 2017) on Flickr8k train, all five captions per image, 20 epochs, "
+                    "EfficientNet-Lite0 image features; 128-d; the README's training job",
+        data="Flickr8k official train split (6,000 images x 5 captions), the data root's EfficientNet-Lite0 "
+             "features (1280-d); vocabulary from the training captions; best epoch by STS16 mean",
+        licence=_FLICKR8K_TERMS),
+    # The character-level model (Merkx & Frank 2019) at half the paper's width, one cycle of
+    # its schedule: build with --from-run on a finished run of this command.
+    "char_gru_attention_flickr8k": Recipe(
+        train_args=("--model", "char_gru_attention_512", "--epochs", "4"),
+        description="Character-level GRU with attention (Merkx & Frank 2019) at n = 512 on Flickr8k train, "
+                    "one cycle of the paper's cyclic schedule (4 epochs); EfficientNet-Lite0 image features",
+        data="Flickr8k official train split (6,000 images x 5 captions), the data root's EfficientNet-Lite0 "
+             "features (1280-d)",
+        licence=_FLICKR8K_TERMS),
+}
+
+#: figure → (how it is read from the data root's sts/ folder); all Pearson r of the cosine.
+FIGURES = ("STS12 MSRvid", "STS16 mean", "STS-B test", "SICK test")
+
+
+def training_command(name: str, output_dir: str = "runs/" + "NAME") -> str:
+    """The recipe's command line, as a user types it."""
+    recipe = RECIPES[name]
+    return shlex.join(["grounded-text", "train", "--data-dir", "$GROUNDED_TEXT_DATA", "--output-dir",
+                       output_dir.replace("NAME", name), *recipe.train_args]).replace("'$GROUNDED_TEXT_DATA'",
+                                                                                       '"$GROUNDED_TEXT_DATA"')
+
+
+def _pairs(sts_dir: Path) -> dict[str, list]:
+    """figure → its list of ``SentencePairs`` (several for a mean over subsets)."""
+    from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year
+
+    sts16 = read_sts_year(sts_dir / "STS16-en-test")
+    return {"STS12 MSRvid": [read_sts_year(sts_dir / "STS12-en-test")["MSRvid"]],
+            "STS16 mean": [sts16[k] for k in sorted(sts16)],
+            "STS-B test": [read_sts_benchmark(sts_dir, "test")],
+            "SICK test": [read_sick(sts_dir, "test")]}
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson r along the last axis."""
+    a = a - a.mean(axis=-1, keepdims=True)
+    b = b - b.mean(axis=-1, keepdims=True)
+    return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+
+
+def shipped_figures(encoder, sts_dir: str | Path) -> dict:
+    """The figures on a shipped model's card: Pearson r of the cosine similarity vs gold.
+
+    One set of pairs (STS12 MSRvid, STS-B test, SICK test): r with its Fisher-z 95% interval
+    (``grounded_text.evaluation.stats.pearson_ci``). A mean over subsets (STS16 mean): the
+    mean r with a percentile bootstrap 95% interval, resampling pairs within each subset
+    (``RESAMPLES``, seed ``SEED``).
+
+    Args:
+      encoder: strings → float [n, N] (e.g. ``gt.load(...).encode``).
+      sts_dir: the data root's ``sts/`` folder.
+
+    Returns:
+      ``{figure: {"value": r, "ci95": [lo, hi], "n": pairs}}`` in the order of ``FIGURES``.
+    """
+    from grounded_text.evaluation.stats import pearson_ci
+    from grounded_text.evaluation.sts import cosine_rows
+
+    out = {}
+    rng = np.random.default_rng(SEED)
+    for figure, sets in _pairs(Path(sts_dir)).items():
+        sims = [cosine_rows(encoder(list(p.sentences1)), encoder(list(p.sentences2))) for p in sets]
+        golds = [np.asarray(p.scores, np.float64) for p in sets]
+        rs = [float(_pearson(s, g)) for s, g in zip(sims, golds)]
+        n = sum(len(g) for g in golds)
+        if len(sets) == 1:
+            lo, hi = pearson_ci(rs[0], n)
+        else:
+            boot = np.zeros(RESAMPLES)
+            for s, g in zip(sims, golds):
+                idx = rng.integers(0, len(g), size=(RESAMPLES, len(g)))
+                boot += _pearson(s[idx], g[idx])
+            lo, hi = np.percentile(boot / len(sets), [2.5, 97.5])
+        out[figure] = {"value": round(float(np.mean(rs)), 6), "ci95": [round(float(lo), 6), round(float(hi), 6)],
+                       "n": n}
+    return out
+
+
+def _bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _card(name: str, record: dict) -> str:
+    from grounded_text.serving.model_card import _use_and_limits
+
+    rows = [f"| {k} | {v['value']:.3f} | [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}] | {v['n']:,} |"
+            for k, v in record["figures"].items()]
+    return "\n".join([
+        f"# grounded_text/{name}",
+        "",
+        "<!-- module-type: text-embedding -->",
+        "<!-- fine-tunable: true -->",
+        "<!-- format: saved_model_2 -->",
+        f"<!-- network-architecture: {record['preset']} (grounded_text), N={record['dims']} -->",
+        "<!-- dataset: flickr8k -->",
+        "<!-- language: en -->",
+        "<!-- license: research use only (the training data's terms) -->",
+        "",
+        "## Overview",
+        "",
+        f"{record['description']}. Shipped inside the `grounded_text` package: "
+        f"`grounded_text.load(\"{name}\")` loads it offline. Output: float32 [batch, {record['dims']}], rows of "
+        "unit norm. Beside it, `image_export/` maps "
+        f"{record['image_dims']}-d image features into the same space (retrieval).",
+        "",
+        *_use_and_limits("flickr8k", record["features"]),
+        "## Licence of the training data",
+        "",
+        record["licence"],
+        "",
+        "## Evaluation (cosine similarity, unsupervised; Pearson r)",
+        "",
+        "Scored by `grounded_text.pretrained.build.shipped_figures` on the data root's `sts/` folder (the "
+        "original SemEval / STS-B / SICK releases). Intervals: Fisher z for one set of pairs; a percentile "
+        f"bootstrap over pairs within each subset ({RESAMPLES} resamples, seed {SEED}) for the STS16 mean. "
+        "STS16 chose the epoch, so it is not an unseen test.",
+        "",
+        "| figure | Pearson r | 95% interval | pairs |",
+        "|---|---:|---:|---:|",
+        *rows,
+        "",
+        "## Training",
+        "",
+        f"Data: {record['data']}.",
+        "",
+        "```bash",
+        record["command"],
+        "```",
+        "",
+        f"Best epoch {record['best_epoch']} of {record['epochs']}; weights stored as {record['weights_dtype']}; "
+        f"{record['parameters']:,} parameters in the text tower. Rebuild this folder (train, copy, score, "
+        "write this card):",
+        "",
+        "```bash",
+        f"python -m grounded_text.pretrained.build {name} --data-dir \"$GROUNDED_TEXT_DATA\"",
+        "```",
+        "",
+        "## Usage",
+        "",
+        "```python",
+        "import grounded_text as gt",
+        f"enc = gt.load(\"{name}\")",
+        "enc.encode([\"a dog runs on the beach\"])       # float32 [1, "
+        f"{record['dims']}]",
+        "```",
+        "",
+        "## Training config",
+        "",
+        "```json",
+        json.dumps(record["config"], indent=2),
+        "```",
+        "",
+    ])
+
+
+def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None, work_dir: str | Path = "runs",
+          log=print) -> dict:
+    """Makes ``grounded_text/pretrained/<name>/`` from a run of the recipe (trained here
+    unless ``run_dir`` is given). Returns the record written to ``model.json``.
+
+    Raises:
+      KeyError: an unknown name. RuntimeError: the training failed, or the model is over
+      ``MAX_BYTES``. FileNotFoundError: the run lacks an export.
+    """
+    from grounded_text.serving.encoder import load
+
+    recipe = RECIPES[name]
+    data_dir = Path(data_dir)
+    if run_dir is None:
+        run_dir = Path(work_dir) / name
+        command = [sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), "--output-dir",
+                   str(run_dir), "--overwrite", *recipe.train_args]
+        log("$ " + shlex.join(command))
+        if subprocess.run(command).returncode != 0:
+            raise RuntimeError(f"training {name} failed: {shlex.join(command)}")
+    run_dir = Path(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    target = PRETRAINED_DIR / name
+    staged = PRETRAINED_DIR / f".{name}.tmp"
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir()
+    for part in ("export", "image_export"):
+        if (run_dir / part / "saved_model.pb").is_file():
+            shutil.copytree(run_dir / part, staged / part)
+    if not (staged / "export" / "saved_model.pb").is_file():
+        raise FileNotFoundError(f"{run_dir}/export holds no SavedModel.")
+    size = _bytes(staged)
+    if size > MAX_BYTES:
+        shutil.rmtree(staged)
+        raise RuntimeError(f"{name} takes {size:,} bytes, over the {MAX_BYTES:,}-byte budget of a shipped model.")
+    encoder = load(staged / "export")
+    log(f"{name}: scoring on {data_dir / 'sts'}")
+    figures = shipped_figures(encoder.encode, data_dir / "sts")
+    config = metrics["config"]
+    image_dims = None
+    if (staged / "image_export").is_dir():
+        import tensorflow as tf
+
+        image = tf.saved_model.load(str(staged / "image_export"))
+        spec = image.signatures["serving_default"].structured_input_signature[1]
+        image_dims = int(next(iter(spec.values())).shape[-1])
+    record = {
+        "description": recipe.description,
+        "preset": config["model"]["name"],
+        "dims": encoder.dim,
+        "image_dims": image_dims,
+        "features": config["data"]["features"],
+        "figures": figures,
+        "weights_dtype": "float32",
+        "parameters": metrics.get("parameters", {}).get("text_tower") if isinstance(metrics.get("parameters"), dict)
+        else metrics.get("parameters"),
+        "best_epoch": metrics["selection"]["best_epoch"],
+        "epochs": config["train"]["epochs"],
+        "command": training_command(name),
+        "data": recipe.data,
+        "licence": recipe.licence,
+        "config": config,
+    }
+    if record["parameters"] is None:
+        record["parameters"] = int(sum(int(np.prod(v.shape)) for v in encoder.module.variables))
+    card = _card(name, record)
+    (staged / "export" / "model_card.md").write_text(card, encoding="utf-8")
+    (staged / MODEL_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    shutil.rmtree(target, ignore_errors=True)
+    staged.rename(target)
+    log(f"{name}: {_bytes(target):,} bytes in {target}; " + ", ".join(
+        f"{k} {v['value']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]" for k, v in figures.items()))
+    return record
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m grounded_text.pretrained.build", description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", metavar="NAME", help=f"models to build: {', '.join(RECIPES)}")
+    p.add_argument("--data-dir", default=None, help="the data root (default: $GROUNDED_TEXT_DATA)")
+    p.add_argument("--from-run", default=None, metavar="RUN", help="a finished run of the recipe's command "
+                                                                  "(one NAME only)")
+    p.add_argument("--work-dir", default="runs", help="where the training runs go (default: runs)")
+    p.add_argument("--list", action="store_true", help="print each recipe's training command, then exit")
+    a = p.parse_args(argv)
+    if a.list or not a.names:
+        for name in RECIPES:
+            print(f"{name}: {training_command(name)}")
+        return 0
+    import os
+
+    from grounded_text.data.paths import DATA_ENV_VAR
+
+    data_dir = a.data_dir or os.environ.get(DATA_ENV_VAR)
+    if not data_dir:
+        p.error(f"pass --data-dir or set ${DATA_ENV_VAR}")
+    unknown = [n for n in a.names if n not in RECIPES]
+    if unknown:
+        p.error(f"unknown model(s) {unknown}; choose from {', '.join(RECIPES)}")
+    if a.from_run and len(a.names) != 1:
+        p.error("--from-run takes exactly one NAME")
+    for name in a.names:
+        build(name, data_dir, run_dir=a.from_run, work_dir=a.work_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

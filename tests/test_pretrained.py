@@ -1,0 +1,91 @@
+"""The trained models shipped inside the package: listed, loadable by name offline, within the
+wheel's size budget, and scoring on STS what their cards say."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import grounded_text as gt
+from grounded_text import pretrained
+from grounded_text.pretrained.build import FIGURES, MAX_BYTES, RECIPES, shipped_figures
+
+SHIPPED = pretrained.names()
+
+
+def test_at_least_the_readme_job_is_shipped_and_listed_without_tensorflow():
+    assert "vete_bow_flickr8k" in SHIPPED
+    code = ("import sys, grounded_text as gt; ms = gt.models(); "
+            "assert 'tensorflow' not in sys.modules; print([(m['name'], m['dims']) for m in ms])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "('vete_bow_flickr8k', 128)" in out.stdout
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_model_has_its_record_card_and_fits_the_budget(name):
+    (record,) = [m for m in gt.models() if m["name"] == name]
+    assert name in RECIPES
+    assert record["size_bytes"] <= MAX_BYTES
+    assert list(record["figures"]) == list(FIGURES)
+    for figure in record["figures"].values():
+        lo, hi = figure["ci95"]
+        assert lo < figure["value"] < hi and figure["n"] > 0
+    card = (pretrained.export_dir(name) / "model_card.md").read_text()
+    assert record["command"] in card and "research use" in card
+    assert f"python -m grounded_text.pretrained.build {name}" in card
+    # The card's table shows the record's figures (3 decimals, with their intervals).
+    for key, figure in record["figures"].items():
+        row = f"| {key} | {figure['value']:.3f} | [{figure['ci95'][0]:.3f}, {figure['ci95'][1]:.3f}] |"
+        assert row in card, row
+    assert (pretrained.export_dir(name) / "saved_model.pb").is_file()
+    assert pretrained.image_export_dir(name) is not None
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_load_by_name_encodes(name):
+    enc = gt.load(name)
+    emb = enc.encode(["a dog runs", ""])
+    assert emb.shape == (2, json.loads((pretrained.PRETRAINED_DIR / name / "model.json").read_text())["dims"])
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-4)
+    assert enc.handle == str(pretrained.export_dir(name))
+
+
+def test_a_folder_wins_over_a_shipped_name_and_an_unknown_name_lists_the_shipped(tmp_path, monkeypatch):
+    from grounded_text.serving.encoder import resolve_model
+
+    assert resolve_model("vete_bow_flickr8k") == pretrained.export_dir("vete_bow_flickr8k")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "vete_bow_flickr8k").mkdir()
+    assert resolve_model("vete_bow_flickr8k") == "vete_bow_flickr8k"
+    with pytest.raises(FileNotFoundError, match="vete_bow_flickr8k"):
+        gt.load("no_such_model")
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_model_scores_what_its_card_says(name, data_dir):
+    record = next(m for m in gt.models() if m["name"] == name)
+    fresh = shipped_figures(gt.load(name).encode, data_dir / "sts")
+    card = (pretrained.export_dir(name) / "model_card.md").read_text()
+    for key, figure in fresh.items():
+        assert figure["n"] == record["figures"][key]["n"]
+        assert abs(figure["value"] - record["figures"][key]["value"]) <= 1e-3, (key, figure, record["figures"][key])
+        np.testing.assert_allclose(figure["ci95"], record["figures"][key]["ci95"], atol=1e-3)
+        shown = re.search(rf"\| {re.escape(key)} \| ([0-9.]+) \|", card)
+        assert shown and abs(float(shown.group(1)) - figure["value"]) <= 1e-3 + 5e-4, key
+
+
+def test_evaluate_takes_a_shipped_name(data_dir, tmp_path):
+    from grounded_text.evaluate import main
+
+    out = tmp_path / "report.json"
+    assert main(["--model", "vete_bow_flickr8k", "--sts-dir", str(data_dir / "sts"), "--years", "STS12",
+                 "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    record = next(m for m in gt.models() if m["name"] == "vete_bow_flickr8k")
+    assert abs(report["headline"]["STS12/MSRvid pearson"] - record["figures"]["STS12 MSRvid"]["value"]) <= 1e-3

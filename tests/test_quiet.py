@@ -1,0 +1,64 @@
+"""Quiet by default: no run of the package prints TensorFlow's C++ start-up lines (cuInit, absl,
+CPU notices) or the pkg_resources warning; GROUNDED_TEXT_VERBOSE=1 / --verbose keeps them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grounded_text.utils.quiet import NOISE, filtered_stderr
+
+REPO = Path(__file__).resolve().parents[1]
+NOISY = ("cuInit", "pkg_resources", "absl::InitializeLog", "cudart_stub", "cpu_feature_guard")
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "GROUNDED_TEXT_VERBOSE")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def test_the_filter_drops_the_start_up_lines_and_keeps_the_rest(capfd):
+    with filtered_stderr():
+        os.write(2, b"W0000 00:00:1.0 1 cudart_stub.cc:31] Could not find cuda drivers on your machine.\n")
+        os.write(2, b"a real problem\n")
+        os.write(2, b"E0000 00:00:1.0 1 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n")
+    assert capfd.readouterr().err == "a real problem\n"
+    with pytest.raises(RuntimeError), filtered_stderr():
+        os.write(2, b"kept when the block fails\n")
+        raise RuntimeError
+    assert capfd.readouterr().err == "kept when the block fails\n"
+    assert NOISE.search("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR")
+
+
+@pytest.mark.slow
+def test_loading_and_encoding_print_nothing_but_the_result():
+    code = "import grounded_text as gt; print(gt.load('vete_bow_flickr8k').encode(['a dog runs']).shape)"
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300,
+                           cwd=REPO.parent)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "(1, 128)\n"
+    assert not [word for word in NOISY if word in quiet.stderr], quiet.stderr
+    loud = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=_env(GROUNDED_TEXT_VERBOSE="1"), cwd=REPO.parent)
+    assert loud.returncode == 0, loud.stderr
+    assert "pkg_resources is deprecated" in loud.stderr  # tensorflow_hub's, kept when verbose
+
+
+def test_verbose_flag_undoes_the_quiet_start_up():
+    # grounded-text --verbose calls keep_startup_messages before the subcommand imports TensorFlow.
+    code = ("import os, grounded_text; assert os.environ.get('TF_CPP_MIN_LOG_LEVEL') == '3'; "
+            "from grounded_text.utils.quiet import keep_startup_messages; keep_startup_messages(); "
+            "print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'), os.environ.get('GROUNDED_TEXT_VERBOSE'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", "1"]
+    # A level the user set is theirs: kept.
+    out = subprocess.run([sys.executable, "-c", code.replace("== '3'", "== '1'")], capture_output=True, text=True,
+                         env=_env(TF_CPP_MIN_LOG_LEVEL="1"), timeout=60)
+    assert out.stdout.split() == ["1", "1"], out.stderr
