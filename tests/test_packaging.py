@@ -136,7 +136,7 @@ def test_the_wheel_carries_the_shipped_models_and_the_download_manifest(wheel):
     """Every file of each shipped model (both towers, card, record) is package data, within the
     10 MB budget per model; the release manifest of the downloads too."""
     from grounded_text import pretrained
-    from grounded_text.pretrained.build import MAX_BYTES
+    from grounded_text.experiments.shipped import MAX_BYTES
 
     with zipfile.ZipFile(wheel) as z:
         infos = {i.filename: i for i in z.infolist()}

@@ -13,7 +13,7 @@ import pytest
 
 import grounded_text as gt
 from grounded_text import pretrained
-from grounded_text.pretrained.build import FIGURES, MAX_BYTES, RECIPES, shipped_figures
+from grounded_text.experiments.shipped import FIGURES, MAX_BYTES, RECIPES, shipped_figures
 
 SHIPPED = pretrained.names()
 
@@ -38,7 +38,7 @@ def test_each_shipped_model_has_its_record_card_and_fits_the_budget(name):
         assert lo < figure["value"] < hi and figure["n"] > 0
     card = (pretrained.export_dir(name) / "model_card.md").read_text()
     assert record["command"] in card and "research use" in card
-    assert f"python -m grounded_text.pretrained.build {name}" in card
+    assert f"python -m grounded_text.experiments.shipped {name}" in card
     # The card's table shows the record's figures (3 decimals, with their intervals).
     for key, figure in record["figures"].items():
         row = f"| {key} | {figure['value']:.3f} | [{figure['ci95'][0]:.3f}, {figure['ci95'][1]:.3f}] |"

@@ -8,8 +8,8 @@ Each shipped model is a folder ``grounded_text/pretrained/<name>/`` holding
 * ``image_export/``: the image tower (image features → the same space), for retrieval;
 * ``model.json``: what ``models()`` reports (name, dims, figures, sizes, the command).
 
-``python -m grounded_text.pretrained.build NAME --data-dir DATA`` (re)makes one from the
-recipe in ``grounded_text/pretrained/build.py``. Nothing here imports TensorFlow.
+``python -m grounded_text.experiments.shipped NAME --data-dir DATA`` (re)makes one from the
+recipe in ``grounded_text/experiments/shipped.py``. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations

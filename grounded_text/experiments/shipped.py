@@ -2,9 +2,9 @@
 
 ::
 
-    python -m grounded_text.pretrained.build vete_bow_flickr8k --data-dir "$GROUNDED_TEXT_DATA"
-    python -m grounded_text.pretrained.build vete_bow_flickr8k --data-dir DATA --from-run runs/vete_bow
-    python -m grounded_text.pretrained.build --list
+    python -m grounded_text.experiments.shipped vete_bow_flickr8k --data-dir "$GROUNDED_TEXT_DATA"
+    python -m grounded_text.experiments.shipped vete_bow_flickr8k --data-dir DATA --from-run runs/vete_bow
+    python -m grounded_text.experiments.shipped --list
 
 For each name in ``RECIPES`` it runs the recipe's training command (``grounded-text train``
 with the recipe's flags; ``--from-run RUN`` takes a finished run of that command instead),
@@ -182,7 +182,7 @@ def _card(name: str, record: dict) -> str:
         "",
         "## Evaluation (cosine similarity, unsupervised; Pearson r)",
         "",
-        "Scored by `grounded_text.pretrained.build.shipped_figures` on the data root's `sts/` folder (the "
+        "Scored by `grounded_text.experiments.shipped.shipped_figures` on the data root's `sts/` folder (the "
         "original SemEval / STS-B / SICK releases). Intervals: Fisher z for one set of pairs; a percentile "
         f"bootstrap over pairs within each subset ({RESAMPLES} resamples, seed {SEED}) for the STS16 mean. "
         "STS16 chose the epoch, so it is not an unseen test.",
@@ -204,7 +204,7 @@ def _card(name: str, record: dict) -> str:
         "write this card):",
         "",
         "```bash",
-        f"python -m grounded_text.pretrained.build {name} --data-dir \"$GROUNDED_TEXT_DATA\"",
+        f"python -m grounded_text.experiments.shipped {name} --data-dir \"$GROUNDED_TEXT_DATA\"",
         "```",
         "",
         "## Usage",
@@ -301,7 +301,8 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grounded_text.pretrained.build", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m grounded_text.experiments.shipped",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("names", nargs="*", metavar="NAME", help=f"models to build: {', '.join(RECIPES)}")
     p.add_argument("--data-dir", default=None, help="the data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--from-run", default=None, metavar="RUN", help="a finished run of the recipe's command "
