@@ -27,7 +27,12 @@ __all__ = ["EncoderSignatureError", "TextEncoder", "check_text_encoder", "descri
 
 
 class EncoderSignatureError(ValueError):
-    """A SavedModel that is not a text encoder string[B] → float[B, N]."""
+    """A SavedModel that is not a text encoder string[B] → float[B, N].
+
+    Example:
+      >>> issubclass(EncoderSignatureError, ValueError)
+      True
+    """
 
 
 def _spec_text(spec) -> str:
@@ -41,7 +46,12 @@ def _spec_text(spec) -> str:
 
 def describe_signatures(module) -> str:
     """One line naming what a loaded SavedModel offers: its ``__call__`` input specs and
-    its signatures (inputs → outputs), for error messages."""
+    its signatures (inputs → outputs), for error messages.
+
+    Example:
+      >>> describe_signatures(object())
+      'no __call__ and no signatures'
+    """
     parts = []
     for concrete in getattr(getattr(module, "__call__", None), "concrete_functions", []) or []:
         args, kwargs = concrete.structured_input_signature
@@ -63,6 +73,16 @@ def check_text_encoder(module, path) -> int:
       EncoderSignatureError: it is not callable, the call fails, or the output is not a
         float [2, N] tensor. The message is one line naming what the model offers (its
         TF error, which can print every input sentence, is not repeated).
+
+    Example:
+      >>> import tensorflow as tf
+      >>> check_text_encoder(lambda s: tf.zeros([tf.shape(s)[0], 4]), "toy")
+      4
+      >>> check_text_encoder(lambda s: tf.zeros([3]), "toy")
+      Traceback (most recent call last):
+        ...
+      grounded_text.serving.encoder.EncoderSignatureError: 'toy' is not a text-embedding SavedModel ...
+      returned float32[3]; ...
     """
     import tensorflow as tf
 
@@ -204,6 +224,23 @@ class TextEncoder:
       handle: the absolute path (or TF Hub handle) it was loaded from.
       dim: N, the embedding width.
       batch_size: the default sentences per call.
+
+    Example:
+      >>> import grounded_text as gt
+      >>> enc = gt.load("vete_bow_flickr8k")          # shipped with the package: offline
+      >>> enc.dim
+      128
+      >>> enc.encode("a dog runs on the beach").shape
+      (128,)
+      >>> vectors = enc.encode(["a dog runs", "a puppy is running", "a man cooks"],
+      ...                      normalize_embeddings=True)
+      >>> vectors.shape, vectors.dtype
+      ((3, 128), dtype('float32'))
+      >>> sims = enc.similarity(vectors[:1], vectors[1:])
+      >>> sims.shape, bool(sims[0, 0] > sims[0, 1])    # the puppy is closer than the cook
+      ((1, 2), True)
+      >>> sum(len(b) for b in enc.encode_iter(f"caption {i}" for i in range(1000)))
+      1000
     """
 
     module: Any
@@ -343,7 +380,14 @@ class TextEncoder:
 def resolve_model(path_or_handle: str | os.PathLike) -> str | os.PathLike:
     """A shipped model's name (``grounded_text.models()``) → its text tower's folder; any
     other value unchanged. A folder of that name in the working directory wins over the
-    shipped model. TF-free."""
+    shipped model. TF-free.
+
+    Example:
+      >>> resolve_model("vete_bow_flickr8k").name
+      'export'
+      >>> resolve_model("runs/my_run/export")
+      'runs/my_run/export'
+    """
     from grounded_text import pretrained
 
     if pretrained.is_name(path_or_handle) and not Path(path_or_handle).exists():
@@ -374,6 +418,15 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512) -> TextEncode
       FileNotFoundError: a local folder with no ``saved_model.pb``, or a name that is
         neither a folder nor a shipped model (the message lists the shipped ones).
       EncoderSignatureError (a ValueError): the module does not map string[B] to float[B, N].
+
+    Example:
+      >>> enc = load("vete_bow_flickr8k")
+      >>> enc.encode(["a dog runs"]).shape
+      (1, 128)
+      >>> load("runs/missing/export")  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+        ...
+      FileNotFoundError: '...runs/missing/export' is not a SavedModel directory (no saved_model.pb), nor ...
     """
     from grounded_text.utils.durable import recover_export
 
