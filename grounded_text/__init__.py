@@ -11,6 +11,9 @@ grounded_text`` imports no TensorFlow::
     enc.encode(["a dog runs", "a cat sleeps"])   # float32 [2, N]
 """
 
+import sys
+import types
+
 from grounded_text.utils.lazy import lazy_getattr
 from grounded_text.utils.quiet import quiet_startup
 
@@ -27,6 +30,21 @@ __getattr__ = lazy_getattr(__name__, {name: "api" for name in _API})
 
 def __dir__():
     return sorted({*globals(), *_API})
+
+
+class _Package(types.ModuleType):
+    """Keeps the API's functions ``grounded_text.train`` and ``grounded_text.evaluate``: importing
+    the command modules of the same names (``python -m grounded_text.train``, ``from
+    grounded_text.train import main``) would otherwise bind the module over the function. The
+    modules stay in ``sys.modules``."""
+
+    def __setattr__(self, name, value):
+        if name in _API and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def _register_keras_objects(_keras=None) -> None:

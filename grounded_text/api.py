@@ -331,6 +331,14 @@ def models() -> list[dict]:
       cosine on STS12 MSRvid, the STS16 mean, STS-B test and SICK test, with 95% intervals),
       ``size_bytes``, ``weights_dtype``, ``command`` (how it was trained), ``data``,
       ``licence`` and ``path`` (see ``grounded_text.pretrained.models``).
+
+    Example:
+      >>> import grounded_text as gt
+      >>> [m["name"] for m in gt.models()]
+      ['vete_bow_flickr8k']
+      >>> m = gt.models()[0]
+      >>> m["dims"], round(m["figures"]["STS12 MSRvid"]["value"], 3), m["size_bytes"] < 10 * 2**20
+      (128, 0.761, True)
     """
     from grounded_text.pretrained import models as shipped
 

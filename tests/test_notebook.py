@@ -121,7 +121,8 @@ _FRESH_KERNEL = (
     "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in (getattr(f, '__module__', '') or '')]\n"
     "sys.path_hooks[:] = [h for h in sys.path_hooks if 'Editable' not in repr(h)]\n"
     "sys.path_importer_cache.clear()\n"
-    "sys.path[:] = [p for p in sys.path if not p.startswith({repo!r})]\n"
+    # the checkout's folders go, the environment's do not (CI's virtualenv lives inside the checkout)
+    "sys.path[:] = [p for p in sys.path if p.startswith(sys.prefix) or not p.startswith({repo!r})]\n"
     "from ipykernel.kernelapp import launch_new_instance\n"
     "launch_new_instance()\n")
 

@@ -20,9 +20,9 @@ import pytest
 
 from grounded_text.tuning.space import (
     SpaceError,
-    check_field,
+    check_space_field,
     load_space,
-    parse_override,
+    parse_space_override,
     resolve_space_file,
     tuner_dir,
     validate_all,
@@ -104,15 +104,15 @@ def test_bad_space_files_fail_at_load(tmp_path):
 
 
 def test_overrides_and_field_types():
-    assert parse_override("train.epochs=3") == ("train.epochs", 3)
-    assert parse_override("data.one_caption_per_image=true") == ("data.one_caption_per_image", True)
-    assert parse_override("text.max_vocab_size=none") == ("text.max_vocab_size", None)
-    assert parse_override("model.pooling=sum") == ("model.pooling", "sum")
-    check_field("text.max_vocab_size", None, "t")  # int | None
+    assert parse_space_override("train.epochs=3") == ("train.epochs", 3)
+    assert parse_space_override("data.one_caption_per_image=true") == ("data.one_caption_per_image", True)
+    assert parse_space_override("text.max_vocab_size=none") == ("text.max_vocab_size", None)
+    assert parse_space_override("model.pooling=sum") == ("model.pooling", "sum")
+    check_space_field("text.max_vocab_size", None, "t")  # int | None
     with pytest.raises(SpaceError):
-        check_field("train.epochs", 2.5, "t")
+        check_space_field("train.epochs", 2.5, "t")
     with pytest.raises(SpaceError):
-        check_field("train.epochs", True, "t")  # a bool is not an int here
+        check_space_field("train.epochs", True, "t")  # a bool is not an int here
     space = load_space("vete", "vete_bow").with_overrides({"train.epochs": 2, "data.max_train_images": 50})
     assert space.get("epochs").type == "fixed" and space.fixed["data.max_train_images"] == 50
     cfg = space.to_config(space.declare(kt.HyperParameters()))

@@ -70,30 +70,8 @@ def install(dataset: Dataset, data_dir: Path, *, mirror: str | None = None, forc
     fresh = set() if fresh is None else fresh
     cache = data_dir / DOWNLOADS_DIR
     cache.mkdir(parents=True, exist_ok=True)
-    sources, to_record = [], []
-    for remote in dataset.remotes:
-        final = cache / remote.filename
-        part = cache / (remote.filename + ".part")
-        url = _source_url(remote, mirror)
-        if force and remote.filename not in fresh:
-            final.unlink(missing_ok=True)
-            part.unlink(missing_ok=True)
-        if not final.is_file():
-            log(f"{dataset.name}: fetching {remote.filename} from {_host(url)}")
-            fetch(url, part, expected_size=remote.size, max_bytes=remote.max_unpacked, log=log, progress=progress)
-            _sniff(part, remote, url)
-            os.replace(part, final)
-            fresh.add(remote.filename)
-        digest, record = verify(final, remote, cache, force=force, log=log)
-        try:
-            verify_structure(remote, final, sample=sample)
-        except DownloadError as e:
-            final.unlink(missing_ok=True)
-            raise DownloadError(_deleted(str(e))) from None
-        if record and not sample:
-            to_record.append((remote, digest, final.stat().st_size, url))
-        sources.append({"url": redact(url), "file": remote.filename, "sha256": digest,
-                        "pinned": remote.sha256 is not None})
+    sources, to_record = _fetch_all(dataset, cache, mirror=mirror, force=force, log=log, progress=progress,
+                                    fresh=fresh, sample=sample)
     dest.parent.mkdir(parents=True, exist_ok=True)
     # os.mkdir (not mkdtemp, which makes 0700 folders) so the dataset gets 0o777 less the
     # umask, readable by the other users of a shared data directory.
@@ -132,6 +110,38 @@ def install(dataset: Dataset, data_dir: Path, *, mirror: str | None = None, forc
     log(f"{dataset.name}: {len(files)} files in {dest}"
         + (", each matching the release's manifest" if dataset.manifest and not sample else ""))
     return "installed"
+
+
+def _fetch_all(dataset: Dataset, cache: Path, *, mirror, force: bool, log, progress: bool, fresh: set,
+               sample: bool) -> tuple[list, list]:
+    """Fetches (or reuses) each archive of ``dataset`` into ``cache`` and checks its digest and
+    structure (``install``'s arguments); returns ``(sources, to_record)``: the marker's source
+    entries and the digests to record once the unpacked files have passed the manifest."""
+    sources, to_record = [], []
+    for remote in dataset.remotes:
+        final = cache / remote.filename
+        part = cache / (remote.filename + ".part")
+        url = _source_url(remote, mirror)
+        if force and remote.filename not in fresh:
+            final.unlink(missing_ok=True)
+            part.unlink(missing_ok=True)
+        if not final.is_file():
+            log(f"{dataset.name}: fetching {remote.filename} from {_host(url)}")
+            fetch(url, part, expected_size=remote.size, max_bytes=remote.max_unpacked, log=log, progress=progress)
+            _sniff(part, remote, url)
+            os.replace(part, final)
+            fresh.add(remote.filename)
+        digest, record = verify(final, remote, cache, force=force, log=log)
+        try:
+            verify_structure(remote, final, sample=sample)
+        except DownloadError as e:
+            final.unlink(missing_ok=True)
+            raise DownloadError(_deleted(str(e))) from None
+        if record and not sample:
+            to_record.append((remote, digest, final.stat().st_size, url))
+        sources.append({"url": redact(url), "file": remote.filename, "sha256": digest,
+                        "pinned": remote.sha256 is not None})
+    return sources, to_record
 
 
 def _deleted(message: str) -> str:
