@@ -114,8 +114,8 @@ def test_notebook_runs_with_its_defaults_from_an_empty_data_folder(data_dir, tmp
     assert (work / "run_vete_bow" / "export" / "saved_model.pb").is_file()
 
 
-#: A kernel that cannot import this checkout's package (an editable install's finder and the
-#: checkout's folder are dropped): a fresh Colab runtime, where grounded_text is not installed.
+#: A kernel that cannot import grounded_text (an editable install's finder and the checkout's
+#: folder are dropped, an installed copy hidden): a fresh Colab runtime, where it is not installed.
 _FRESH_KERNEL = (
     "import sys\n"
     "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in (getattr(f, '__module__', '') or '')]\n"
@@ -123,6 +123,9 @@ _FRESH_KERNEL = (
     "sys.path_importer_cache.clear()\n"
     # the checkout's folders go, the environment's do not (CI's virtualenv lives inside the checkout)
     "sys.path[:] = [p for p in sys.path if p.startswith(sys.prefix) or not p.startswith({repo!r})]\n"
+    # and a package installed into that environment (CI's wheel job) is hidden too: find_spec
+    # answers None and an import fails, as where it was never installed
+    "sys.modules['grounded_text'] = None\n"
     "from ipykernel.kernelapp import launch_new_instance\n"
     "launch_new_instance()\n")
 
