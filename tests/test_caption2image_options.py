@@ -322,11 +322,24 @@ def test_no_clip_norm_is_keras_adam():
         make_optimizer(1e-3, clip_norm_image=1.0)
 
 
+def _first_step_gradients(golden, fx):
+    """Our towers built from the fixture's weights, and the gradients of hinge + attention loss
+    on its first batch: ``(enc, img, variables, {path: variable}, paths, grads)``."""
+    import tensorflow as tf
+
+    pre, enc, img, variables = golden.build_ours(fx)
+    unique = {v.path: v for v, _, _ in variables.values()}
+    paths = list(unique)
+    with tf.GradientTape() as tape:
+        _, _, _, hinge, att = golden.forward(fx, 0, pre, enc, img)
+        loss = hinge + att
+    return enc, img, variables, unique, paths, tape.gradient(loss, [unique[p] for p in paths])
+
+
 def test_their_clipped_step_on_the_golden_fixture():
     """Our optimizer's per-tower clipping before Adam gives the parameters their PyTorch step
     gave (fixture char_gru_2heads: their clipping, char_net.py:124-125, then Adam at lr_max)."""
     import keras
-    import tensorflow as tf
 
     sys.path.insert(0, str(REPO / "tests"))
     import test_golden_caption2image as golden
@@ -334,13 +347,7 @@ def test_their_clipped_step_on_the_golden_fixture():
     from grounded_text.training.clipping import TowerClippedAdam
 
     fx = golden.load("char_gru_2heads")
-    pre, enc, img, variables = golden.build_ours(fx)
-    unique = {v.path: v for v, _, _ in variables.values()}
-    paths = list(unique)
-    with tf.GradientTape() as tape:
-        _, _, _, hinge, att = golden.forward(fx, 0, pre, enc, img)
-        loss = hinge + att
-    grads = tape.gradient(loss, [unique[p] for p in paths])
+    enc, img, variables, unique, paths, grads = _first_step_gradients(golden, fx)
     beta_1, beta_2 = (float(x) for x in fx["adam.betas"])
     adam = TowerClippedAdam(learning_rate=float(fx["adam.lr_max"]), beta_1=beta_1, beta_2=beta_2,
                             epsilon=float(fx["adam.eps"]) * math.sqrt(1.0 - beta_2))
@@ -354,13 +361,7 @@ def test_their_clipped_step_on_the_golden_fixture():
             continue
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=golden.PARAM_TOL, err_msg=name)
     # Without the clipping the step is far from theirs.
-    pre, enc, img, variables = golden.build_ours(fx)
-    unique = {v.path: v for v, _, _ in variables.values()}
-    paths = list(unique)
-    with tf.GradientTape() as tape:
-        _, _, _, hinge, att = golden.forward(fx, 0, pre, enc, img)
-        loss = hinge + att
-    grads = tape.gradient(loss, [unique[p] for p in paths])
+    enc, img, variables, unique, paths, grads = _first_step_gradients(golden, fx)
     keras.optimizers.Adam(learning_rate=float(fx["adam.lr_max"]), beta_1=beta_1, beta_2=beta_2,
                           epsilon=float(fx["adam.eps"]) * math.sqrt(1.0 - beta_2)).apply(
         grads, [unique[p] for p in paths])

@@ -5,8 +5,12 @@
 * ``runner``: the one runner and its one reuse rule (a finished run is reused only when its
   resolved config equals the plan's).
 * ``scoring``: the one scoring call (``score_run`` / ``score_encoder``).
-* ``figures``: the one figures registry (named figures → how to read them, label, format).
-* ``report``: the one number formatter (``fmt``), table builder and report writer.
+* ``comparison``, ``verdicts``, ``paper_report``: our runs beside the papers' tables, the
+  verdict per figure, and the Markdown section of the reproduction report.
+* ``shipped``: the recipes of the trained models shipped in the package.
+
+The figures registry and the number formatter, table builder and report writer are in
+``grounded_text.reporting`` (re-exported here), below both this layer and the evaluation.
 
 Importing this package imports no TensorFlow.
 """
