@@ -23,6 +23,8 @@ Studies:
   * ``snapshot_ensemble``: a cyclic cosine schedule exported at its last epoch against
     the ensemble of its snapshots (Merkx & Frank §3.3; docs/losses.md).
   * ``zoo``: every preset, and VETE-BOW on every feature file (docs/models.md).
+  * ``caption_gap``: the character model at n = 512, one cycle, with one difference from the
+    authors' code per arm and three seeds of the baseline (docs/reproduction.md).
 """
 
 from __future__ import annotations
@@ -152,7 +154,42 @@ ZOO = Study(
     ),
 )
 
-STUDIES = {"losses": LOSS_STUDY, "snapshot_ensemble": SNAPSHOT_ENSEMBLE, "zoo": ZOO}
+# The caption gap (Merkx & Frank 2019 against ours): the character model at n = 512, one
+# cyclic cycle of 4 epochs (their §3.3 schedule, 1e-6 → 1e-3 → 1e-6), every other field the
+# trainer's flags for the record. Each arm changes one thing the authors' code
+# (caption2image, NLE2019 branch) does differently; base_s1 and base_s2 give the seed-to-seed
+# spread the arms are read against. docs/caption2image_differences.md names the line of their
+# code each arm mirrors.
+_CHAR_512 = {"model.name": "char_gru_attention_512", "train.epochs": 4}
+
+
+def _seeded(seed: int, fields: dict | None = None) -> dict:
+    return {"train.seed": seed, "data.seed": seed, **(fields or {})}
+
+
+CAPTION_GAP = Study(
+    title="Character model (Merkx & Frank 2019), n = 512, Flickr8k train (all captions), one cycle of 4 epochs "
+          "(cyclic cosine 1e-6 → 1e-3 → 1e-6), B = 32, EfficientNet-Lite0 unless named; each arm changes one "
+          "thing against base_s0; Pearson r of cosines",
+    base=_CHAR_512,
+    rows=(
+        ("base_s0", _seeded(0)),
+        ("base_s1", _seeded(1)),
+        ("features_lite2", _seeded(0, {"data.features": "efficientnet_lite2"})),
+        ("sentence_end_train", _seeded(0, {"text.sentence_end": "space_period"})),
+        ("hinge_mean_matrix", _seeded(0, {"model.loss_params.reduction": "mean_matrix"})),
+        ("attention_unmasked", _seeded(0, {"model.encoder.attention_include_padding": True})),
+        ("heads2_diversity", _seeded(0, {"model.encoder.attention_heads": 2,
+                                         "model.encoder.attention_diversity_margin": 1.0,
+                                         "model.embedding_dim": 2048})),
+        ("base_s2", _seeded(2)),
+        ("clip_per_tower", _seeded(0, {"train.clip_norm_text": 0.05, "train.clip_norm_image": 0.0025})),
+        ("char_init_normal", _seeded(0, {"model.encoder.char_embedding_init": "normal"})),
+        ("features_mobilenet", _seeded(0, {"data.features": "mobilenet_v1_075"})),
+    ),
+)
+
+STUDIES = {"losses": LOSS_STUDY, "snapshot_ensemble": SNAPSHOT_ENSEMBLE, "zoo": ZOO, "caption_gap": CAPTION_GAP}
 
 
 def run_dir_name(run: str) -> str:
