@@ -182,6 +182,7 @@ CAPTION_GAP = Study(
         ("heads2_diversity", _seeded(0, {"model.encoder.attention_heads": 2,
                                          "model.encoder.attention_diversity_margin": 1.0,
                                          "model.embedding_dim": 2048})),
+        ("distinct_images", _seeded(0, {"data.sampler": "distinct_images"})),
         ("base_s2", _seeded(2)),
         ("clip_per_tower", _seeded(0, {"train.clip_norm_text": 0.05, "train.clip_norm_image": 0.0025})),
         ("char_init_normal", _seeded(0, {"model.encoder.char_embedding_init": "normal"})),

@@ -93,3 +93,62 @@ def test_real_flickr8k_slice(data_dir):
     assert len(batches) == 6
     for batch in batches:
         check_batch(batch, pairs, 4, 5)
+
+
+def authors_passes(order, captions_of, batch_size, width=5):
+    """caption2image ``minibatchers.py:70-94`` (``iterate_char_5fold``) restated: for each
+    caption slot i, ``range(0, len(f_nodes) - batchsize + 1, batchsize)`` over the shuffled
+    images, each with its caption i (images without a caption i sit the pass out)."""
+    batches = []
+    for i in range(width):
+        nodes = [im for im in order if len(captions_of[im]) > i]
+        for start in range(0, len(nodes) - batch_size + 1, batch_size):
+            batches.append([captions_of[im][i] for im in nodes[start:start + batch_size]])
+    return batches
+
+
+def test_caption_passes_follow_the_authors_loop_and_never_mispair():
+    import tensorflow as tf
+
+    from grounded_text.data.sampler import caption_groups, make_caption_pass_dataset
+
+    pairs = synthetic_pairs(num_images=9, short_image=4)
+    epoch_var = tf.Variable(0, dtype=tf.int64)
+    ds = make_caption_pass_dataset(pairs, batch_size=2, seed=3, epoch=epoch_var)
+    got = epoch(ds)
+    # 8 images with 5 captions + image 4 with 2: passes 0, 1 have 9 images (4 batches
+    # each), passes 2-4 have 8 (4 batches each).
+    assert int(ds.cardinality()) == len(got) == 20
+    row_of_caption = dict(zip(pairs.captions.tolist(), pairs.feature_rows.tolist()))
+    for batch in got:
+        caps = [c.decode() for c in batch["caption"]]
+        assert len(set(batch["image_id"].tolist())) == 2  # distinct images
+        for cap, image_id, feat in zip(caps, batch["image_id"], batch["image_features"]):
+            assert row_of_caption[cap] == image_id
+            np.testing.assert_array_equal(feat, pairs.features[image_id])
+    # The order is the authors' loop over the same image order.
+    table, counts, _ = caption_groups(pairs)
+    captions_of = [[pairs.captions[j] for j in table[r, :counts[r]]] for r in range(table.shape[0])]
+    first_of_pass0 = [c.decode() for b in got[:4] for c in b["caption"]]
+    order = [int(c.split()[0][3:]) for c in first_of_pass0]
+    order += [im for im in range(9) if im not in order]  # the one image cut from pass 0
+    want = authors_passes(order, captions_of, 2)
+    assert [[c.decode() for c in b["caption"]] for b in got] == want
+    # Each caption of the eight 5-caption images served once per epoch, except the cut ones.
+    served = Counter(c for b in got for c in [x.decode() for x in b["caption"]])
+    assert max(served.values()) == 1 and len(served) == 40
+    # Reproducible per (seed, epoch); a new epoch reshuffles.
+    assert [b["caption"].tolist() for b in epoch(make_caption_pass_dataset(pairs, 2, seed=3, epoch=epoch_var))] == \
+        [b["caption"].tolist() for b in got]
+    epoch_var.assign(1)
+    assert [b["caption"].tolist() for b in epoch(ds)] != [b["caption"].tolist() for b in got]
+
+
+def test_caption_passes_reject_bad_arguments():
+    from grounded_text.data.sampler import make_caption_pass_dataset
+
+    pairs = synthetic_pairs()
+    with pytest.raises(ValueError, match="batch_size must be >= 2"):
+        make_caption_pass_dataset(pairs, 1)
+    with pytest.raises(ValueError, match="9 image"):
+        make_caption_pass_dataset(pairs, 10)

@@ -55,7 +55,7 @@ BASELINE_OBJECTIVES = {
     "cap2cap": "NextTokenLoss of a decoder predicting another caption of the image (Kiela et al. 2018)",
     "cap2both": "cap2img + cap2cap (Kiela et al. 2018)",
 }
-SAMPLERS = ("random", "grouped")
+SAMPLERS = ("random", "grouped", "distinct_images")
 SCHEDULES = ("constant", "cyclic_cosine", "warm_restarts")
 #: VETE's STS16 mean Pearson, the dev loss, dev retrieval rsum (the training task;
 #: Merkx & Frank), the last epoch, or the SICK validation Pearson (Bordes §4.4).
@@ -102,9 +102,12 @@ class DataConfig:
       batch_size: B >= 1, pairs per step; ``None`` = the preset's choice.
       seed: caption choice and shuffling seed, >= 0 (the ``--seed`` flag sets it and
         ``TrainConfig.seed``).
-      sampler: ``"random"`` (shuffled pairs) or ``"grouped"`` (``captions_per_image``
+      sampler: ``"random"`` (shuffled pairs), ``"grouped"`` (``captions_per_image``
         captions of each of B / captions_per_image images per batch, needed by the
-        cluster loss); ``None`` = the preset's choice.
+        cluster loss) or ``"distinct_images"`` (B distinct images a batch, one caption
+        pass over the shuffled images per caption slot: Merkx & Frank's code,
+        ``make_caption_pass_dataset``); ``None`` = the preset's choice.
+        ``bucket_by_length`` applies to the random sampler only.
       captions_per_image: captions per image in a grouped batch; ``None`` = the
         preset's choice (2 where the record does not say).
       max_dev_images: validate on the first n >= 1 dev images only (quick runs), or None

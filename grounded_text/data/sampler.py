@@ -1,4 +1,5 @@
-"""Batches with several captions per image (for the cluster loss of Bordes et al. 2019).
+"""Samplers that arrange batches by image: several captions per image (for the cluster
+loss of Bordes et al. 2019), or distinct images in caption passes (Merkx & Frank's code).
 
 The cluster loss L_C (Bordes et al. 2019, eq. 2) needs, for a sentence, a visually
 equivalent sentence — another caption of the same image — in the same batch. The
@@ -11,6 +12,12 @@ One epoch visits every eligible image once, in a fresh seeded order, with C of i
 captions drawn afresh (without replacement) each epoch; images with fewer than C
 captions are left out with a warning. Batches are image-major:
 ``[img_0 cap_a, img_0 cap_b, …, img_1 cap_a, …]``.
+
+``make_caption_pass_dataset`` is the batching of Merkx & Frank's code (caption2image,
+``PyTorch/functions/minibatchers.py``, ``iterate_char_5fold``): each epoch shuffles the images
+once, then makes one pass over that order per caption slot, pass i serving each image's
+caption i; every batch holds B distinct images, so no negative of the ranking loss is
+another caption of the anchor's image.
 """
 
 from __future__ import annotations
@@ -120,6 +127,81 @@ def make_grouped_dataset(
     ds = images.batch(images_per_batch, drop_remainder=drop_remainder)
     ds = ds.map(assemble, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def make_caption_pass_dataset(
+    pairs: CaptionPairs,
+    batch_size: int,
+    seed: int = 0,
+    *,
+    epoch: tf.Variable | None = None,
+) -> tf.data.Dataset:
+    """Batches of ``batch_size`` distinct images, one caption each, in caption passes.
+
+    One epoch: the images in a fresh seeded order, then pass i = 0, 1, … over that order with
+    each image's i-th caption (in the order of ``pairs``; an image with fewer than i + 1
+    captions sits pass i out), each pass cut into full batches (its last incomplete batch
+    dropped). This is Merkx & Frank's batching (caption2image ``minibatchers.py:70-94``,
+    ``iterate_char_5fold``; the images shuffled once, ``range(0, len - B + 1, B)`` per pass).
+    With Flickr8k's 5 captions an image, an epoch serves 5 × ⌊images / B⌋ batches.
+
+    Args:
+      pairs: the training split (an in-memory feature store).
+      batch_size: B >= 2, images (and captions) per batch.
+      seed: seed of the image order; each epoch draws a new order.
+      epoch: an int64 ``tf.Variable`` with the 0-based epoch, read at each iteration's
+        start: the order is then a pure function of ``(seed, epoch)`` (a resumed run
+        replays it; see ``make_dataset``). ``None``: a seeded reshuffle per iteration.
+
+    Returns:
+      Dataset of dicts ``{"caption": string[B], "image_features": float32[B, d],
+      "image_id": int64[B]}`` with a known cardinality (batches per epoch); ``image_id`` is
+      the image's feature row.
+
+    Raises:
+      ValueError: ``batch_size`` < 2, a streaming feature store, or fewer than B images.
+    """
+    if batch_size < 2:
+        raise ValueError(f"make_caption_pass_dataset: batch_size must be >= 2, got {batch_size}.")
+    _check_grouped_arguments(pairs, batch_size, 1)
+    table, counts, rows = caption_groups(pairs)
+    num_images, width = table.shape
+    if num_images < batch_size:
+        raise ValueError(f"make_caption_pass_dataset: {num_images} image(s) < batch_size={batch_size} (no batch).")
+    batches = sum(int((counts > i).sum()) // batch_size for i in range(width))
+    table_t, counts_t = tf.constant(table), tf.constant(counts)
+    captions = tf.constant(pairs.captions.astype(str))
+    caption_rows = tf.constant(np.asarray(pairs.feature_rows, dtype=np.int64))
+    features = tf.constant(pairs.features)
+
+    def passes(order):
+        # order: int64 [num_images]; per pass, the images that have a caption i, cut to
+        # whole batches, so that no batch straddles two passes.
+        chosen = []
+        for i in range(width):
+            images = tf.boolean_mask(order, tf.gather(counts_t, order) > i)
+            keep = (tf.size(images) // batch_size) * batch_size
+            chosen.append(tf.gather(tf.gather(table_t, images[:keep]), i, axis=1))
+        return tf.data.Dataset.from_tensor_slices(tf.concat(chosen, 0))
+
+    if epoch is not None:
+        def epoch_order(e):
+            key = tf.stack([tf.constant(seed, tf.int64), tf.cast(e, tf.int64)])
+            return tf.random.experimental.stateless_shuffle(tf.range(num_images, dtype=tf.int64), seed=key)
+
+        order = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(lambda _: epoch_order(epoch.read_value()))
+    else:
+        order = tf.data.Dataset.range(num_images).shuffle(num_images, seed=seed, reshuffle_each_iteration=True).batch(
+            num_images)
+    chosen = order.flat_map(passes)
+
+    def assemble(index):
+        row = tf.gather(caption_rows, index)
+        return {CAPTION_KEY: tf.gather(captions, index), FEATURES_KEY: tf.gather(features, row), IMAGE_ID_KEY: row}
+
+    ds = chosen.batch(batch_size, drop_remainder=True).map(assemble, num_parallel_calls=tf.data.AUTOTUNE,
+                                                           deterministic=True)
+    return ds.apply(tf.data.experimental.assert_cardinality(batches)).prefetch(tf.data.AUTOTUNE)
 
 
 def _check_grouped_arguments(pairs: CaptionPairs, images_per_batch: int, captions_per_image: int) -> None:

@@ -225,6 +225,11 @@ def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
         per_batch = data.batch_size // data.captions_per_image
         train_ds = make_grouped_dataset(train_pairs, per_batch, data.captions_per_image, seed=data.seed, epoch=epoch)
         dev_ds = make_grouped_dataset(dev_pairs, per_batch, data.captions_per_image, seed=data.seed, shuffle=False)
+    elif data.sampler == "distinct_images":
+        from grounded_text.data.sampler import make_caption_pass_dataset
+
+        train_ds = make_caption_pass_dataset(train_pairs, data.batch_size, seed=data.seed, epoch=epoch)
+        dev_ds = make_dataset(dev_pairs, data.batch_size, shuffle=False)
     else:
         train_ds = make_dataset(train_pairs, data.batch_size, shuffle=True, seed=data.seed,
                                 bucket_by_length=data.bucket_by_length, epoch=epoch)
