@@ -16,7 +16,9 @@ does: its compile settings, its data pipeline, its model selection and its evalu
 resolved config is not retrained, so the command resumes; a finished row of another config
 (e.g. another ``--epochs-scale``) is refused with exit status 2: remove it or choose
 another ``--output-dir``. The table (``OUTPUT_DIR/<study>.md``, also printed) reads each
-run's ``metrics.json``; its figure columns come from the experiments figures registry.
+run's ``metrics.json``; its figure columns come from the experiments figures registry. Beside
+it, ``OUTPUT_DIR/<study>.png`` charts the same figures with their 95 % intervals, the study's
+first run as the baseline (skipped, with one line, without matplotlib).
 
 Studies:
   * ``losses``: VETE-BOW (N = 128) with every loss of the package (docs/losses.md).
@@ -225,6 +227,42 @@ def table(study: Study, output_dir: Path, rows=None) -> str:
     return "\n".join(markdown_table(head, body))
 
 
+def chart_rows(study: Study, output_dir: Path, rows=None) -> list[dict]:
+    """The runs of ``table`` that finished, for ``grounded_text.reporting.charts.ablation_chart``:
+    ``[{"run", "metrics": {column label: (value, lo, hi)}}]``, each figure with the 95 % interval
+    its ``metrics.json`` carries (Fisher z of one set of pairs; none for the STS16 mean)."""
+    columns = [FIGURES[c] for c in study.columns]
+    out = []
+    for run, _ in rows or study.rows:
+        m = read_metrics(Path(output_dir) / run_dir_name(run))
+        if m is not None:
+            out.append({"run": run, "metrics": {c.label: c.with_interval(m) for c in columns}})
+    return out
+
+
+def write_chart(study_name: str, output_dir: Path, rows=None) -> Path | None:
+    """Writes ``OUTPUT_DIR/<study>.png`` (the ablation chart of the finished runs, the first one
+    the baseline: each study lists its baseline first) → its path, or None after one printed
+    line when no run has finished or matplotlib (the ``eval`` extra) is missing: the table
+    does not depend on the chart."""
+    from grounded_text.utils.extras import MissingExtraError
+
+    study = STUDIES[study_name]
+    points = chart_rows(study, output_dir, rows)
+    if not points:
+        print(f"[{study_name}] no chart: no run has finished", flush=True)
+        return None
+    try:
+        from grounded_text.reporting.charts import ablation_chart
+
+        return ablation_chart(points, Path(output_dir) / f"{study_name}.png", [FIGURES[c].label for c in study.columns],
+                              title=f"{study_name}: Pearson r of cosines, 95 % intervals (none for a mean over "
+                                    "subsets); dashed: the baseline")
+    except MissingExtraError as e:
+        print(f"[{study_name}] no chart: {e}", flush=True)
+        return None
+
+
 def run_study(study_name: str, rows, out: Path, data_dir, epochs_scale: float = 1.0) -> int:
     """Trains the rows not finished (the experiments runner's reuse rule) → 0, or 2 after an
     ``error:`` line for a row that does not fit or a run folder of another config."""
@@ -275,6 +313,9 @@ def main(argv=None) -> int:
         if status:
             return status
     md = f"{study.title}\n\n" + table(study, out, rows)
+    chart = write_chart(a.study, out, rows)
+    if chart is not None:
+        md += f"\n\n![{a.study}: each run's figures with their 95 % intervals]({chart.name})"
     write_report(None, md, markdown_path=out / f"{a.study}.md")
     print(md)
     return 0

@@ -34,6 +34,17 @@ step, the padding of the measured batches (mean padded vs true length in charact
 the bucketed / unbucketed ratio, and whether the GRU layers can take the cuDNN kernel
 on a GPU (``grounded_text.benchmarks.cudnn``).
 
+``--chart PNG`` also draws the model-choice chart: STS-B test Pearson r (with its 95 %
+interval) against sentences/s at ``--chart-batch`` of every encoder timed in the run: the
+export, each ``--chart-export NAME=DIR`` (timed the same way), and the reference when
+``--reference-figure R`` gives its figure. An export's figure is read from the shipped model's
+``model.json`` or the training run's ``metrics.json`` beside it; the points are saved in the
+``--json`` report (``chart``), and ``--chart-from REPORT.json --chart PNG`` redraws them without
+timing::
+
+    python -m grounded_text.benchmark --skip-fit --export grounded_text/pretrained/vete_bow_flickr8k/export \\
+        --chart-export char=runs/char/export --chart model_choice.png --json bench.json
+
 ``--floors`` instead reports each figure beside its floor measured in the same process
 (``grounded_text.benchmarks.floors``: the formula of the useful FLOPs is there)::
 
@@ -138,13 +149,109 @@ def run(args) -> dict:
         report["reference"] = run_phase_subprocess("textvectorization", enc_args, timeout)
     ours, ref = report["encode"]["sentences_per_second"], report["reference"]["sentences_per_second"]
     report["speedup_vs_reference"] = {bs: ours[bs]["median"] / ref[bs]["median"] for bs in ours if bs in ref}
+    for name, export in _named_exports(args.chart_export):
+        report.setdefault("chart_exports", {})[name] = run_phase_subprocess("encode", {**enc_args,
+                                                                                       "export_dir": export}, timeout)
     report["uptime_end"] = _uptime()
     _print_encode(report)
+    if args.chart:
+        report["chart"] = chart_node(report, args, root)
+        draw_chart(report["chart"], args.chart)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))
         print(f"wrote {args.json}")
     return report
+
+
+# ----------------------------------------------------------------------------- the model-choice chart
+
+#: The chart's quality: STS-B test is held out for every model (the trainer selects epochs on
+#: STS16), and its Fisher-z interval is in every run's metrics.json and shipped model's card.
+CHART_FIGURE = "STS-B test Pearson r"
+
+
+def _named_exports(items) -> list[tuple[str, str]]:
+    """``NAME=DIR`` → ``(NAME, DIR)``.
+
+    Raises:
+      SystemExit: an item without ``=``.
+    """
+    out = []
+    for item in items or ():
+        name, sep, folder = item.partition("=")
+        if not sep or not name or not folder:
+            raise SystemExit(f"--chart-export {item!r}: expected NAME=EXPORT_DIR")
+        out.append((name, folder))
+    return out
+
+
+def export_figure(export_dir: str | Path) -> tuple[tuple, str] | None:
+    """The STS-B test Pearson r of an export with its 95 % interval, ``((value, lo, hi), source)``:
+    from the shipped model's ``model.json`` beside the export, else from the training run's
+    ``metrics.json`` (``RUN/export`` → ``RUN/metrics.json``); None when neither holds it."""
+    from grounded_text.experiments.runner import read_metrics
+    from grounded_text.reporting.figures import FIGURES
+
+    folder = Path(export_dir).resolve().parent
+    model = folder / "model.json"
+    if model.is_file():
+        fig = (json.loads(model.read_text(encoding="utf-8")).get("figures") or {}).get("STS-B test") or {}
+        if fig.get("value") is not None:
+            return (fig["value"], *(fig.get("ci95") or (None, None))), f"{folder.name}/model.json"
+    metrics = read_metrics(folder)
+    value = FIGURES["trainer_stsb_test"].with_interval(metrics) if metrics else None
+    return (value, f"{folder.name}/metrics.json") if value else None
+
+
+def chart_node(report: dict, args, root: Path) -> dict:
+    """The points of the model-choice chart: every encoder timed in this run (``--export`` or the
+    fitted one, each ``--chart-export``, the reference) at ``--chart-batch``, with its STS-B
+    figure (``export_figure``; the reference's from ``--reference-figure``, its interval by
+    Fisher z over the STS-B test pairs). An encoder without a figure is listed as left out."""
+    from grounded_text.data.sts import read_sts_benchmark
+    from grounded_text.evaluation.stats import pearson_ci
+
+    batch = str(args.chart_batch)
+    ours = Path(args.export).resolve().parent.name if args.export else f"{args.model} (fitted here, not scored)"
+    timed = [(ours, report["encode"], export_figure(report["encode"]["export_dir"]))]
+    timed += [(name, r, export_figure(r["export_dir"])) for name, r in report.get("chart_exports", {}).items()]
+    ref_figure = None
+    if args.reference_figure is not None:
+        n = len(read_sts_benchmark(root / "sts", "test").scores)
+        ref_figure = ((args.reference_figure, *pearson_ci(args.reference_figure, n)),
+                      f"--reference-figure, Fisher z over {n} pairs")
+    ref_name = Path(args.reference_preset).parent.name if args.reference_preset else "TextVectorization"
+    timed.append((f"reference: {ref_name}", report["reference"], ref_figure))
+    points, left_out = [], []
+    for label, r, figure in timed:
+        rate = r["sentences_per_second"].get(batch)
+        if figure is None or rate is None:
+            left_out.append({"label": label, "why": f"batch {batch} not timed" if rate is None else
+                             f"no {CHART_FIGURE} (a shipped model.json or a run's metrics.json beside the export)"})
+            continue
+        points.append({"label": label, "sentences_per_second": [rate["median"], rate["min"], rate["max"]],
+                       "quality": list(figure[0]), "quality_source": figure[1]})
+    return {"figure": CHART_FIGURE, "batch": int(batch), "points": points, "left_out": left_out}
+
+
+def draw_chart(node: dict, path: str | Path) -> Path | None:
+    """Draws a ``chart_node`` (a fresh one, or the ``chart`` of a saved ``--json`` report) to
+    ``path`` → its path; None after one printed line when no point has both figures."""
+    from grounded_text.reporting.charts import model_choice_chart
+
+    for p in node.get("left_out", []):
+        print(f"chart: {p['label']} left out: {p['why']}")
+    if not node["points"]:
+        print("chart: not drawn, no encoder has both a throughput and a quality figure")
+        return None
+    points = [{"label": p["label"], "throughput": tuple(p["sentences_per_second"]), "quality": tuple(p["quality"])}
+              for p in node["points"]]
+    out = model_choice_chart(points, path, quality_label=f"{node['figure']} (95 % interval)",
+                             title=f"Quality against encode speed, batch {node['batch']} (median and min–max of "
+                                   "the repeats)")
+    print(f"wrote {out}")
+    return out
 
 
 def run_char_speed(args) -> dict:
@@ -397,11 +504,35 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--skip-features", action="store_true", help="--floors: no feature-extraction figures")
     p.add_argument("--skip-export", action="store_true", help="--floors: no export figures")
     p.add_argument("--phase-timeout", type=float, default=3600.0, help="seconds per phase subprocess")
-    return p.parse_args(argv)
+    p.add_argument("--chart", default=None, metavar="PNG",
+                   help="write the model-choice chart: STS-B test r against sentences/s of every encoder timed")
+    p.add_argument("--chart-export", action="append", default=[], metavar="NAME=DIR",
+                   help="--chart: also time this export (repeatable); its figure from the model.json or "
+                        "metrics.json beside it")
+    p.add_argument("--chart-batch", type=int, default=32, help="--chart: the batch size of the throughput")
+    p.add_argument("--reference-figure", type=float, default=None, metavar="R",
+                   help="--chart: the reference's STS-B test Pearson r, measured elsewhere (it has no card)")
+    p.add_argument("--chart-from", default=None, metavar="REPORT.json",
+                   help="only redraw --chart from a saved --json report's chart (no timing)")
+    a = p.parse_args(argv)
+    if a.chart and (a.floors or a.char_speed):
+        p.error("--chart draws the encoding figures: not with --floors or --char-speed")
+    if a.chart_from and not a.chart:
+        p.error("--chart-from needs --chart PNG (the file to draw)")
+    if a.chart and not a.chart_from and a.chart_batch not in a.batch_sizes:
+        p.error(f"--chart-batch {a.chart_batch} is not among --batch-sizes {a.batch_sizes}")
+    return a
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.chart:
+        from grounded_text.utils.extras import require
+
+        require("matplotlib", "--chart")  # before the timing, not after it
+    if args.chart_from:
+        draw_chart(json.loads(Path(args.chart_from).read_text(encoding="utf-8"))["chart"], args.chart)
+        return 0
     if args.floors:
         if args.steps == 30:  # --char-speed's default; the floors interleave 2 variants + GEMM per step
             args.steps = 8
@@ -412,4 +543,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from grounded_text.utils.extras import run_command
+
+    raise SystemExit(run_command(main))

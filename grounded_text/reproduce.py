@@ -4,6 +4,7 @@ Usage::
 
     python -m grounded_text.reproduce PAPER [--budget full|cpu|smoke] --output-dir DIR \\
         [--data-dir D] [--only NAME ...] [--from-runs RUNS] [--write-docs docs/reproduction.md]
+    python -m grounded_text.reproduce PAPER --charts-only --write-docs docs/reproduction.md
 
 ``PAPER`` is ``vete`` (Kurach et al. 2017), ``bordes`` (Bordes et al., EMNLP 2019),
 ``kolluru`` (Kolluru's two-branch network), ``merkx_frank`` (Merkx & Frank 2019) or ``all``.
@@ -22,9 +23,13 @@ This module is the plan (data); the work is done by ``grounded_text.experiments`
   named after the run, ``RUNS/<paper>/runs/<run>``, or any folder below whose
   ``metrics.json`` config matches the run) and evaluated. For runs trained with
   ``python -m grounded_text.train``.
-* Output: ``DIR/<paper>/results.json`` and ``DIR/<paper>/results.md``; ``--write-docs FILE``
-  writes (or updates, paper by paper) the reproduction report: the paper's figures, ours,
-  the difference, the command, the budget and what differs in the data.
+* Output: ``DIR/<paper>/results.json``, ``DIR/<paper>/results.md`` and beside it
+  ``forest.png`` (the paper's figures and ours with both intervals; needs matplotlib, else
+  skipped with one line); ``--write-docs FILE`` writes (or updates, paper by paper) the
+  reproduction report: the paper's figures, ours, the difference, the command, the budget and
+  what differs in the data, with the forest plot in ``figures/<FILE stem>-<paper>.png`` beside
+  it. ``--charts-only --write-docs FILE`` only redraws those plots from the report's own
+  tables (no ``--output-dir``, no training, no scoring).
 
 Budgets (``BUDGETS``): ``full`` = the records as the papers train them; ``cpu`` = what fits a
 2-core machine; ``cycle`` = 4 epochs of every run (one cosine cycle; the character model at
@@ -50,7 +55,7 @@ from grounded_text.experiments.plans import merge_overrides
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 from grounded_text.reporting.figures import read_families
-from grounded_text.reporting.tables import public_command, update_sections, write_report
+from grounded_text.reporting.tables import public_command, read_sections, update_sections, write_report
 
 __all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "HeadlineFigure", "Paper", "PlannedRun", "Published",
            "RunSpec", "main", "plan_runs", "reproduce_paper", "write_docs"]
@@ -349,9 +354,41 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
                                                   other_papers_correlations(Path(output_dir), paper))
     results["verdict"] = verdicts.verdict(p, results)
     results["seconds"] = round(time.perf_counter() - t_start, 1)
-    write_report(results, paper_report.format_paper_markdown(results), json_path=out_dir / "results.json",
+    forest = "forest.png" if forest_chart(results, out_dir / "forest.png") else None
+    write_report(results, paper_report.format_paper_markdown(results, forest), json_path=out_dir / "results.json",
                  markdown_path=out_dir / "results.md")
     return results
+
+
+def forest_chart(results: dict, png: Path) -> bool:
+    """Draws the forest plot of a paper's comparison rows (``results``: its ``results.json``
+    content, or at least ``title``, ``comparison`` and ``protocol``) to ``png`` → True; False
+    after one printed line when no row has both figures or matplotlib (the ``eval`` extra) is
+    missing: the report does not depend on its chart."""
+    from grounded_text.utils.extras import MissingExtraError
+
+    several = len((results.get("protocol") or {}).get("spaces") or []) > 1
+    rows = paper_report.forest_rows(results.get("comparison") or [], spaces=several)
+    if not rows:
+        print(f"[{results.get('paper', '')}] no forest plot: no figure of the paper has one of ours beside it",
+              flush=True)
+        return False
+    try:
+        from grounded_text.reporting.charts import forest_plot
+
+        forest_plot(rows, png, title=f"{results['title']}: ours against the paper (≈: ours on the nearest test "
+                                     "set, not the paper's)")
+    except MissingExtraError as e:
+        print(f"[{results.get('paper', '')}] no forest plot: {e}", flush=True)
+        return False
+    return True
+
+
+def docs_chart(path: str | Path, paper: str) -> tuple[Path, str]:
+    """Where a report's forest plot of ``paper`` goes: ``figures/<report>-<paper>.png`` beside
+    the report → (the file, its link from the report)."""
+    link = f"figures/{Path(path).stem}-{paper}.png"
+    return Path(path).parent / link, link
 
 
 def other_papers_correlations(output_dir: Path, paper: str) -> dict:
@@ -377,9 +414,41 @@ def other_papers_correlations(output_dir: Path, paper: str) -> dict:
 
 
 def write_docs(path: str | Path, results_by_paper: dict) -> Path:
-    """Writes or updates ``path``: each paper's section between its markers, in ``PAPERS`` order."""
-    sections = {k: paper_report.format_paper_markdown(r) for k, r in results_by_paper.items()}
+    """Writes or updates ``path``: each paper's section between its markers, in ``PAPERS`` order,
+    each with its forest plot (``docs_chart``)."""
+    sections = {}
+    for k, r in results_by_paper.items():
+        png, link = docs_chart(path, k)
+        sections[k] = paper_report.format_paper_markdown(r, link if forest_chart(r, png) else None)
     return update_sections(path, sections, PAPER_NAMES, header=paper_report.DOCS_HEADER, tag="reproduce")
+
+
+def redraw_docs_charts(path: str | Path, papers) -> Path:
+    """``--charts-only``: redraws the forest plot of each of ``papers`` that has a section in the
+    report ``path``, from the figures of that section's own tables (no training, no scoring),
+    and puts its image line in the section.
+
+    Raises:
+      FileNotFoundError: no report at ``path``.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    sections = read_sections(text, "reproduce")
+    updated = {}
+    for paper in papers:
+        if paper not in sections:
+            print(f"[{paper}] no section in {path}: nothing to draw", flush=True)
+            continue
+        section = sections[paper]
+        title = next((ln[3:] for ln in section.splitlines() if ln.startswith("## ")), PAPERS[paper].title)
+        rows = paper_report.comparison_from_markdown(section)
+        spaces = sorted({r["space"] for r in rows if r["space"]})
+        png, link = docs_chart(path, paper)
+        drawn = forest_chart({"paper": paper, "title": title, "comparison": rows, "protocol": {"spaces": spaces}},
+                             png)
+        updated[paper] = paper_report.with_forest_link(section, link if drawn else None)
+        if drawn:
+            print(f"wrote {png}", flush=True)
+    return update_sections(path, updated, PAPER_NAMES, header=paper_report.DOCS_HEADER, tag="reproduce")
 
 
 #: Paper keys kept for one release after a rename: old key → new key (a warning names the new one).
@@ -399,14 +468,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--budget", default="full", choices=sorted(BUDGETS),
                    help="full (the paper's records), cpu (fits 2 cores), cycle (4 epochs: one cosine cycle), smoke "
                         "(64-image plumbing check)")
-    p.add_argument("--output-dir", required=True, help="writes OUTPUT_DIR/<paper>/{results.json,results.md,runs/}")
+    p.add_argument("--output-dir", default=None,
+                   help="writes OUTPUT_DIR/<paper>/{results.json,results.md,forest.png,runs/} (required unless "
+                        "--charts-only)")
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--only", nargs="+", default=None, metavar="NAME",
                    help="train/evaluate only these runs (run names or preset names), ablations included")
     p.add_argument("--from-runs", default=None, metavar="DIR",
                    help="evaluate already-trained run folders under DIR instead of training")
     p.add_argument("--write-docs", default=None, metavar="FILE", help="write/update this Markdown report")
+    p.add_argument("--charts-only", action="store_true",
+                   help="only redraw the forest plots of the --write-docs report from its own tables (no training, "
+                        "no scoring)")
     a = p.parse_args(argv)
+    if a.charts_only and not a.write_docs:
+        p.error("--charts-only redraws the charts of the --write-docs FILE report: name it")
+    if not a.charts_only and a.output_dir is None:
+        p.error("the following arguments are required: --output-dir")
     a.papers = list(PAPER_NAMES) if a.paper == "all" else [a.paper]
     bad = sorted(set(a.only or ()) - valid_only_names(a.papers))
     if bad:
@@ -424,6 +502,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parse_args(argv)
     command = public_command("python -m grounded_text.reproduce", argv)
+    if a.charts_only:
+        print(f"wrote {redraw_docs_charts(a.write_docs, a.papers)}")
+        return 0
     results = {}
     for paper in a.papers:
         if a.only and not any(r.selected for r in plan_runs(paper, a.budget, a.only, training=not a.from_runs)):

@@ -6,6 +6,8 @@ results that ``grounded_text.experiments.comparison`` computes. No TensorFlow.
 
 from __future__ import annotations
 
+import re
+
 from grounded_text.experiments.comparison import (
     CURVE_KEYS,
     record_note,
@@ -63,13 +65,26 @@ def _ci(ci, digits: int) -> str:
     return "—" if not ci else f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]"
 
 
-def comparison_lines(results: dict) -> list[str]:
+COMPARISON_HEADER = ["paper row", "measure", "paper", "paper 95 % CI", "ours", "our 95 % CI", "ours − paper",
+                     "our run", "compared on"]
+COMPARISON_INTRO = "The paper's figures beside ours"
+FOREST_ALT = "Forest plot: the paper's figures and ours, each with its 95 % interval"
+
+
+def forest_markdown(link: str) -> str:
+    """The image line of a section's forest plot (``link``: relative to the Markdown file)."""
+    return f"![{FOREST_ALT}]({link})"
+
+
+def comparison_lines(results: dict, forest: str | None = None) -> list[str]:
     """One table per paper table: the paper's figure and 95 % interval, ours and ours, the
-    difference (same test set only) and what ours is measured on."""
+    difference (same test set only) and what ours is measured on; ``forest``: the link of the
+    same rows' forest plot, shown above them."""
     rows = results.get("comparison") or []
     if not rows:
         return []
-    lines = ["The paper's figures beside ours (on the paper's scale; 95 % intervals: the paper's as printed, "
+    lines = [forest_markdown(forest), ""] if forest else []
+    lines += [f"{COMPARISON_INTRO} (on the paper's scale; 95 % intervals: the paper's as printed, "
              "ours from the evaluation report: Fisher z for correlations, a bootstrap over images for "
              "caption→image R@K and medr (an image's captions are drawn together), Wilson over the image queries "
              "for image→caption R@K, Wilson over the examples for SentEval accuracies; “—” = no interval "
@@ -86,10 +101,105 @@ def comparison_lines(results: dict) -> list[str]:
                          fmt(r["ours"], d), _ci(r["ours_ci"], d), fmt(r["difference"], d, signed=True),
                          (f"`{r['run']}`" + (f" ({r['space']})" if several else "")) if r["run"] else "–",
                          r["compared"]])
-        lines += markdown_table(["paper row", "measure", "paper", "paper 95 % CI", "ours", "our 95 % CI",
-                                 "ours − paper", "our run", "compared on"], body,
+        lines += markdown_table(COMPARISON_HEADER, body,
                                 ["---", "---", "---:", "---:", "---:", "---:", "---:", "---", "---"]) + [""]
     return lines
+
+
+def _plain(text: str) -> str:
+    """A paper's row label without its TeX (``$+{\\bf P}_a$`` → ``+P_a``), for a chart."""
+    return re.sub(r"\\(?:mathbf|mathrm|bf|rm)\s*|[${}]", "", text).strip()
+
+
+def _short_rows(rows: list[str]) -> dict[str, str]:
+    """Each of a table's row labels without the words that all of them begin or end with
+    ("Our model with VGG19 image encoder and K = 1 hard negative" → "VGG19 image encoder and
+    K = 1"): what tells them apart, short enough for a chart's axis."""
+    words = [r.split() for r in rows]
+    head = tail = 0
+    while all(len(w) > head + tail + 1 for w in words) and len({w[head] for w in words}) == 1:
+        head += 1
+    while all(len(w) > head + tail + 1 for w in words) and len({w[-1 - tail] for w in words}) == 1:
+        tail += 1
+    return {r: " ".join(w[head:len(w) - tail]) for r, w in zip(rows, words)}
+
+
+def forest_rows(comparison: list[dict], *, spaces: bool = False) -> list[dict]:
+    """The comparison rows with both figures, as ``grounded_text.reporting.charts.forest_plot``
+    rows: one group per paper table and unit (a median rank is not on its table's % scale);
+    a label ends in ``≈`` where ours is the nearest measure, not on the paper's test set;
+    ``spaces``: name the space of each row (a protocol that scores several)."""
+    out = []
+    drawn = [r for r in comparison if r.get("paper") is not None and r.get("ours") is not None]
+    short = {}
+    for table in dict.fromkeys(r["table"] for r in drawn):
+        # The paper's row is named only where its table has several (systems, ablations).
+        rows = list(dict.fromkeys(_plain(r.get("row") or "") for r in drawn if r["table"] == table))
+        short[table] = _short_rows(rows) if len(rows) > 1 else {}
+    for r in drawn:
+        measure, row = r["measure"], short[r["table"]].get(_plain(r.get("row") or ""), "")
+        label = measure + (f" ({r['space']})" if spaces and r.get("space") else "")
+        label += (" ≈" if str(r.get("compared", "")).startswith("nearest") else "")
+        label += f" — {row}" if row and row not in measure else ""
+        unit = "median rank" if measure.endswith("medr") else r["scale"]
+        out.append({"label": label, "group": f"{r['table']} ({unit})",
+                    "ours": (r["ours"], *(r.get("ours_ci") or (None, None))),
+                    "paper": (r["paper"], *(r.get("paper_ci") or (None, None)))})
+    return out
+
+
+_TABLE_HEAD = re.compile(r"^(?P<table>.+?) \((?P<scale>.+?); paper: trained on ")
+_RUN_CELL = re.compile(r"^`(?P<run>[^`]+)`(?: \((?P<space>[^)]+)\))?$")
+_CI_CELL = re.compile(r"^\[(?P<lo>[^,]+), (?P<hi>[^\]]+)\]$")
+
+
+def _cell_number(text: str) -> float | None:
+    text = text.strip()
+    return None if text in ("", "–", "—") else float(text.replace("−", "-").replace(",", ""))
+
+
+def _cell_ci(text: str) -> list | None:
+    m = _CI_CELL.match(text.strip())
+    return None if m is None else [_cell_number(m["lo"]), _cell_number(m["hi"])]
+
+
+def comparison_from_markdown(section: str) -> list[dict]:
+    """The comparison rows of a section that ``comparison_lines`` wrote, read back from its
+    tables: ``table``, ``scale``, ``row``, ``measure``, ``paper``, ``paper_ci``, ``ours``,
+    ``ours_ci``, ``run``, ``space``, ``compared`` (figures as printed, so rounded). For
+    redrawing a report's charts from the report alone (``reproduce --charts-only``)."""
+    rows, table, scale, inside = [], None, None, False
+    header = markdown_table(COMPARISON_HEADER, [])[0]
+    for line in section.splitlines():
+        head = _TABLE_HEAD.match(line)
+        if head:
+            table, scale = head["table"], head["scale"]
+        elif line.strip() == header:
+            inside = True
+        elif inside and line.startswith("|") and not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            if len(cells) != len(COMPARISON_HEADER):
+                raise ValueError(f"comparison table row of {len(cells)} cells, not {len(COMPARISON_HEADER)}: {line}")
+            run = _RUN_CELL.match(cells[7])
+            rows.append({"table": table, "scale": scale, "row": "" if cells[0] == "(unlabelled row)" else cells[0],
+                         "measure": cells[1], "paper": _cell_number(cells[2]), "paper_ci": _cell_ci(cells[3]),
+                         "ours": _cell_number(cells[4]), "ours_ci": _cell_ci(cells[5]),
+                         "run": run["run"] if run else None, "space": run["space"] if run else None,
+                         "compared": cells[8]})
+        elif not line.startswith("|---"):
+            inside = False
+    return rows
+
+
+def with_forest_link(section: str, link: str | None) -> str:
+    """``section`` with its forest plot's image line (``link``; None: none), where
+    ``comparison_lines`` puts it: above the comparison tables. A section without them is
+    returned without an image line."""
+    text = re.sub(r"(?m)^!\[" + re.escape(FOREST_ALT) + r"\]\([^)]*\)\n\n", "", section)
+    i = text.find("\n" + COMPARISON_INTRO)
+    if link is None or i < 0:
+        return text
+    return text[: i + 1] + forest_markdown(link) + "\n\n" + text[i + 1:]
 
 
 def baseline_lines(results: dict) -> list[str]:
@@ -215,10 +325,12 @@ def gap_lines(results: dict) -> list[str]:
     return [""] + gaps if gaps else []
 
 
-def format_paper_markdown(results: dict) -> str:
-    """The paper's section: setup, the paper's tables beside ours (with 95 % intervals), derived
+def format_paper_markdown(results: dict, forest: str | None = None) -> str:
+    """The paper's section: setup, the paper's tables beside ours (with 95 % intervals; above
+    them the image ``forest``, a link relative to the Markdown file, when given), derived
     year means, headline figures, ablations, paired tests, training curves, the verdict, gaps, notes."""
-    lines = (setup_lines(results) + comparison_lines(results) + baseline_lines(results) + derived_lines(results)
+    lines = (setup_lines(results) + comparison_lines(results, forest) + baseline_lines(results)
+             + derived_lines(results)
              + figure_lines(results)
              + ablation_lines(results) + paired_lines(results) + curve_lines(results) + verdict_lines(results)
              + gap_lines(results))
@@ -244,7 +356,9 @@ the same pairs (the correlation between our and the paper's similarity scores, w
 set to the lowest between two of our own models on that subset, and printed), R@K, medr and
 accuracies by whether the paper's value is inside our 95 % interval (R@K and medr: a bootstrap
 over images); a figure that does not agree is above or below the paper, and the verdict says
-whether that is better or worse (medr: lower is better). Budgets:
+whether that is better or worse (medr: lower is better). Above each section's tables a forest
+plot draws the same figures, ours and the paper's, each with its 95 % interval (`--charts-only
+--write-docs FILE` redraws the plots from the report's own tables). Budgets:
 `full` = the records as the papers train them, `cpu` = what fits 2 CPU cores, `cycle` = 4 epochs
 of every run (one cosine cycle; the character model at the paper's n = 1024, with n = 512
 beside it), `smoke` = a 64-image plumbing check (its figures mean nothing). Each section names

@@ -53,27 +53,44 @@ class Figure:
       path: keys into the report node; ``"{stat}"`` is replaced by the statistic asked.
       digits: decimals of its cell.
       scale: multiplies the value in tables (100: a correlation shown ×100).
+      ci: keys of its 95 % interval ``[lo, hi]`` in the same node (``"{stat}"`` replaced as in
+        ``path``); empty where the node carries none (a mean over subsets: no valid interval).
     """
 
     label: str
     path: tuple
     digits: int = 3
     scale: float = 1.0
+    ci: tuple = ()
 
     def read(self, node: dict, stat: str = "pearson"):
         """The figure's value in ``node`` (None when absent)."""
-        return dig(node, [stat if k == "{stat}" else k for k in self.path])
+        return dig(node, [k.replace("{stat}", stat) for k in self.path])
 
     def cell(self, node: dict, stat: str = "pearson", **kwargs) -> str:
         return fmt(self.read(node, stat), self.digits, scale=self.scale, **kwargs)
 
+    def with_interval(self, node: dict, stat: str = "pearson") -> tuple | None:
+        """``(value, lo, hi)`` on the table's scale, ``lo`` and ``hi`` None where ``node``
+        carries no interval; None when the value is absent. For the charts."""
+        value = self.read(node, stat)
+        if value is None:
+            return None
+        ci = dig(node, [k.replace("{stat}", stat) for k in self.ci]) if self.ci else None
+        lo, hi = (ci[0] * self.scale, ci[1] * self.scale) if ci and None not in ci[:2] else (None, None)
+        return value * self.scale, lo, hi
+
 
 def _sts(label, *path):
-    return Figure(label, ("sts",) + path, digits=1, scale=100.0)
+    # A single set's correlation carries its Fisher-z interval beside it; a year mean does not.
+    ci = ("sts",) + path[:-1] + ("{stat}_ci95",) if path[-1] == "{stat}" else ()
+    return Figure(label, ("sts",) + path, digits=1, scale=100.0, ci=ci)
 
 
-def _headline(label, key):
-    return Figure(label, ("evaluation", "headline", key))
+def _headline(label, key, *ci):
+    """A figure of the trainer's headline; ``ci``: where its interval is in the STS report
+    beside it (``evaluation.sts``), none for the STS16 mean."""
+    return Figure(label, ("evaluation", "headline", key), ci=("evaluation", "sts") + ci if ci else ())
 
 
 FIGURES: dict[str, Figure] = {
@@ -88,12 +105,13 @@ FIGURES: dict[str, Figure] = {
     "stsb_forum": _sts("STS-B forum", "STSBenchmark", "test/forum", "{stat}"),
     "sick_test": _sts("SICK test", "SICK", "test", "{stat}"),
     "same_image_flickr8k": Figure("Flickr8k same-image test", ("same_image", "flickr8k/test", "{stat}"),
-                                  digits=1, scale=100.0),
+                                  digits=1, scale=100.0, ci=("same_image", "flickr8k/test", "{stat}_ci95")),
     # The trainer's metrics.json (grounded_text.evaluate's headline): the ablation tables.
-    "trainer_sts12_msrvid": _headline("STS12 MSRvid r", "STS12/MSRvid pearson"),
+    "trainer_sts12_msrvid": _headline("STS12 MSRvid r", "STS12/MSRvid pearson",
+                                      "STS12", "subsets", "MSRvid", "pearson_ci95"),
     "trainer_sts16_mean": _headline("STS16 mean r", "STS16 mean pearson (avg2016)"),
-    "trainer_stsb_test": _headline("STS-B test r", "STS-B test pearson"),
-    "trainer_sick_test": _headline("SICK test r", "SICK test pearson"),
+    "trainer_stsb_test": _headline("STS-B test r", "STS-B test pearson", "STSBenchmark", "test", "pearson_ci95"),
+    "trainer_sick_test": _headline("SICK test r", "SICK test pearson", "SICK", "test", "pearson_ci95"),
 }
 
 

@@ -125,6 +125,14 @@ def update_sections(path: str | Path, sections: dict[str, str], order: Sequence[
     return write_text(path, text)
 
 
+def read_sections(text: str, tag: str) -> dict[str, str]:
+    """``{KEY: section}`` of every section that ``update_sections`` wrote into ``text`` with
+    ``tag`` (the text between its markers, as it was given)."""
+    pattern = re.compile(r"<!-- " + re.escape(tag) + r":(?P<key>[^:\s]+):start -->\n(?P<body>.*?)\n<!-- "
+                         + re.escape(tag) + r":(?P=key):end -->", re.S)
+    return {m["key"]: m["body"] for m in pattern.finditer(text)}
+
+
 def public_args(argv: list[str]) -> list[str]:
     """The arguments as the docs show them: the data root as ``$GROUNDED_TEXT_DATA`` and paths
     under the working directory relative to it, so a regenerated page names no folder of the
