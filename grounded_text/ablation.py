@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 
 from grounded_text.config.schema import ConfigError, ExperimentConfig
+from grounded_text.experiments.arms import Rescored
 from grounded_text.experiments.plans import RunPlan, flags_config
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.reporting.figures import FIGURES
@@ -59,6 +60,14 @@ class Study:
     base: dict
     rows: tuple
     columns: tuple = ("trainer_sts12_msrvid", "trainer_sts16_mean", "trainer_stsb_test", "trainer_sick_test")
+    rescored: tuple = ()
+
+    def what(self) -> dict:
+        """One line per run (and rescored arm): the fields it sets beyond the study's base."""
+        out = {run: ", ".join(f"{k} = {v}" for k, v in fields.items() if not k.endswith(".seed")) or "baseline"
+               for run, fields in self.rows}
+        out.update({r.name: r.what for r in self.rescored})
+        return out
 
     def config(self, row: str) -> ExperimentConfig:
         """The unresolved ``ExperimentConfig`` of run ``row`` (base, then the row's fields).
@@ -190,6 +199,9 @@ CAPTION_GAP = Study(
         ("char_init_normal", _seeded(0, {"model.encoder.char_embedding_init": "normal"})),
         ("features_mobilenet", _seeded(0, {"data.features": "mobilenet_v1_075"})),
     ),
+    rescored=(Rescored("base_s0+senteval_ends", "base_s0", "space_period_tokens",
+                       "base_s0's exports; at test time every sentence gets the authors' SentEval ending "
+                       "(tokens rejoined, \" .\" appended unless the last token is \".\")"),),
 )
 
 STUDIES = {"losses": LOSS_STUDY, "snapshot_ensemble": SNAPSHOT_ENSEMBLE, "zoo": ZOO, "caption_gap": CAPTION_GAP}
@@ -295,6 +307,9 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="*", default=None, help="run names to (re)consider")
     p.add_argument("--epochs-scale", type=float, default=1.0, help="multiply every run's epochs (>= 1 epoch)")
     p.add_argument("--table-only", action="store_true", help="do not train, only tabulate")
+    p.add_argument("--paired", action="store_true",
+                   help="also score every finished run on STS and Flickr8k test retrieval, with 95%% intervals and "
+                        "paired tests against the study's first run (OUTPUT_DIR/<study>_arms.md and .json)")
     a = p.parse_args(argv)
     study = STUDIES[a.study]
     names = [r for r, _ in study.rows]
@@ -306,10 +321,7 @@ def main(argv=None) -> int:
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not a.table_only:
-        import os
-
-        data_dir = a.data_dir or os.environ.get("GROUNDED_TEXT_DATA") or "../shared/data"
-        status = run_study(a.study, rows, out, data_dir, a.epochs_scale)
+        status = run_study(a.study, rows, out, data_dir_of(a.data_dir), a.epochs_scale)
         if status:
             return status
     md = f"{study.title}\n\n" + table(study, out, rows)
@@ -318,7 +330,34 @@ def main(argv=None) -> int:
         md += f"\n\n![{a.study}: each run's figures with their 95 % intervals]({chart.name})"
     write_report(None, md, markdown_path=out / f"{a.study}.md")
     print(md)
+    if a.paired:
+        print(paired_report(a.study, study, out, rows, data_dir_of(a.data_dir)))
     return 0
+
+
+def data_dir_of(flag: str | None) -> str:
+    """The data root: the flag, else ``$GROUNDED_TEXT_DATA``, else ``../shared/data``."""
+    import os
+
+    return flag or os.environ.get("GROUNDED_TEXT_DATA") or "../shared/data"
+
+
+def paired_report(name: str, study: Study, out: Path, rows, data_dir) -> str:
+    """Scores the study's finished runs (and its rescored arms) with 95 % intervals and paired
+    tests against its first run (``grounded_text.experiments.arms``); writes
+    ``out/<name>_arms.md`` and ``.json`` and returns the Markdown."""
+    from grounded_text.experiments.arms import paired_against, score_arms, write_arms_report
+
+    names = [run_dir_name(r) for r, _ in rows]
+    rescored = [r for r in study.rescored if r.run in names]
+    arms, predictions = score_arms(out, names, data_dir, rescored)
+    baseline = run_dir_name(study.rows[0][0])
+    title = (f"{study.title}. Test: STS (cosine, Pearson r, Fisher-z 95 % intervals) and Flickr8k test retrieval "
+             "(1,000 images, 5,000 captions; R@K % with 95 % intervals by a bootstrap over images). Paired tests "
+             f"against `{baseline}` on the same pairs: Williams' test per STS set, a paired bootstrap over images "
+             "for R@K (pessimistic ranks: ties never count for the ground truth).")
+    return write_arms_report(out, f"{name}_arms", arms, paired_against(baseline, arms, predictions), baseline,
+                             study.what(), title)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -224,6 +225,7 @@ class TrainingRun:
     initial_epoch: int = 0
     overwrite: bool = False  # the old run's files are cleared by ``begin``, once the new run can start
     fit_seconds: float = 0.0
+    fit_load: dict = dataclasses.field(default_factory=dict)
     best_epoch: int = 0
     scores: object = None  # float64[epochs], the monitored metric
     export_tower: object = None
@@ -436,6 +438,8 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
                              learning_rate=config.train.learning_rate, setup=setup,
                              snapshots=config.train.snapshots)  # collapse guard, disk-space check
     t_fit = time.perf_counter()
+    # A wall time means little without the machine's load beside it (shared CPUs).
+    run.fit_load["start"] = _load_average()
     try:
         if run.initial_epoch < config.train.epochs:
             setup.model.train_model.fit(setup.train_ds, validation_data=setup.dev_ds, epochs=config.train.epochs,
@@ -448,6 +452,15 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
         tracker.mark("interrupted")
         raise
     run.fit_seconds = time.perf_counter() - t_fit
+    run.fit_load["end"] = _load_average()
+
+
+def _load_average() -> list | None:
+    """The 1, 5 and 15-minute load averages (None where the platform has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def select(run: TrainingRun) -> None:
@@ -563,6 +576,7 @@ def _metrics(run: TrainingRun) -> dict:
         },
         "exported": run.exported,
         "timing_seconds": {"fit": run.fit_seconds},
+        "load_average": {**run.fit_load, "cores": os.cpu_count()},
         "export_dir": str(run.export_dir),
         "image_export_dir": str(run.image_export_dir),
         "spaces": run.space_dirs,

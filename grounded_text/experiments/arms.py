@@ -1,0 +1,172 @@
+"""A study's arms on one protocol: each arm's figures with 95 % intervals, and paired tests
+of every arm against the study's baseline arm on the same sentence pairs and queries.
+
+An arm is a finished run folder (``metrics.json``, ``export/``, ``image_export/``) or a
+*rescored* arm: a finished run's export scored again with another sentence-end rule at test
+time (``grounded_text.data.sentence_end``), nothing retrained. Every arm is scored by
+``scoring.score_encoder`` (the package's evaluation: STS cosine Pearson r with Fisher-z
+intervals, Flickr8k test caption↔image retrieval on 1,000 images with R@K intervals by a
+bootstrap over images), and the paired tests are ``comparison.paired_sts`` (Williams' test of
+two dependent correlations with the gold scores, per STS set) and ``comparison.paired_retrieval``
+(a paired bootstrap over test images of R@K). A year mean (STS16) has no interval and no
+paired test: it is an unweighted mean of correlations over subsets of different sizes.
+
+Example:
+    >>> [label for _, label in ARM_FIGURES][:4]
+    ['MSRvid r', 'STS16 mean r', 'STS-B test r', 'SICK-R test r']
+    >>> paired_cell({"a": 0.70, "b": 0.68, "p": 0.0004})
+    '+0.020 (p < 0.001)'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+#: (figure key of ``comparison.read_ours``, column label, paired-test label of ``comparison``)
+ARM_FIGURES = (
+    ("STS12/MSRvid", "MSRvid r", "STS12 MSRvid r"),
+    ("STS16/mean", "STS16 mean r", None),
+    ("STSBenchmark/test", "STS-B test r", "STS-B test r (cosine)"),
+    ("SICK/test", "SICK-R test r", "SICK-R test r (cosine)"),
+    ("flickr8k_1k/caption_to_image/R@1", "caption→image R@1", "caption→image R@1"),
+    ("flickr8k_1k/caption_to_image/R@5", "caption→image R@5", "caption→image R@5"),
+    ("flickr8k_1k/caption_to_image/R@10", "caption→image R@10", "caption→image R@10"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rescored:
+    """A finished run's export scored with another sentence-end rule at test time.
+
+    Attributes:
+      name: the arm's name in the tables.
+      run: the run (a row of the study) whose exports are rescored.
+      sentence_end: the rule applied to every sentence the model is given
+        (``grounded_text.data.sentence_end.SENTENCE_ENDS``).
+      what: one line for the table (what differs from ``run``).
+    """
+
+    name: str
+    run: str
+    sentence_end: str
+    what: str
+
+
+def _fmt(value, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def figure_cell(fig: dict, digits: int) -> str:
+    """``value [lo, hi]`` of a ``read_ours`` figure (``–`` where there is none)."""
+    if fig.get("value") is None:
+        return "–"
+    ci = fig.get("ci")
+    return _fmt(fig["value"], digits) + (f" [{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]" if ci else "")
+
+
+def p_text(p: float) -> str:
+    """A p-value as printed in the reports: ``< 0.001`` below it, never ``0.000``."""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def paired_cell(test: dict | None, digits: int = 3) -> str:
+    """``Δ (p …)`` of one paired test (``{"a": arm, "b": baseline, "p": p}``), Δ = arm − baseline.
+
+    Example:
+        >>> paired_cell({"a": 41.0, "b": 38.5, "p": 0.21}, digits=1)
+        '+2.5 (p = 0.210)'
+    """
+    if not test:
+        return "–"
+    p = p_text(test["p"])
+    return f"{test['a'] - test['b']:+.{digits}f} (p {p if p.startswith('<') else '= ' + p})"
+
+
+def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> tuple[dict, dict]:
+    """Scores every finished run among ``runs`` (folder names under ``out_dir``) and every
+    ``Rescored`` arm whose run is finished.
+
+    Returns:
+      ``(arms, predictions)``: ``arms[name] = {"figures": {key: read_ours(...)}, "run", "seed",
+      "sentence_end", "dev_rsum": [per epoch], "fit_seconds", "load_average"}`` and
+      ``predictions[name]`` (``scoring.predictions``, for ``paired_tests``). Runs without
+      ``metrics.json`` are left out.
+    """
+    from grounded_text.evaluation.encoders import load_image_encoder, with_sentence_end
+    from grounded_text.experiments.comparison import read_ours
+    from grounded_text.experiments.runner import read_metrics
+    from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
+    from grounded_text.serving.encoder import load
+
+    protocol, settings, data = Protocol(sections=("sts", "retrieval")), EvalSettings(), TestData(data_dir)
+    jobs = [(run, run, None) for run in runs] + [(r.name, r.run, r.sentence_end) for r in rescored]
+    arms, predictions = {}, {}
+    for name, run, rule in jobs:
+        run_dir = Path(out_dir) / run
+        metrics = read_metrics(run_dir)
+        if metrics is None:
+            continue
+        config = metrics.get("config") or {}
+        rule = rule or (config.get("text") or {}).get("sentence_end", "none")
+        keep: dict = {}
+        res = score_encoder(name, with_sentence_end(load(run_dir / "export"), rule), protocol, settings, data,
+                            data_cfg=config.get("data", {}), image_encoder=load_image_encoder(run_dir / "image_export"),
+                            source=str(run_dir / "export"), keep=keep)
+        predictions[name] = keep["predictions"]
+        arms[name] = {
+            "run": run, "seed": (config.get("train") or {}).get("seed"), "sentence_end": rule,
+            "figures": {key: read_ours(res, key) for key, _, _ in ARM_FIGURES},
+            "dev_rsum": [round(float(v), 2) for v in (metrics.get("history") or {}).get("val_rsum", [])],
+            "fit_seconds": (metrics.get("timing_seconds") or {}).get("fit"),
+            "load_average": metrics.get("load_average"),
+        }
+    return arms, predictions
+
+
+def paired_against(baseline: str, arms: dict, predictions: dict) -> dict:
+    """``{arm: {test label: {"a", "b", "n", "p"}}}``: every arm against ``baseline`` (a = arm)."""
+    from grounded_text.experiments.comparison import paired_retrieval, paired_sts
+
+    if baseline not in predictions:
+        return {}
+    base = predictions[baseline]
+    return {name: {**paired_sts(pred, base), **paired_retrieval(pred, base)}
+            for name, pred in predictions.items() if name != baseline}
+
+
+def arms_markdown(arms: dict, paired: dict, baseline: str, what: dict) -> str:
+    """Two Markdown tables: the arms' figures with their 95 % intervals, then each arm's
+    difference from ``baseline`` with its paired p-value. ``what``: one line per arm."""
+    from grounded_text.reporting.tables import markdown_table
+
+    def digits(key):
+        return 1 if "R@" in key else 3
+
+    head = ["arm", "what differs from the baseline", "seed"] + [label for _, label, _ in ARM_FIGURES] + [
+        "dev rsum per epoch", "fit (s)", "load (1-min, start → end)"]
+    body = []
+    for name, arm in arms.items():
+        load = arm.get("load_average") or {}
+        load_text = (f"{load['start'][0]:.1f} → {load['end'][0]:.1f}"
+                     if load.get("start") and load.get("end") else "not recorded")
+        body.append([f"`{name}`", what.get(name, ""), str(arm["seed"])]
+                    + [figure_cell(arm["figures"][key], digits(key)) for key, _, _ in ARM_FIGURES]
+                    + [", ".join(f"{v:.1f}" for v in arm["dev_rsum"]) or "–",
+                       _fmt(arm["fit_seconds"], 0), load_text])
+    figures = markdown_table(head, body)
+    head2 = ["arm − `" + baseline + "`"] + [label for _, label, test in ARM_FIGURES if test]
+    body2 = [[f"`{name}`"] + [paired_cell(tests.get(test), digits(key)) for key, _, test in ARM_FIGURES if test]
+             for name, tests in paired.items()]
+    return "\n".join(figures) + "\n\n" + "\n".join(markdown_table(head2, body2))
+
+
+def write_arms_report(out_dir: str | Path, stem: str, arms: dict, paired: dict, baseline: str, what: dict,
+                      title: str) -> str:
+    """Writes ``out_dir/<stem>.md`` and ``.json`` (atomically); returns the Markdown."""
+    from grounded_text.reporting.tables import write_report
+
+    md = f"{title}\n\n" + arms_markdown(arms, paired, baseline, what)
+    write_report({"baseline": baseline, "arms": arms, "paired": paired, "what": what}, md,
+                 json_path=Path(out_dir) / f"{stem}.json", markdown_path=Path(out_dir) / f"{stem}.md")
+    return md

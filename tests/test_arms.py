@@ -1,0 +1,62 @@
+"""The arms report of a study: cells, paired differences and the caption_gap study's rows."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from grounded_text.experiments.arms import ARM_FIGURES, arms_markdown, figure_cell, p_text, paired_against, paired_cell
+
+
+def test_cells_print_intervals_differences_and_small_p_values():
+    assert figure_cell({"value": 0.7123, "ci": [0.68, 0.74]}, 3) == "0.712 [0.680, 0.740]"
+    assert figure_cell({"value": None, "ci": None}, 3) == "–"
+    assert figure_cell({"value": 41.04, "ci": None}, 1) == "41.0"
+    assert p_text(0.0) == "< 0.001" and p_text(0.0412) == "0.041"
+    assert paired_cell({"a": 0.70, "b": 0.72, "p": 0.0412}) == "-0.020 (p = 0.041)"
+    assert paired_cell(None) == "–"
+
+
+def test_paired_against_tests_each_arm_against_the_baseline_on_the_same_pairs():
+    rng = np.random.default_rng(0)
+    gold = rng.normal(size=300)
+    base = gold + rng.normal(size=300)
+    better = gold + 0.3 * rng.normal(size=300)
+    ranks = {"caption_to_image": rng.integers(1, 50, size=500).astype(np.int32)}
+    groups = {"caption_to_image": np.repeat(np.arange(100), 5).astype(np.int32)}
+
+    def pred(x):
+        return {"sts": {"STS12/MSRvid": x}, "gold": {"STS12/MSRvid": gold}, "ranks": ranks, "groups": groups}
+
+    paired = paired_against("base", {}, {"base": pred(base), "arm": pred(better)})
+    test = paired["arm"]["STS12 MSRvid r"]
+    assert test["a"] == pytest.approx(stats.pearsonr(gold, better)[0])
+    assert test["b"] == pytest.approx(stats.pearsonr(gold, base)[0])
+    assert test["p"] < 0.001  # r 0.96 against 0.71 on 300 pairs
+    # The same ranks: no difference in R@K, p = 1.
+    assert paired["arm"]["caption→image R@10"]["a"] == paired["arm"]["caption→image R@10"]["b"]
+    assert paired["arm"]["caption→image R@10"]["p"] == pytest.approx(1.0)
+    assert paired_against("missing", {}, {"arm": pred(base)}) == {}
+
+    arms = {name: {"seed": 0, "figures": {k: {"value": 0.5, "ci": [0.4, 0.6]} for k, _, _ in ARM_FIGURES},
+                   "dev_rsum": [100.0, 120.5], "fit_seconds": 10.0,
+                   "load_average": {"start": [1.0, 1, 1], "end": [2.0, 2, 2]}} for name in ("base", "arm")}
+    md = arms_markdown(arms, paired, "base", {"base": "baseline", "arm": "x = 1"})
+    assert "| `arm` | x = 1 | 0 | 0.500 [0.400, 0.600]" in md
+    assert "100.0, 120.5 | 10 | 1.0 → 2.0 |" in md
+    assert "| `arm` | +0." in md and "(p < 0.001)" in md
+
+
+def test_the_caption_gap_study_changes_one_thing_per_arm():
+    from grounded_text.ablation import CAPTION_GAP
+
+    rows = dict(CAPTION_GAP.rows)
+    base = rows["base_s0"]
+    for name, fields in rows.items():
+        changed = {k for k in fields if fields[k] != base.get(k)}
+        if name.startswith("base_s"):
+            assert changed <= {"train.seed", "data.seed"}
+        else:  # one difference (the two-head arm: heads, their diversity loss and the width they imply)
+            assert fields["train.seed"] == 0 and len(changed) <= 3, name
+    what = CAPTION_GAP.what()
+    assert what["base_s1"] == "baseline" and what["hinge_mean_matrix"] == "model.loss_params.reduction = mean_matrix"
+    assert CAPTION_GAP.rescored[0].run == "base_s0" and "base_s0+senteval_ends" in what
