@@ -115,3 +115,110 @@ def test_divergence_guard_names_the_steps_of_the_epochs_last_call():
     guard.on_epoch_begin(0)
     with pytest.raises(TrainingDiverged, match=r"step 10 of 10 .*steps 9-10\)"):  # Keras reports batch 11
         guard.on_train_batch_end(11, {"loss": float("nan")})
+
+
+# ----------------------------------------------------------------------------- evaluate and reproduce sections
+
+
+def _toy_encoder(sentences):
+    """A deterministic stand-in for a SavedModel: a few character counts per sentence."""
+    return np.array([[len(s) + 1.0, s.count("a") + 1.0, s.count("o") + 0.5, s.count(" ") + 2.0] for s in sentences],
+                    np.float32)
+
+
+@pytest.fixture
+def toy_suite(tmp_path, monkeypatch):
+    """The evaluate CLI's suite on two toy models (``serving.encoder.load`` replaced), toy STS
+    years and a COCO-format captions file: 2 models x (sts, same_image) = 4 sections."""
+    import importlib
+    import json
+
+    from grounded_text.serving import encoder as serving_encoder
+
+    cli = importlib.import_module("grounded_text.evaluate")  # the command (gt.evaluate is the API's)
+    monkeypatch.setattr(serving_encoder, "load", lambda path, batch_size=512: _toy_encoder)
+    for year in ("STS12", "STS16"):
+        folder = tmp_path / "data" / "sts" / f"{year}-en-test"
+        folder.mkdir(parents=True)
+        (folder / "STS.input.toy.txt").write_text("a dog\ta cat\na man runs\ta boy walks\nsnow\ta red bike\n"
+                                                  "two kids\ttwo children\n")
+        (folder / "STS.gs.toy.txt").write_text("3\n2.5\n0\n4.5\n")
+    rng = np.random.default_rng(1)
+    annotations = [{"image_id": i, "id": 10 * i + k, "caption": " ".join(rng.choice(WORDS, 5))}
+                   for i in range(6) for k in range(3)]
+    coco = tmp_path / "coco.json"
+    coco.write_text(json.dumps({"annotations": annotations}))
+
+    def run(*extra, report="report.json"):
+        return cli.main(["--model", str(tmp_path / "toyA"), str(tmp_path / "toyB"), "--sections", "sts",
+                         "same_image", "--data-dir", str(tmp_path / "data"), "--coco-captions", str(coco),
+                         "--same-image-n", "5", "--json", str(tmp_path / report), *extra])
+
+    return run, tmp_path
+
+
+def _without_seconds(node):
+    if isinstance(node, dict):
+        return {k: _without_seconds(v) for k, v in node.items() if k != "seconds"}
+    if isinstance(node, list):
+        return [_without_seconds(v) for v in node]
+    return node
+
+
+def test_evaluate_shows_each_section_on_stderr_unless_no_progress(toy_suite, capsys):
+    import json
+    import re
+
+    run, tmp = toy_suite
+    assert run() == 0
+    shown = capsys.readouterr()
+    lines = [line for line in shown.err.splitlines() if line.startswith("evaluate [")]
+    sections = ["toyA: sts", "toyA: same_image", "toyB: sts", "toyB: same_image"]
+    expected = [p for k, name in enumerate(sections, 1)
+                for p in (rf"evaluate \[{k}/4\] {name} \.\.\.$", rf"evaluate \[{k}/4\] {name} done in \d+\.\d s$")]
+    assert len(lines) == len(expected), shown.err
+    for line, pattern in zip(lines, expected):
+        assert re.match(pattern, line), (line, pattern)
+    assert "\r" not in shown.err and "evaluate [" not in shown.out  # a log: no redraws; stdout is the report's
+
+    assert run("--no-progress", report="quiet.json") == 0
+    quiet = capsys.readouterr()
+    assert "evaluate [" not in quiet.err and quiet.out == shown.out.replace("report.json", "quiet.json")
+    loud, silent = (json.loads((tmp / name).read_text()) for name in ("report.json", "quiet.json"))
+    assert silent["command"] == loud["command"].replace("report.json", "quiet.json")  # --no-progress left out
+    assert _without_seconds(silent) | {"command": ""} == _without_seconds(loud) | {"command": ""}
+
+
+def test_evaluate_draws_a_bar_in_a_terminal(toy_suite, capsys, monkeypatch):
+    import sys
+
+    run, _ = toy_suite
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert run() == 0
+    err = capsys.readouterr().err
+    assert "evaluate [" not in err and "4/4" in err and "section" in err, err  # tqdm's bar, not the lines
+
+
+def test_reproduce_shows_each_run_unless_no_progress(tmp_path, capsys):
+    from grounded_text import reproduce as rp
+
+    runs, data = tmp_path / "runs", tmp_path / "data"
+    runs.mkdir()
+    data.mkdir()
+    argv = ["kolluru", "--budget", "smoke", "--from-runs", str(runs), "--data-dir", str(data)]
+    assert rp.main([*argv, "--output-dir", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    selected = [r.spec.name for r in rp.plan_runs("kolluru", "smoke", training=False) if r.selected]
+    assert len(selected) == 3
+    lines = [line for line in err.splitlines() if line.startswith("reproduce kolluru [")]
+    assert len(lines) == 3 * len(selected), err  # find ..., find done, evaluate skipped: per run
+    assert lines[:3] == [f"reproduce kolluru [1/6] {selected[0]}: find ...",
+                         lines[1], f"reproduce kolluru [2/6] {selected[0]}: evaluate skipped: no run found"]
+    assert lines[1].startswith(f"reproduce kolluru [1/6] {selected[0]}: find done in ")
+    assert lines[-1] == f"reproduce kolluru [6/6] {selected[-1]}: evaluate skipped: no run found"
+
+    assert rp.main([*argv, "--output-dir", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert "reproduce kolluru [" not in capsys.readouterr().err
+    a, b = ((tmp_path / x / "kolluru" / "results.md").read_text() for x in "ab")
+    # The same report: the recorded command leaves --no-progress out.
+    assert b == a.replace(str(tmp_path / "a"), str(tmp_path / "b")) and "no-progress" not in b
