@@ -222,3 +222,13 @@ def test_reproduce_shows_each_run_unless_no_progress(tmp_path, capsys):
     a, b = ((tmp_path / x / "kolluru" / "results.md").read_text() for x in "ab")
     # The same report: the recorded command leaves --no-progress out.
     assert b == a.replace(str(tmp_path / "a"), str(tmp_path / "b")) and "no-progress" not in b
+
+
+def test_train_no_progress_is_one_line_per_epoch():
+    from grounded_text.train import config_from_args, parse_args
+
+    assert parse_args(["--output-dir", "r"]).verbose == "auto"
+    assert parse_args(["--output-dir", "r", "--no-progress"]).verbose == 2
+    assert parse_args(["--output-dir", "r", "--no-progress", "--verbose", "1"]).verbose == 2
+    assert parse_args(["--output-dir", "r", "--no-progress", "--verbose", "0"]).verbose == 0
+    config_from_args(parse_args(["--output-dir", "r", "--model", "vete_bow", "--no-progress"]))  # not a config flag
