@@ -37,6 +37,12 @@ options (``docs/evaluation.md``, "Protocol options"): ``--same-image-n N`` (pair
 of the same-image tests; VETE §4.3 uses 1000) and ``--supervised-model ridge|senteval``
 (the supervised STS-B / SICK-R regressor).
 
+Progress: the suite's sections (each encoder's ``sts``, ``supervised_sts``, ``retrieval``...,
+``transfer``) and the per-model STS and transfer of ``--transfer`` / ``--baseline`` are shown
+on stderr as they run: a bar in a terminal or a notebook, else one line as each section starts
+and one with its seconds as it ends (``grounded_text.utils.progress``). ``--no-progress`` turns
+that off; stdout and the written reports are the same either way.
+
 Sentence ends (``docs/caption2image_differences.md``): ``--sentence-end
 none|space_period|space_period_tokens`` rewrites the end of every sentence a model is given
 (STS, STS-B, SICK, transfer, retrieval captions) before it is encoded, as the authors' code of
@@ -196,6 +202,9 @@ def _main(argv=None) -> int:
                    help="rewrite each sentence's end before a model encodes it: none, space_period (' .' unless "
                         "it ends in '.') or space_period_tokens (caption2image's SentEval rule); default: the "
                         "rule the model was trained with (its export's config), else none")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no section progress on stderr (by default: a bar in a terminal, else a line as each "
+                        "section starts and ends); the reports are the same")
     _add_transfer_args(p)
     _add_suite_args(p)
     a = p.parse_args(argv)
@@ -259,6 +268,7 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     from grounded_text.evaluation.encoders import BASELINE_LABELS, baseline_encoder
     from grounded_text.evaluation.suite import model_report
     from grounded_text.evaluation.transfer import ClassifierConfig
+    from grounded_text.utils.progress import SectionProgress
 
     root = os.environ.get(DATA_ENV_VAR)
     senteval_dir = None
@@ -275,18 +285,21 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
     encoders = [(m, lambda m=m: load_text_encoder(m, a.batch_size, a.sentence_end)) for m in (a.model or [])]
     encoders += [(BASELINE_LABELS[b], lambda b=b: baseline_encoder(b)) for b in (a.baseline or [])]
     reports, t_run = [], time.perf_counter()
-    for label, make in encoders:
-        print(f"== {label}", file=sys.stderr)
-        r = model_report(label, make(), sts_dir=None if a.no_sts else sts_root, senteval_dir=senteval_dir,
-                         tasks=a.transfer or None, config=config, max_examples=a.max_examples, years=a.years,
-                         log=lambda line: print("  " + line, file=sys.stderr), sick_dir=sts_root)
-        reports.append(r)
-        print(rep.report_markdown(r))
-        if a.report_dir:
-            out = Path(a.report_dir)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / f"{rep.slug(label)}.md").write_text(rep.report_markdown(r))
-            (out / f"{rep.slug(label)}.json").write_text(json.dumps(r, indent=2))
+    per_model = (not a.no_sts and sts_root is not None) + (senteval_dir is not None)  # model_report's sections
+    with SectionProgress(per_model * len(encoders), "evaluate", enabled=not a.no_progress) as shown:
+        for label, make in encoders:
+            print(f"== {label}", file=sys.stderr)
+            r = model_report(label, make(), sts_dir=None if a.no_sts else sts_root, senteval_dir=senteval_dir,
+                             tasks=a.transfer or None, config=config, max_examples=a.max_examples, years=a.years,
+                             log=lambda line: print("  " + line, file=sys.stderr), sick_dir=sts_root,
+                             progress=shown)
+            reports.append(r)
+            print(rep.report_markdown(r))
+            if a.report_dir:
+                out = Path(a.report_dir)
+                out.mkdir(parents=True, exist_ok=True)
+                (out / f"{rep.slug(label)}.md").write_text(rep.report_markdown(r))
+                (out / f"{rep.slug(label)}.json").write_text(json.dumps(r, indent=2))
     comparison = rep.comparison_markdown(reports)
     total = time.perf_counter() - t_run
     if comparison:
@@ -348,6 +361,7 @@ def _suite(a, p, argv) -> int:
     )
     from grounded_text.evaluation.report import format_report_markdown, write_evaluation_report
     from grounded_text.evaluation.suite import EVALUATION_SECTIONS, evaluate_encoders
+    from grounded_text.utils.progress import recorded_args
 
     root = resolve_data_dir(a.data_dir)
     specs: list[EncoderSpec] = []
@@ -386,7 +400,8 @@ def _suite(a, p, argv) -> int:
         retrieval_protocol=a.retrieval_protocol, supervised_model=a.supervised_model,
         retrieval_coco=a.retrieval_coco, coco_protocols=a.coco_protocol,
         transfer=transfer, plots_dir=a.out if a.out and (a.full or a.plots) else None, run_dir=a.run_dir,
-        command="python -m grounded_text.evaluate " + " ".join(shlex.quote(x) for x in argv))
+        command="python -m grounded_text.evaluate " + " ".join(shlex.quote(x) for x in recorded_args(argv)),
+        progress=not a.no_progress)
     title = "Evaluation report: " + ", ".join(s.name for s in specs)
     print(format_report_markdown(report, title))
     if a.out:

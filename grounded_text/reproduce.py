@@ -3,7 +3,7 @@
 Usage::
 
     python -m grounded_text.reproduce PAPER [--budget full|cpu|smoke] --output-dir DIR \\
-        [--data-dir D] [--only NAME ...] [--from-runs RUNS] [--write-docs docs/reproduction.md]
+        [--data-dir D] [--only NAME ...] [--from-runs RUNS] [--write-docs docs/reproduction.md] [--no-progress]
     python -m grounded_text.reproduce PAPER --charts-only --write-docs docs/reproduction.md
 
 ``PAPER`` is ``vete`` (Kurach et al. 2017), ``bordes`` (Bordes et al., EMNLP 2019),
@@ -23,6 +23,9 @@ This module is the plan (data); the work is done by ``grounded_text.experiments`
   named after the run, ``RUNS/<paper>/runs/<run>``, or any folder below whose
   ``metrics.json`` config matches the run) and evaluated. For runs trained with
   ``python -m grounded_text.train``.
+* Progress: each selected run's training (or lookup) and evaluation, as sections on stderr (a
+  bar in a terminal, else a line as each starts and ends with its seconds); ``--no-progress``
+  turns it off, and the recorded command leaves it out (the results are the same).
 * Output: ``DIR/<paper>/results.json``, ``DIR/<paper>/results.md`` and beside it
   ``forest.png`` (the paper's figures and ours with both intervals; needs matplotlib, else
   skipped with one line); ``--write-docs FILE`` writes (or updates, paper by paper) the
@@ -56,6 +59,7 @@ from grounded_text.experiments.runner import RunConflict, ensure_run, read_metri
 from grounded_text.experiments.scoring import EvalSettings, Protocol
 from grounded_text.reporting.figures import read_families
 from grounded_text.reporting.tables import public_command, read_sections, update_sections, write_report
+from grounded_text.utils.progress import SectionProgress, recorded_args
 
 __all__ = ["BUDGETS", "PAPERS", "PAPER_NAMES", "Budget", "HeadlineFigure", "Paper", "PlannedRun", "Published",
            "RunSpec", "main", "plan_runs", "reproduce_paper", "write_docs"]
@@ -278,21 +282,26 @@ def _train(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir: Pa
 
 
 def _run_node(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir: Path, data, from_runs,
-              predictions: dict | None = None) -> dict:
+              predictions: dict | None = None, progress: SectionProgress | None = None) -> dict:
     """One run's ``results.json`` node: trained (or reused, or found) and scored; with
     ``predictions`` (a dict), ``predictions[run]`` receives the per-space predictions of the
-    paired tests (``scoring.predictions``)."""
+    paired tests (``scoring.predictions``). ``progress``: a selected run's two sections
+    (``_sections``), ``"<run>: train"`` (or ``find``) and ``"<run>: evaluate"``."""
     spec, p = planned.spec, PAPERS[paper]
     node: dict = {"preset": planned.preset, "main": spec.main, "groups": [list(g) for g in spec.groups],
                   "overrides": planned.overrides}
     if not planned.selected:
         return {**node, "status": "skipped", "reason": planned.reason, "twin": planned.twin}
+    shown = progress if progress is not None else SectionProgress(0, "", enabled=False)
     if from_runs is not None:
-        run_dir, metrics = _find(planned, paper, from_runs, node)
+        with shown.section(f"{spec.name}: find"):
+            run_dir, metrics = _find(planned, paper, from_runs, node)
         if run_dir is None:
+            shown.skip(f"{spec.name}: evaluate", "no run found")
             return node
     else:
-        run_dir, metrics = _train(planned, paper, budget, root, out_dir, node)
+        with shown.section(f"{spec.name}: train"):
+            run_dir, metrics = _train(planned, paper, budget, root, out_dir, node)
     sel = metrics.get("selection", {})
     node.update({"status": "ok", "run_dir": str(run_dir), "config": metrics.get("config"),
                  "record": (metrics.get("config") or {}).get("model", {}).get("name"),
@@ -306,7 +315,9 @@ def _run_node(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir:
     print(f"[{paper}] {spec.name}: evaluating ({', '.join(p.protocol.sections)}"
           f"{', transfer' if p.protocol.transfer else ''})", flush=True)
     keep: dict | None = {} if predictions is not None else None
-    node["evaluation"] = scoring.score_run(run_dir, p.protocol, BUDGETS[budget].evaluation, data, metrics, keep=keep)
+    with shown.section(f"{spec.name}: evaluate"):
+        node["evaluation"] = scoring.score_run(run_dir, p.protocol, BUDGETS[budget].evaluation, data, metrics,
+                                               keep=keep)
     if keep:
         predictions[spec.name] = keep
     node["headline"] = headline(paper, node["evaluation"])
@@ -314,8 +325,11 @@ def _run_node(planned: PlannedRun, paper: str, budget: str, root: Path, out_dir:
 
 
 def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *, only=None,
-                    from_runs: Path | None = None, command: str = "") -> dict:
+                    from_runs: Path | None = None, command: str = "", progress: bool = True) -> dict:
     """Trains (or reuses, or finds) and scores every planned run of ``paper``; writes results.json / .md.
+
+    ``progress``: show each selected run's training (or lookup) and evaluation as sections on
+    stderr (``grounded_text.utils.progress.SectionProgress``); the results are the same.
 
     Returns:
       The ``results.json`` content.
@@ -332,8 +346,10 @@ def reproduce_paper(paper: str, budget: str, output_dir: Path, data_dir=None, *,
     out_dir.mkdir(parents=True, exist_ok=True)
     data = scoring.TestData(root)
     predictions: dict = {}
-    runs = {planned.spec.name: _run_node(planned, paper, budget, root, out_dir, data, from_runs, predictions)
-            for planned in plan_runs(paper, budget, only, training=from_runs is None)}
+    plan = plan_runs(paper, budget, only, training=from_runs is None)
+    with SectionProgress(2 * sum(r.selected for r in plan), f"reproduce {paper}", enabled=progress) as shown:
+        runs = {planned.spec.name: _run_node(planned, paper, budget, root, out_dir, data, from_runs, predictions,
+                                             shown) for planned in plan}
     results = {
         "paper": paper, "title": p.title, "citation": p.citation, "budget": budget,
         "budget_description": b.description, "mode": "from_runs" if from_runs is not None else "train",
@@ -480,6 +496,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--charts-only", action="store_true",
                    help="only redraw the forest plots of the --write-docs report from its own tables (no training, "
                         "no scoring)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress of the runs' training and evaluation on stderr (by default: a bar in a "
+                        "terminal, else a line as each starts and ends); the results are the same")
     a = p.parse_args(argv)
     if a.charts_only and not a.write_docs:
         p.error("--charts-only redraws the charts of the --write-docs FILE report: name it")
@@ -501,7 +520,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parse_args(argv)
-    command = public_command("python -m grounded_text.reproduce", argv)
+    command = public_command("python -m grounded_text.reproduce", recorded_args(argv))
     if a.charts_only:
         print(f"wrote {redraw_docs_charts(a.write_docs, a.papers)}")
         return 0
@@ -511,7 +530,8 @@ def main(argv=None) -> int:
             continue  # `all --only vete_bow`: the other papers have nothing to do
         try:
             results[paper] = reproduce_paper(paper, a.budget, Path(a.output_dir), a.data_dir, only=a.only,
-                                             from_runs=Path(a.from_runs) if a.from_runs else None, command=command)
+                                             from_runs=Path(a.from_runs) if a.from_runs else None, command=command,
+                                             progress=not a.no_progress)
         except RunConflict as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

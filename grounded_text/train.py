@@ -90,8 +90,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-evaluate", dest="evaluate", action="store_false", default=True)
     p.add_argument("--verbose", default="auto", type=verbosity,
                    help="Keras fit verbosity: auto, 0 (nothing printed but the final summary), 1, 2")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar: one line per epoch (--verbose 2; --verbose 0 stays silent)")
     add_config_flags(p, sorted(PRESETS))
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.no_progress and a.verbose != 0:  # the flag every long command takes: a log's one line per epoch
+        a.verbose = 2
+    return a
 
 
 def config_from_args(a: argparse.Namespace) -> ExperimentConfig:

@@ -50,6 +50,7 @@ from grounded_text.evaluation.structure import structural_measures
 from grounded_text.evaluation.sts import evaluate_sts, headline_figures
 from grounded_text.evaluation.supervised_sts import SUPERVISED_MODELS, evaluate_supervised_sts
 from grounded_text.evaluation.transfer import ClassifierConfig, evaluate_transfer
+from grounded_text.utils.progress import SectionProgress
 
 log = logging.getLogger("grounded_text.evaluate")
 
@@ -99,6 +100,21 @@ def contamination_report(index: ContaminationIndex, sts_dir: Path | None,
     return out
 
 
+def planned_sections(sections: Sequence[str], *, sts_dir: Path | None, test_pairs: CaptionPairs | None,
+                     image_encoder=None, same_image_sets: Sequence[CaptionedImages] = ()) -> list[str]:
+    """The sections ``evaluate_one`` runs for these arguments, in order, by their report keys
+    (``"supervised"`` runs as ``"supervised_sts"``): a section whose data is absent (no STS
+    folder, no test split, no image encoder for retrieval, no same-image set) does not run."""
+    runs = {
+        "sts": "sts" in sections and sts_dir is not None,
+        "supervised_sts": "supervised" in sections and sts_dir is not None,
+        "retrieval": "retrieval" in sections and test_pairs is not None and image_encoder is not None,
+        "structure": "structure" in sections and test_pairs is not None,
+        "same_image": "same_image" in sections and bool(same_image_sets),
+    }
+    return [key for key, run in runs.items() if run]
+
+
 def evaluate_one(
     spec: EncoderSpec,
     *,
@@ -112,12 +128,15 @@ def evaluate_one(
     mnno_ks: Sequence[int] = (10,),
     retrieval_protocol: str = "flickr8k_1k",
     supervised_model: str = "ridge",
+    progress: SectionProgress | None = None,
 ) -> dict:
-    """Runs the chosen sections for one encoder; see module docstring.
+    """Runs the chosen sections for one encoder (those of ``planned_sections``); see module docstring.
 
     ``same_image_n`` (pairs per label, >= 1; capped by the same-image pairs a set has, the
     result's ``n_per_label`` says how many were used) and ``supervised_model`` (``"ridge"`` or
-    ``"senteval"``) choose the protocols; a bad value raises ValueError.
+    ``"senteval"``) choose the protocols; a bad value raises ValueError. ``progress``: each
+    section runs as one of its sections (``grounded_text.utils.progress``), named
+    ``"<encoder>: <section>"``.
 
     Returns:
       ``{"kind", "source", "sts"?, "supervised_sts"?, "retrieval"?, "structure"?,
@@ -126,32 +145,38 @@ def evaluate_one(
     check_protocol_options(same_image_n, supervised_model)
     cache = cached(spec.encoder)
     out: dict = {"kind": spec.kind, "source": spec.source, "seconds": {}}
+    plan = planned_sections(sections, sts_dir=sts_dir, test_pairs=test_pairs, image_encoder=spec.image_encoder,
+                            same_image_sets=same_image_sets)
+    shown = progress if progress is not None else SectionProgress(0, "", enabled=False)
 
     def timed(section, fn):
-        t = time.perf_counter()
-        out[section] = fn()
-        out["seconds"][section] = round(time.perf_counter() - t, 2)
-        log.info("%s: %s done in %.1fs", spec.name, section, out["seconds"][section])
+        with shown.section(f"{spec.name}: {section}"):
+            t = time.perf_counter()
+            out[section] = fn()
+            out["seconds"][section] = round(time.perf_counter() - t, 2)
+        # The progress's own end line says as much when it is shown.
+        log.log(logging.DEBUG if shown.enabled else logging.INFO, "%s: %s done in %.1fs", spec.name, section,
+                out["seconds"][section])
 
-    if "sts" in sections and sts_dir is not None:
+    if "sts" in plan:
         timed("sts", lambda: evaluate_sts(cache, sts_dir, years=years))
-    if "supervised" in sections and sts_dir is not None:
+    if "supervised_sts" in plan:
         timed("supervised_sts", lambda: evaluate_supervised_sts(cache, sts_dir, model=supervised_model))
-    if test_pairs is not None and ("retrieval" in sections or "structure" in sections):
+    if "retrieval" in plan or "structure" in plan:
         captions = test_pairs.captions.tolist()
         text = cache(captions)
         _, caption_image, image_features = images_of_pairs(test_pairs)
-        if "retrieval" in sections and spec.image_encoder is not None:
+        if "retrieval" in plan:
             timed("retrieval", lambda: {
                 **evaluate_retrieval(text, spec.image_encoder(image_features), caption_image, retrieval_protocol),
                 "split": "flickr8k/test",
             })
-        if "structure" in sections:
+        if "structure" in plan:
             timed("structure", lambda: {
                 **structural_measures(text, test_pairs.image_ids.tolist(), test_pairs.image_features(), ks=mnno_ks),
                 "split": "flickr8k/test", "visual": "CNN image features (one caption per image: the first)",
             })
-    if "same_image" in sections and same_image_sets:
+    if "same_image" in plan:
         timed("same_image", lambda: {
             d.name: evaluate_same_image(cache, d, n=min(same_image_n, _max_positive_pairs(d)), seed=seed)
             for d in same_image_sets
@@ -184,6 +209,7 @@ def evaluate_encoders(
     plots_dir: str | Path | None = None,
     run_dir: str | Path | None = None,
     command: str | None = None,
+    progress: bool = True,
 ) -> dict:
     """The full report of several encoders on the same data (see ``report`` module for its layout).
 
@@ -204,6 +230,8 @@ def evaluate_encoders(
       years, same_image_n, seed, mnno_ks, retrieval_protocol, supervised_model: see the sections
         (``same_image_n``: ``SAME_IMAGE_N``, or ``VETE_SAME_IMAGE_N`` for VETE's protocol).
       command: recorded as the report's ``command``.
+      progress: show the sections as they run on stderr (``SectionProgress``: a bar in a
+        terminal, a line per section start and end elsewhere); the report is the same.
 
     Returns:
       The report dict; each encoder's node holds its sections and, where run,
@@ -217,6 +245,49 @@ def evaluate_encoders(
         raise ValueError(f"Unknown section(s) {sorted(bad)}; choose from {EVALUATION_SECTIONS}.")
     check_protocol_options(same_image_n, supervised_model)
     root = Path(data_dir)
+    sts_dir, flickr, test_pairs, same_sets = _suite_data(root, features, sections, sts_dir, coco_captions)
+    report: dict = {
+        "data_dir": str(root),
+        "features": features,
+        "sections": list(sections),
+        "protocols": _protocols(retrieval_protocol, mnno_ks, same_image_n, seed, supervised_model),
+        "encoders": {},
+    }
+    # Every section that will run, counted before the first: the bar's total is the sections run.
+    total = (flickr is not None) + (plots_dir is not None) + sum(
+        len(planned_sections(sections, sts_dir=sts_dir, test_pairs=test_pairs, image_encoder=spec.image_encoder,
+                             same_image_sets=same_sets))
+        + bool(retrieval_coco and spec.image_encoder is not None) + (transfer is not None) for spec in specs)
+    with SectionProgress(total, "evaluate", enabled=progress) as shown:
+        if flickr is not None:
+            with shown.section("contamination"):
+                report.update(_contamination(root, flickr, sts_dir, same_sets))
+        for spec in specs:
+            log.info("evaluating %s (%s)", spec.name, spec.kind)
+            report["encoders"][spec.name] = evaluate_one(
+                spec, sts_dir=sts_dir, test_pairs=test_pairs, same_image_sets=same_sets, sections=sections,
+                years=years, same_image_n=same_image_n, seed=seed, mnno_ks=mnno_ks,
+                retrieval_protocol=retrieval_protocol, supervised_model=supervised_model, progress=shown)
+            if retrieval_coco and spec.image_encoder is not None:
+                with shown.section(f"{spec.name}: retrieval_coco"):
+                    report["encoders"][spec.name]["retrieval_coco"] = {
+                        proto: coco_retrieval(spec, *retrieval_coco, protocol=proto) for proto in coco_protocols}
+            if transfer is not None:
+                with shown.section(f"{spec.name}: transfer"):
+                    report["encoders"][spec.name]["transfer"] = evaluate_transfer(spec.encoder, **transfer)
+        if command is not None:
+            report["command"] = command
+        if plots_dir is not None:
+            with shown.section("plots"):
+                report["plots"] = make_plots(report, plots_dir, run_dir=run_dir, specs=specs, data_dir=data_dir,
+                                             features=features, seed=seed)
+    return report
+
+
+def _suite_data(root: Path, features: str, sections: Sequence[str], sts_dir, coco_captions):
+    """(sts_dir, flickr, test_pairs, same_image_sets) of ``evaluate_encoders``: the STS root
+    (None when absent), the Flickr8k pairs (None without ``root/flickr8k``), their test split
+    where a section needs it, and the same-image sets (its test split, then the COCO files)."""
     sts_dir = Path(sts_dir) if sts_dir is not None else root / "sts"
     if not sts_dir.is_dir():
         sts_dir = None
@@ -228,32 +299,7 @@ def evaluate_encoders(
         if test_pairs is not None:
             same_sets.append(flickr_captioned(test_pairs, "flickr8k/test"))
         same_sets += [read_coco_captioned_images(p) for p in coco_captions]
-    report: dict = {
-        "data_dir": str(root),
-        "features": features,
-        "sections": list(sections),
-        "protocols": _protocols(retrieval_protocol, mnno_ks, same_image_n, seed, supervised_model),
-        "encoders": {},
-    }
-    if flickr is not None:
-        report.update(_contamination(root, flickr, sts_dir, same_sets))
-    for spec in specs:
-        log.info("evaluating %s (%s)", spec.name, spec.kind)
-        report["encoders"][spec.name] = evaluate_one(
-            spec, sts_dir=sts_dir, test_pairs=test_pairs, same_image_sets=same_sets, sections=sections,
-            years=years, same_image_n=same_image_n, seed=seed, mnno_ks=mnno_ks,
-            retrieval_protocol=retrieval_protocol, supervised_model=supervised_model)
-        if retrieval_coco and spec.image_encoder is not None:
-            report["encoders"][spec.name]["retrieval_coco"] = {
-                proto: coco_retrieval(spec, *retrieval_coco, protocol=proto) for proto in coco_protocols}
-        if transfer is not None:
-            report["encoders"][spec.name]["transfer"] = evaluate_transfer(spec.encoder, **transfer)
-    if command is not None:
-        report["command"] = command
-    if plots_dir is not None:
-        report["plots"] = make_plots(report, plots_dir, run_dir=run_dir, specs=specs, data_dir=data_dir,
-                                     features=features, seed=seed)
-    return report
+    return sts_dir, flickr, test_pairs, same_sets
 
 
 def _protocols(retrieval_protocol: str, mnno_ks, same_image_n: int, seed: int,
@@ -372,6 +418,7 @@ def model_report(
     max_examples: int | None = None,
     years: Sequence[str] | None = None,
     log: Callable[[str], None] | None = None,
+    progress: SectionProgress | None = None,
 ) -> dict:
     """Scores one encoder.
 
@@ -384,24 +431,30 @@ def model_report(
       senteval_dir: SentEval root; ``None`` skips transfer.
       tasks, config, max_examples: see ``evaluate_transfer``.
       years: STS years to score (default all found).
+      progress: STS and transfer each run as one of its sections, ``"<label>: sts"`` and
+        ``"<label>: transfer"`` (``grounded_text.utils.progress``).
 
     Returns:
       ``{"model", "sts", "headline", "sts_seconds", "transfer", "transfer_config",
       "transfer_seconds"}`` (STS or transfer keys only where run). Seconds are wall time.
     """
     out: dict = {"model": label}
+    shown = progress if progress is not None else SectionProgress(0, "", enabled=False)
     if sts_dir is not None:
-        t0 = time.perf_counter()
-        out["sts_dir"] = str(sts_dir)
-        out["sts"] = evaluate_sts(encoder, sts_dir, years=years)
-        out["headline"] = headline_figures(out["sts"])
-        out["sts_seconds"] = time.perf_counter() - t0
+        with shown.section(f"{label}: sts"):
+            t0 = time.perf_counter()
+            out["sts_dir"] = str(sts_dir)
+            out["sts"] = evaluate_sts(encoder, sts_dir, years=years)
+            out["headline"] = headline_figures(out["sts"])
+            out["sts_seconds"] = time.perf_counter() - t0
     if senteval_dir is not None:
-        t0 = time.perf_counter()
-        out["senteval_dir"] = str(senteval_dir)
-        out["transfer_config"] = {**dataclasses.asdict(config), "max_examples": max_examples}
-        out["transfer"] = evaluate_transfer(
-            encoder, senteval_dir, tasks, sts_dir=sick_dir or sts_dir, config=config, max_examples=max_examples, log=log
-        )
-        out["transfer_seconds"] = time.perf_counter() - t0
+        with shown.section(f"{label}: transfer"):
+            t0 = time.perf_counter()
+            out["senteval_dir"] = str(senteval_dir)
+            out["transfer_config"] = {**dataclasses.asdict(config), "max_examples": max_examples}
+            out["transfer"] = evaluate_transfer(
+                encoder, senteval_dir, tasks, sts_dir=sick_dir or sts_dir, config=config, max_examples=max_examples,
+                log=log
+            )
+            out["transfer_seconds"] = time.perf_counter() - t0
     return out

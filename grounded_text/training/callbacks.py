@@ -1,4 +1,5 @@
-"""Keras callbacks: model selection on STS or SICK validation, dev retrieval, snapshots of cyclic schedules."""
+"""Keras callbacks: model selection on STS or SICK validation, dev retrieval, snapshots of cyclic
+schedules, and the training progress bar (``StepProgbar``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,36 @@ def _logged(value: float | None) -> float:
     """A figure as an epoch log: NaN for an undefined one (a constant prediction), which
     ``ModelCheckpoint`` never selects."""
     return np.nan if value is None else value
+
+
+class StepProgbar(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar, whose count never passes the epoch's batches.
+
+    Keras (3.15, ``trainers/epoch_iterator.py``) reports every compiled call of
+    ``steps_per_execution`` steps as ending at ``begin + steps_per_execution - 1``, also the
+    epoch's last call, which runs only the ``steps_per_epoch % steps_per_execution`` batches
+    left: ``ProgbarLogger`` then shows ``944/937`` (937 batches, 59 calls of 16) and a
+    negative ETA. The batches run are right (the optimizer counts 937 steps): only the count
+    shown is clamped here to the epoch's total (``params["steps"]``, the pipeline's
+    cardinality), so the bar ends at ``937/937``.
+    """
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.target is not None:
+            batch = min(int(batch), int(self.target) - 1)
+        super().on_train_batch_end(batch, logs)
+
+
+def progress_callbacks(callbacks, verbose) -> list:
+    """``[StepProgbar()]`` for ``fit``'s ``callbacks`` where Keras would add its own bar
+    (``verbose`` not 0, and no ``ProgbarLogger`` among ``callbacks``), else ``[]``.
+
+    Placed last (where Keras puts its own), so the epoch's line shows the logs every other
+    callback added (``val_avg2016``, ``val_rsum``).
+    """
+    if verbose in (0, "0") or any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks):
+        return []
+    return [StepProgbar()]
 
 
 class STSValidation(keras.callbacks.Callback):

@@ -56,8 +56,12 @@ class DivergenceGuard(keras.callbacks.Callback):
         value = float(np.asarray(loss).reshape(-1)[0])
         if math.isfinite(value):
             return
-        step = min(int(batch) + 1, self.steps_per_epoch)
-        first = max(1, step - self.steps_per_execution + 1)
+        # Keras reports a call as ending at begin + steps_per_execution - 1, also the epoch's
+        # last call, which runs only the steps left: its first step is from that end, its
+        # last the epoch's.
+        end = int(batch) + 1
+        step = min(end, self.steps_per_epoch)
+        first = min(max(1, end - self.steps_per_execution + 1), step)
         within = "" if first == step else (f" (the loss is checked every {self.steps_per_execution} steps: it "
                                            f"became non-finite in steps {first}-{step})")
         raise TrainingDiverged(

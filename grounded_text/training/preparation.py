@@ -176,7 +176,8 @@ def _model(config: ExperimentConfig, feature_dim: int, train_pairs, strategy, st
         lowercase=config.text.lowercase,
         boundary_tokens=config.text.boundary_tokens,
     )
-    steps_per_execution = config.train.steps_per_execution
+    # No compiled call longer than the epoch (the same steps run either way).
+    steps_per_execution = min(config.train.steps_per_execution, steps_per_epoch)
     if strategy.num_replicas_in_sync > 1 and steps_per_execution > 1:
         # Keras 3.15's multi-step loop fails on distributed string batches ("while/cond/Placeholder").
         log.info("steps_per_execution=%d → 1 under %d replicas.", steps_per_execution, strategy.num_replicas_in_sync)

@@ -413,14 +413,16 @@ def _checkpoints(run: TrainingRun) -> list:
 
 def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
     """Step 2: our callbacks, the resume state (``resume.RunTracker``: divergence guard,
-    data epoch, per-epoch commits), the user's ``callbacks`` last, then Keras ``fit`` from
-    the first epoch not done.
+    data epoch, per-epoch commits), the user's ``callbacks`` after them (then the progress
+    bar, ``callbacks.StepProgbar``: its count ends at the epoch's batches), then Keras
+    ``fit`` from the first epoch not done.
 
     Raises:
       run_dir.TrainingDiverged: NaN/Inf loss (the run is marked "diverged").
       KeyboardInterrupt: Ctrl-C (the run is marked "interrupted").
     """
     from grounded_text.training import run_dir
+    from grounded_text.training.callbacks import progress_callbacks
     from grounded_text.training.resume import RunTracker
 
     callbacks = check_callbacks(callbacks)
@@ -443,7 +445,8 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
     try:
         if run.initial_epoch < config.train.epochs:
             setup.model.train_model.fit(setup.train_ds, validation_data=setup.dev_ds, epochs=config.train.epochs,
-                                        callbacks=ours + list(callbacks), verbose=verbose, shuffle=False,
+                                        callbacks=ours + list(callbacks) + progress_callbacks(callbacks, verbose),
+                                        verbose=verbose, shuffle=False,
                                         initial_epoch=run.initial_epoch)
     except run_dir.TrainingDiverged:
         tracker.mark("diverged")

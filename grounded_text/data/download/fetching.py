@@ -151,7 +151,9 @@ class _Lines:
 def progress_bar(name: str, total: int | None, have: int = 0):
     """A progress display for one transfer: a ``tqdm.auto`` bar in a terminal or a notebook
     kernel (a widget there), else a plain line every ``PROGRESS_EVERY_S`` on stderr (``update(n)``, ``close()``)."""
-    if sys.stderr.isatty() or "ipykernel" in sys.modules:
+    from grounded_text.utils.progress import interactive
+
+    if interactive():
         from tqdm.auto import tqdm
 
         return tqdm(total=total, initial=have, desc=name, unit="B", unit_scale=True, unit_divisor=1024,

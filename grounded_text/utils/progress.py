@@ -1,0 +1,109 @@
+"""Progress of a command's long sections on stderr, on by default (``--no-progress`` turns it off).
+
+One rule for every command: in a terminal or a notebook kernel (``interactive``) a
+``tqdm.auto`` bar (a widget in a notebook); anywhere else (a log file, CI) plain lines,
+which a log keeps readable: no carriage returns or redraws. The download's byte bars
+(``grounded_text.data.download.fetching.progress_bar``) follow the same rule.
+
+``SectionProgress`` counts a known list of sections (the evaluation suite's sections of each
+encoder, the runs of a reproduction): the bar's total is the number of sections, its text
+the one running; in a log, a line as each section starts and one with its seconds as it
+ends. Reports go to stdout and files, never here: with or without progress they are the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+
+#: The commands' flag that turns progress off.
+NO_PROGRESS_FLAG = "--no-progress"
+
+
+def recorded_args(argv) -> list[str]:
+    """``argv`` as a report records its command: without ``--no-progress``, which changes what
+    is shown, not what is computed (the same run gives the same report either way)."""
+    return [arg for arg in argv if arg != NO_PROGRESS_FLAG]
+
+
+def interactive(stream=None) -> bool:
+    """Whether progress may redraw: ``stream`` (default ``sys.stderr``) is a terminal, or this
+    is a notebook kernel (``tqdm.auto`` draws a widget there)."""
+    if "ipykernel" in sys.modules:
+        return True
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+class SectionProgress:
+    """Progress over ``total`` named sections, run one after another.
+
+    Use as a context manager; each section in ``with progress.section(name): ...``. A section
+    that raises is not counted, and no end line is written for it (the error says why).
+
+    Args:
+      total: the sections that will run (the bar's total).
+      desc: what runs them (``"evaluate"``, ``"reproduce vete"``), at the start of each line.
+      enabled: False: nothing is shown (``--no-progress``).
+      file: where to write (default ``sys.stderr`` at each write).
+    """
+
+    def __init__(self, total: int, desc: str, *, enabled: bool = True, file=None):
+        self.total, self.desc, self.enabled, self._file = int(total), desc, bool(enabled), file
+        self.done = 0
+        self._bar = None
+        if self.enabled and self.total > 0 and interactive(self.file):
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.total, desc=desc, unit="section", file=self.file, leave=True,
+                             dynamic_ncols=True)
+
+    @property
+    def file(self):
+        return sys.stderr if self._file is None else self._file
+
+    def __enter__(self) -> SectionProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def _line(self, text: str) -> None:
+        print(f"{self.desc} [{self.done + 1}/{self.total}] {text}", file=self.file, flush=True)
+
+    @contextlib.contextmanager
+    def section(self, name: str):
+        """Runs the block as the next section ``name``."""
+        if not self.enabled:
+            yield
+            return
+        t = time.perf_counter()
+        if self._bar is not None:
+            self._bar.set_postfix_str(name)
+        else:
+            self._line(f"{name} ...")
+        yield
+        if self._bar is not None:
+            self._bar.update(1)
+        else:
+            self._line(f"{name} done in {time.perf_counter() - t:.1f} s")
+        self.done += 1
+
+    def skip(self, name: str, why: str) -> None:
+        """Counts the section ``name`` as done without running it (``why``: one phrase)."""
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(1)
+        else:
+            self._line(f"{name} skipped: {why}")
+        self.done += 1
