@@ -89,3 +89,47 @@ def test_evaluate_takes_a_shipped_name(data_dir, tmp_path):
     report = json.loads(out.read_text())
     record = next(m for m in gt.models() if m["name"] == "vete_bow_flickr8k")
     assert abs(report["headline"]["STS12/MSRvid pearson"] - record["figures"]["STS12 MSRvid"]["value"]) <= 1e-3
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_an_int8_image_tower_keeps_the_map_and_shrinks(tmp_path, normalize):
+    import keras
+    import tensorflow as tf
+
+    from grounded_text.experiments.shipped import _bytes, quantize_image_tower
+    from grounded_text.layers.branches import LinearImageEncoder
+    from grounded_text.serving.export import export_image_tower
+
+    rng = np.random.default_rng(0)
+    d, n = 512, 256  # weights large enough (512 KB) to outweigh the SavedModel's graph
+    inputs = keras.Input((d,))
+    layer = LinearImageEncoder(n, normalize=normalize)
+    tower = keras.Model(inputs, layer(inputs))
+    kernel, bias = rng.normal(size=(d, n)).astype(np.float32), rng.normal(size=n).astype(np.float32)
+    layer.dense.set_weights([kernel, bias])
+    path = export_image_tower(tower, tmp_path / "image_export", {"data": {"features": "x"}})
+    before = _bytes(path)
+    x = rng.normal(size=(50, d)).astype(np.float32)
+    report = quantize_image_tower(path, x)
+    got = tf.saved_model.load(str(path))(tf.constant(x)).numpy()
+    want = x @ kernel + bias  # the float32 map, computed independently
+    if normalize:
+        want /= np.linalg.norm(want, axis=1, keepdims=True)
+    cos = (got * want).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
+    assert report["weights"] == "int8" and report["min_cosine"] == pytest.approx(cos.min(), abs=1e-6)
+    assert cos.min() > 0.999 and report["max_abs_diff"] > 0  # quantized, and close
+    assert _bytes(path) < 0.5 * before
+    assert json.loads((path / "assets" / "config.json").read_text()) == {"data": {"features": "x"}}
+
+
+def test_int8_quantization_refuses_a_tower_that_is_not_linear(tmp_path):
+    import keras
+
+    from grounded_text.experiments.shipped import quantize_image_tower
+    from grounded_text.serving.export import export_image_tower
+
+    inputs = keras.Input((8,))
+    tower = keras.Model(inputs, keras.layers.Dense(4)(keras.layers.Dense(16, activation="relu")(inputs)))
+    path = export_image_tower(tower, tmp_path / "mlp", {})
+    with pytest.raises(ValueError, match="not a linear image tower"):
+        quantize_image_tower(path, np.ones((3, 8), np.float32))
