@@ -20,6 +20,8 @@ Figures (every phase in a fresh subprocess; warm-up excluded; median and spread 
    mean-embedding encoder, named in the output), and the ratio; in the export's own
    process, side by side with it, the rate of its tokenisation alone (the floor of any
    string → vector module: ``tokenize_reference``, tf-text) and export / tokeniser;
+   ``--compare-export DIR`` times a second export in that same interleaving (before / after
+   figures of a serving change, on the same weights and the same load);
 3. the peak resident memory (``ru_maxrss``) of each phase's process.
 
 ``--char-speed`` instead measures the character model (``char_gru_attention``, Merkx &
@@ -130,7 +132,8 @@ def run(args) -> dict:
                 "repeats": args.repeats, "min_seconds": args.min_seconds}
     # The export and its own tokenisation alone, side by side in one process (the floor).
     report["encode"] = run_phase_subprocess("encode", {**enc_args, "export_dir": export_dir,
-                                                       "tokenizer_floor": True}, timeout)
+                                                       "tokenizer_floor": True,
+                                                       "compare_dir": args.compare_export}, timeout)
     _print_floor(report)
     if args.reference_preset:
         ref_dir = work / "reference_export"
@@ -451,6 +454,15 @@ def _print_floor(r: dict) -> None:
         print(f"| {bs} | {_fmt(s)} | {_fmt(e['tokenizer_sentences_per_second'][bs])} | "
               f"**{e['export_over_tokenizer'][bs]:.2f}** | {_fmt(per, 2) if per else '–'} | "
               f"{_fmt(e['tokenizer_ascii_shortcut_sentences_per_second'][bs])} |")
+    c = e.get("compare")
+    if c:
+        print(f"\ncompared export, in the same interleaving: {c['export_dir']}")
+        print("| batch | compared export | compared / tokeniser (medians) | per-repeat ratio, median (min–max) "
+              "| export / compared, per repeat |\n|---:|---:|---:|---:|---:|")
+        for bs, s in c["sentences_per_second"].items():
+            print(f"| {bs} | {_fmt(s)} | **{c['compare_over_tokenizer'][bs]:.2f}** | "
+                  f"{_fmt(c['compare_over_tokenizer_per_repeat'][bs], 2)} | "
+                  f"{_fmt(c['export_over_compare_per_repeat'][bs], 2)} |")
 
 
 def _print_encode(r: dict) -> None:
@@ -492,6 +504,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--reference-repeats", type=int, default=None, help="default: --repeats")
     p.add_argument("--export", default=None, help="time this exported hub module instead of the fitted one")
     p.add_argument("--skip-fit", action="store_true", help="only the encoding figures (needs --export)")
+    p.add_argument("--compare-export", default=None, metavar="DIR",
+                   help="also time this export in the export's process, interleaved call by call with it and "
+                        "the tokenisers (e.g. the same weights exported by older code)")
     p.add_argument("--char-speed", action="store_true",
                    help="only the character model's training speed without/with length bucketing")
     p.add_argument("--units", type=int, nargs="+", default=[512, 1024],

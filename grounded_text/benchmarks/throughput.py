@@ -388,15 +388,29 @@ def _encode_phase(a: dict) -> dict:
 
         encoders = {"export": encode, "tokenizer": ragged_parts(tokenize_reference),
                     "tokenizer_ascii_shortcut": ragged_parts(tokenize)}
+        if a.get("compare_dir"):  # another export (e.g. the same weights exported by older code)
+            other = tf.saved_model.load(a["compare_dir"])
+            encoders["compare"] = lambda batch: other(tf.constant(batch)).numpy()
+            encoders["compare"](sentences[:2])
         rates, ratios = _side_by_side_loop(encoders, sentences, a["batch_sizes"], a["repeats"], a["min_seconds"])
+        if a.get("compare_dir"):
+            other, floor = rates["compare"], rates["tokenizer"]
+            result["compare"] = {
+                "export_dir": a["compare_dir"], "sentences_per_second": other,
+                "compare_over_tokenizer": {bs: other[bs]["median"] / floor[bs]["median"] for bs in other},
+                "compare_over_tokenizer_per_repeat": {  # repeat by repeat ("values" are in repeat order)
+                    bs: summary([c / t for c, t in zip(other[bs]["values"], floor[bs]["values"])]) for bs in other},
+                "export_over_compare_per_repeat": ratios["compare"]}
         result.update(sentences_per_second=rates["export"], tokenizer_sentences_per_second=rates["tokenizer"],
                       tokenizer_ascii_shortcut_sentences_per_second=rates["tokenizer_ascii_shortcut"],
                       tokenizer_lowercase=lowercase,
                       export_over_tokenizer={bs: rates["export"][bs]["median"] / rates["tokenizer"][bs]["median"]
                                              for bs in rates["export"]},
                       export_over_tokenizer_per_repeat=ratios["tokenizer"],
-                      timing="interleaved call by call (export, tokeniser, ASCII-shortcut tokeniser in rotating "
-                             "order on each batch); each repeat until every encoder has spent min_seconds")
+                      timing="interleaved call by call (export, tokeniser, ASCII-shortcut tokeniser"
+                             + (", compared export" if a.get("compare_dir") else "")
+                             + " in rotating order on each batch); each repeat until every encoder has spent "
+                             "min_seconds")
     else:
         result["sentences_per_second"] = _encode_loop(encode, sentences, a["batch_sizes"], a["repeats"],
                                                       a["min_seconds"])
