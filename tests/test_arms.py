@@ -60,3 +60,23 @@ def test_the_caption_gap_study_changes_one_thing_per_arm():
     what = CAPTION_GAP.what()
     assert what["base_s1"] == "baseline" and what["hinge_mean_matrix"] == "model.loss_params.reduction = mean_matrix"
     assert CAPTION_GAP.rescored[0].run == "base_s0" and "base_s0+senteval_ends" in what
+
+
+def test_an_arms_cache_round_trips_and_expires_with_its_run(tmp_path):
+    from grounded_text.experiments.arms import _Cache
+
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text("{}")
+    arm = {"seed": 1, "figures": {"STS12/MSRvid": {"value": 0.5, "ci": [0.4, 0.6]}}}
+    prediction = {"sts": {"STS12/MSRvid": np.arange(3, dtype=np.float32)}, "gold": {"STS12/MSRvid": np.ones(3)},
+                  "ranks": {"caption_to_image": np.array([1, 2], np.int32)}, "groups": {}}
+    cache = _Cache(tmp_path / "a.arm", metrics, "none")
+    assert not cache.valid()
+    cache.write(arm, prediction)
+    assert cache.valid() and not _Cache(tmp_path / "a.arm", metrics, "space_period").valid()
+    got_arm, got = cache.read()
+    assert got_arm == arm
+    np.testing.assert_array_equal(got["sts"]["STS12/MSRvid"], prediction["sts"]["STS12/MSRvid"])
+    np.testing.assert_array_equal(got["ranks"]["caption_to_image"], [1, 2])
+    metrics.write_text('{"changed": 1}')
+    assert not _Cache(tmp_path / "a.arm", metrics, "none").valid()

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 #: (figure key of ``comparison.read_ours``, column label, paired-test label of ``comparison``)
@@ -109,6 +110,10 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
             continue
         config = metrics.get("config") or {}
         rule = rule or (config.get("text") or {}).get("sentence_end", "none")
+        cache = _Cache(Path(out_dir) / f"{name}.arm", run_dir / "metrics.json", rule)
+        if cache.valid():
+            arms[name], predictions[name] = cache.read()
+            continue
         keep: dict = {}
         res = score_encoder(name, with_sentence_end(load(run_dir / "export"), rule), protocol, settings, data,
                             data_cfg=config.get("data", {}), image_encoder=load_image_encoder(run_dir / "image_export"),
@@ -121,7 +126,49 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
             "fit_seconds": (metrics.get("timing_seconds") or {}).get("fit"),
             "load_average": metrics.get("load_average"),
         }
+        cache.write(arms[name], predictions[name])
     return arms, predictions
+
+
+class _Cache:
+    """One arm's scores (``PATH.json``) and predictions (``PATH.npz``, plain arrays: no pickle),
+    valid while the run's ``metrics.json`` (size and time) and the sentence-end rule are those
+    they were computed from: scoring a character model takes minutes on a CPU."""
+
+    def __init__(self, path: Path, metrics_file: Path, rule: str):
+        stat = metrics_file.stat()
+        self.path, self.key = path, {"metrics_size": stat.st_size, "metrics_mtime_ns": stat.st_mtime_ns, "rule": rule}
+
+    def valid(self) -> bool:
+        try:
+            stored = json.loads(self.path.with_suffix(".json").read_text())
+        except (OSError, ValueError):
+            return False
+        return stored.get("key") == self.key and self.path.with_suffix(".npz").is_file()
+
+    def read(self) -> tuple[dict, dict]:
+        import numpy as np
+
+        arm = json.loads(self.path.with_suffix(".json").read_text())["arm"]
+        prediction: dict = {"sts": {}, "gold": {}, "ranks": {}, "groups": {}}
+        with np.load(self.path.with_suffix(".npz"), allow_pickle=False) as z:
+            for flat in z.files:
+                part, _, key = flat.partition("|")
+                prediction[part][key] = z[flat]
+        return arm, prediction
+
+    def write(self, arm: dict, prediction: dict) -> None:
+        import io
+
+        import numpy as np
+
+        from grounded_text.reporting.tables import json_default, write_text
+        from grounded_text.utils.durable import atomic_write
+
+        buffer = io.BytesIO()
+        np.savez(buffer, **{f"{part}|{key}": np.asarray(v) for part, d in prediction.items() for key, v in d.items()})
+        atomic_write(self.path.with_suffix(".npz"), lambda f: f.write(buffer.getvalue()))
+        write_text(self.path.with_suffix(".json"), json.dumps({"key": self.key, "arm": arm}, default=json_default))
 
 
 def paired_against(baseline: str, arms: dict, predictions: dict) -> dict:
