@@ -214,8 +214,10 @@ def run_dir_name(run: str) -> str:
 
 def _exported(m: dict) -> str:
     exported = m.get("exported", {})
-    if exported.get("kind") == "snapshot_ensemble":
+    if exported.get("kind") == "snapshot_ensemble" and len(exported["snapshots"]) > 1:
         return f"ensemble of {len(exported['snapshots'])} snapshots"
+    if exported.get("kind") == "snapshot_ensemble":  # one cycle: its one snapshot
+        return f"snapshot of epoch {exported['snapshot_epochs'][0]}"
     return f"epoch {m['selection']['best_epoch']}"
 
 

@@ -4,6 +4,7 @@ bounded memory (docs/reliability.md, "Encoding: arguments, threads, processes, m
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -160,3 +161,20 @@ def test_streaming_a_million_sentences_keeps_memory_flat(tiny_export):
     large = _bench(tiny_export.path, 1_000_000)
     assert small["sentences"] == 10_000 and large["sentences"] == 1_000_000
     assert large["peak_rss_mib"] - small["peak_rss_mib"] < 200, (small, large)
+
+
+def test_a_long_list_is_encoded_longest_first_and_returned_in_its_own_order(enc):
+    sentences = ["a", "a dog runs on the beach today", "cat", "two kids play in the snow", "a man",
+                 "a red bike", "dog", "the sleeping cat"]
+    seen = []
+    module = enc.module
+    def spy(batch):
+        seen.append([s.decode() for s in batch.numpy()])
+        return module(batch)
+
+    enc_calls = dataclasses.replace(enc, module=spy, batch_size=4)
+    got = enc_calls.encode(sentences)
+    alone = np.stack([enc.encode(s) for s in sentences])  # each sentence in its own call
+    np.testing.assert_allclose(got, alone, atol=1e-6)
+    assert [len(s) for s in seen[0]] == sorted((len(s) for s in sentences), reverse=True)[:4]
+    assert enc_calls.encode(sentences[:3]).shape == (3, enc.dim)  # one batch: no reordering needed

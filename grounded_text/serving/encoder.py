@@ -153,6 +153,11 @@ def _as_input(sentences) -> tuple[Iterable, bool]:
     return sentences, False
 
 
+def _length_order(items) -> np.ndarray:
+    """Indices of ``items`` from the longest to the shortest (stable among equal lengths)."""
+    return np.argsort([-len(s) for s in items], kind="stable")
+
+
 def _check_items(items: list, offset: int) -> None:
     for i, s in enumerate(items):
         if not isinstance(s, (str, bytes)):
@@ -299,7 +304,9 @@ class TextEncoder:
             empty strings to a power of two (8 … ``batch_size``), whose rows are dropped:
             the loaded graph is re-optimised for every new batch shape (about 1.5 s each on
             2 CPU cores), so a few fixed shapes are much faster than arbitrary ones. The
-            vectors do not depend on the batch (each row is encoded on its own).
+            vectors do not depend on the batch (each row is encoded on its own). A list
+            longer than one batch is encoded longest sentence first and returned in its
+            own order (batches of like length pad little).
           show_progress_bar: a Keras progress bar over the sentences (stderr);
             ``show_progress`` is its older name.
           normalize_embeddings: scale each vector to unit L2 norm (a zero vector stays zero),
@@ -330,13 +337,19 @@ class TextEncoder:
             import keras
 
             progress = keras.utils.Progbar(total, unit_name="sentence")
+        # A list is encoded longest first, as sentence-transformers does: a batch of sentences of
+        # like length pads little (a character model's cost grows with the longest of its batch),
+        # and each row is encoded on its own, so the order changes no vector.
+        order = _length_order(items) if total is not None and total > batch_size else None
         parts = []
-        for part in self.encode_iter(items, batch_size=batch_size, normalize_embeddings=normalize_embeddings,
-                                     precision=precision):
+        for part in self.encode_iter(items if order is None else [items[i] for i in order], batch_size=batch_size,
+                                     normalize_embeddings=normalize_embeddings, precision=precision):
             parts.append(part)
             if progress is not None:
                 progress.add(len(part))
         out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), OUTPUT_PRECISIONS[precision])
+        if order is not None:
+            out = out[np.argsort(order, kind="stable")]
         if single:
             out = out[0]
         if convert_to_tensor:
