@@ -122,9 +122,11 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
         arms[name] = {
             "run": run, "seed": (config.get("train") or {}).get("seed"), "sentence_end": rule,
             "figures": {key: read_ours(res, key) for key, _, _ in ARM_FIGURES},
-            "dev_rsum": [round(float(v), 2) for v in (metrics.get("history") or {}).get("val_rsum", [])],
-            "fit_seconds": (metrics.get("timing_seconds") or {}).get("fit"),
-            "load_average": metrics.get("load_average"),
+            # A rescored arm trained nothing: its training figures are its run's, not repeated.
+            "dev_rsum": [] if name != run else [round(float(v), 2)
+                                                for v in (metrics.get("history") or {}).get("val_rsum", [])],
+            "fit_seconds": None if name != run else (metrics.get("timing_seconds") or {}).get("fit"),
+            "load_average": None if name != run else metrics.get("load_average"),
         }
         cache.write(arms[name], predictions[name])
     return arms, predictions
@@ -137,21 +139,23 @@ class _Cache:
 
     def __init__(self, path: Path, metrics_file: Path, rule: str):
         stat = metrics_file.stat()
+        path = Path(path)
+        self.json, self.npz = path.with_name(path.name + ".json"), path.with_name(path.name + ".npz")
         self.path, self.key = path, {"metrics_size": stat.st_size, "metrics_mtime_ns": stat.st_mtime_ns, "rule": rule}
 
     def valid(self) -> bool:
         try:
-            stored = json.loads(self.path.with_suffix(".json").read_text())
+            stored = json.loads(self.json.read_text())
         except (OSError, ValueError):
             return False
-        return stored.get("key") == self.key and self.path.with_suffix(".npz").is_file()
+        return stored.get("key") == self.key and self.npz.is_file()
 
     def read(self) -> tuple[dict, dict]:
         import numpy as np
 
-        arm = json.loads(self.path.with_suffix(".json").read_text())["arm"]
+        arm = json.loads(self.json.read_text())["arm"]
         prediction: dict = {"sts": {}, "gold": {}, "ranks": {}, "groups": {}}
-        with np.load(self.path.with_suffix(".npz"), allow_pickle=False) as z:
+        with np.load(self.npz, allow_pickle=False) as z:
             for flat in z.files:
                 part, _, key = flat.partition("|")
                 prediction[part][key] = z[flat]
@@ -167,8 +171,8 @@ class _Cache:
 
         buffer = io.BytesIO()
         np.savez(buffer, **{f"{part}|{key}": np.asarray(v) for part, d in prediction.items() for key, v in d.items()})
-        atomic_write(self.path.with_suffix(".npz"), lambda f: f.write(buffer.getvalue()))
-        write_text(self.path.with_suffix(".json"), json.dumps({"key": self.key, "arm": arm}, default=json_default))
+        atomic_write(self.npz, lambda f: f.write(buffer.getvalue()))
+        write_text(self.json, json.dumps({"key": self.key, "arm": arm}, default=json_default))
 
 
 def paired_against(baseline: str, arms: dict, predictions: dict) -> dict:
