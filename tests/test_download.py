@@ -885,3 +885,40 @@ def test_a_password_in_the_mirror_url_is_sent_as_basic_auth_and_never_shown(serv
     assert "wrong" not in out.out + out.err
     assert out.err.count("HTTP 401") == 1 and out.err.count("\n") == 1, out.err
     assert "Name or service not known" not in out.err
+
+
+def test_the_transfer_goes_through_pooch(server, archives, tmp_path, monkeypatch):
+    import pooch
+
+    calls = []
+    real = pooch.retrieve
+
+    def spy(url, **kwargs):
+        calls.append((url, kwargs))
+        return real(url, **kwargs)
+
+    monkeypatch.setattr(dl.fetching.pooch, "retrieve", spy)
+    part = tmp_path / "TREC_10.label.part"
+    assert dl.fetch(f"{server.url}/TREC_10.label", part, log=lambda *a: None) == part
+    assert part.read_bytes() == archives["TREC_10.label"]
+    (url, kwargs), = calls
+    assert url == f"{server.url}/TREC_10.label"
+    assert isinstance(kwargs["downloader"], pooch.HTTPDownloader)
+    assert kwargs["path"] == tmp_path and not list(tmp_path.glob("*.done"))  # pooch's file moved into place
+
+
+def test_the_size_cap_still_fails_naming_the_redacted_url(server, archives, tmp_path):
+    server.auth = "Basic " + __import__("base64").b64encode(b"me:s3cret").decode()
+    url = server.url.replace("://", "://me:s3cret@")
+    size = len(archives["TREC_10.label"])
+    with pytest.raises(dl.DownloadError) as e:
+        dl.fetch(f"{url}/TREC_10.label", tmp_path / "TREC_10.label.part", max_bytes=size - 1, log=lambda *a: None)
+    message = str(e.value)
+    assert f"{server.url}/TREC_10.label offers {size} bytes" in message and "cap" in message, message
+    assert "s3cret" not in message and "me:" not in message
+    # The body is counted too, where the server announces no Content-Length.
+    downloader = dl.fetching._Downloader(tmp_path / "x.part", None, 4, lambda *a: None, False, None)
+    downloader.url, downloader.out = f"{server.url}/x", open(tmp_path / "x.part", "wb")
+    with pytest.raises(dl.DownloadError, match=rf"{server.url}/x sent over 4 bytes of x, the cap"):
+        downloader.write(b"12345")
+    downloader.out.close()

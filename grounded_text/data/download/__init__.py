@@ -76,7 +76,8 @@ How a download behaves:
   ``error: cannot reach <host> ...`` (exit 2), with no retries.
 
 The package's modules: ``catalogue`` (the datasets as data, and ``manifest.json``, the
-SHA-256 of every unpacked file of each release), ``fetching``, ``verifying``, ``unpacking``,
+SHA-256 of every unpacked file of each release), ``fetching`` (the transfer, on pooch's
+``retrieve`` and ``HTTPDownloader``, with the checks above on top), ``verifying``, ``unpacking``,
 ``installing`` and ``cli``. Their public names are importable from here.
 """
 

@@ -2,6 +2,16 @@
 resumable, retried HTTP transfer into ``<file>.part``, then a sniff that refuses a web page or
 a file without its format's signature.
 
+The transfer is pooch's: ``pooch.retrieve`` with a ``pooch.HTTPDownloader`` (requests,
+streamed, its ``progressbar`` driving ours) that writes a temporary file and moves it into
+place once complete. Our checks ride on it (``_Downloader``): a requests response hook reads
+the headers before the body (HTTP errors sorted into transient and final, a web page, the
+registry's size, the size cap), the body is counted against the cap as it arrives, a partial
+file is resumed with an HTTP ``Range`` request, and ``fetch`` retries transient failures with
+its own backoff (pooch's ``retrieve`` has no retries, and its ``Pooch`` retries ignore
+``Retry-After`` and cannot resume). The digests stay ``verifying``'s, the unpacking
+``unpacking``'s.
+
 A mirror URL may carry a user name and password (``https://user:secret@host/path``): they go
 to the server as HTTP Basic authorisation, never into a request line, a message or a log
 (``redact``).
@@ -10,18 +20,21 @@ to the server as HTTP Basic authorisation, never into a request line, a message 
 from __future__ import annotations
 
 import base64
+import contextlib
 import email.utils
-import http.client
+import logging
 import math
+import os
 import re
 import socket
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+import pooch
 
 from grounded_text.data.download.catalogue import MAX_UNPACKED_BYTES, DownloadError, Remote
 
@@ -141,8 +154,12 @@ class _Lines:
         self.got += n
         if time.monotonic() >= self.next:
             self.next = time.monotonic() + self.every
-            of = f" of {self.total / 1e6:,.1f} MB ({100 * self.got / self.total:.0f}%)" if self.total else ""
-            print(f"  {self.name}: {self.got / 1e6:,.1f} MB{of}", file=sys.stderr, flush=True)
+            got = min(self.got, self.total) if self.total else self.got  # pooch counts whole chunks
+            of = f" of {self.total / 1e6:,.1f} MB ({100 * got / self.total:.0f}%)" if self.total else ""
+            print(f"  {self.name}: {got / 1e6:,.1f} MB{of}", file=sys.stderr, flush=True)
+
+    def reset(self) -> None:
+        self.got = 0
 
     def close(self) -> None:
         pass
@@ -180,92 +197,193 @@ def _is_html_type(content_type: str) -> bool:
     return content_type.split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml")
 
 
-def _fetch_once(url: str, part: Path, expected_size: int | None, max_bytes: int, log, progress: bool,
-                auth: str | None = None) -> Path:
-    """One attempt of ``fetch`` (``url`` holds no credentials: ``auth`` carries them); raises
-    ``_Transient`` for failures worth retrying."""
-    have = part.stat().st_size if part.exists() else 0
-    if expected_size is not None and have > expected_size:
-        part.unlink()  # longer than the file can be: not a prefix of it
-        have = 0
-    if expected_size is not None and have == expected_size:
-        return part
-    request = urllib.request.Request(url, headers={"User-Agent": "grounded_text-download"})
-    if auth is not None:
-        request.add_unredirected_header("Authorization", auth)
-    if have:
-        request.add_header("Range", f"bytes={have}-")
-    try:
-        response = urllib.request.urlopen(request, timeout=READ_TIMEOUT_S)
-    except urllib.error.HTTPError as e:
-        if e.code == 416 and have:
+class _Complete(Exception):
+    """The partial file already holds the whole file (the server answered a resume with 416)."""
+
+
+class _PoochBar:
+    """Our progress display as pooch's ``progressbar`` object: pooch sets ``total`` to the
+    body's ``Content-Length``, calls ``update`` per chunk, then ``reset``, ``update(total)``
+    and ``close``; a resumed transfer counts the ``have`` bytes already there."""
+
+    def __init__(self, bar, have: int):
+        self.bar, self.have = bar, have
+
+    def __bool__(self) -> bool:  # pooch tests ``if self.progressbar``; tqdm has no truth without a total
+        return True
+
+    @property
+    def total(self):
+        return self.bar.total
+
+    @total.setter
+    def total(self, value) -> None:
+        self.bar.total = self.have + value if value else None
+
+    def update(self, n: int) -> None:
+        self.bar.update(n)
+
+    def reset(self) -> None:
+        self.bar.reset()
+        if self.have:
+            self.bar.update(self.have)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class _Downloader(pooch.HTTPDownloader):
+    """pooch's HTTP downloader (requests, streamed, ``progressbar``) with our checks on top:
+    it resumes ``part`` with an HTTP ``Range`` request, refuses a web page, a size other than
+    the registry's or over the cap from the response headers (a requests ``response`` hook,
+    before the body), stops a body that runs over the cap, and sorts failures into
+    transient (``_Transient``: retried) and final (``DownloadError``). The finished ``part``
+    becomes pooch's temporary file, which pooch moves into place."""
+
+    def __init__(self, part: Path, expected_size: int | None, max_bytes: int, log, progress: bool,
+                 auth: str | None):
+        headers = {"User-Agent": "grounded_text-download"}
+        if auth is not None:
+            headers["Authorization"] = auth  # requests drops it on a redirect to another host
+        self.part, self.expected_size, self.max_bytes, self.log = part, expected_size, max_bytes, log
+        self.have = part.stat().st_size if part.exists() else 0
+        if self.have:
+            headers["Range"] = f"bytes={self.have}-"
+        self.bar = progress_bar(part.name[:-5], None, self.have) if progress else None
+        super().__init__(progressbar=_PoochBar(self.bar, self.have) if self.bar is not None else False,
+                         chunk_size=CHUNK_BYTES, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S), headers=headers,
+                         hooks={"response": self._check_response})
+        self.out = None
+        self.got = self.have
+        self.total: int | None = None
+
+    # pooch writes each chunk here (a file-like ``output_file``): the part file, capped.
+    def write(self, chunk: bytes) -> None:
+        self.out.write(chunk)
+        self.got += len(chunk)
+        if self.got > self.max_bytes:
+            raise DownloadError(f"{self.url} sent over {self.max_bytes} bytes of {self.part.name[:-5]}, the cap for "
+                                "it; refused.")
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def _check_response(self, response, *args, **kwargs):
+        """The headers, before any of the body is read."""
+        if response.is_redirect:
+            return response
+        url, part, have, name = self.url, self.part, self.have, self.part.name[:-5]
+        code = response.status_code
+        if code == 416 and have:
             # The range starts at or past the end: complete when the server's size is ours.
-            total = (e.headers.get("Content-Range") or "").rpartition("/")[2]
+            total = (response.headers.get("Content-Range") or "").rpartition("/")[2]
             if not total.isdigit() or int(total) == have:
-                return part
+                raise _Complete()
             part.unlink()
-            raise _Transient(f"{part.name[:-5]} on {_host(url)} has {total} bytes, the partial file "
-                             f"{have}: starting over") from None
-        message = f"{url}: the server answered HTTP {e.code} {e.reason}"
-        if e.code in TRANSIENT_HTTP:
-            raise _Transient(message, _retry_after(e.headers)) from None
-        raise DownloadError(message + ".") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-        reason = getattr(e, "reason", e)
-        if isinstance(reason, socket.gaierror):  # the name does not resolve: no retry helps
-            raise DownloadError(f"cannot reach {_host(url)}: name lookup failed ({reason.strerror or reason}).") \
-                from None
-        raise _Transient(f"cannot reach {_host(url)}: {reason}") from None
-    with response:
+            raise _Transient(f"{name} on {_host(url)} has {total} bytes, the partial file {have}: starting over")
+        if code >= 400:
+            message = f"{url}: the server answered HTTP {code} {response.reason}"
+            if code in TRANSIENT_HTTP:
+                raise _Transient(message, _retry_after(response.headers))
+            raise DownloadError(message + ".")
         content_type = response.headers.get("Content-Type") or ""
         if _is_html_type(content_type):
             raise DownloadError(f"{url} answered with a web page (Content-Type {content_type}), not the file "
-                                f"{part.name[:-5]}: an error, login or landing page; check the URL or --mirror.")
-        resumed = bool(have) and response.status == 206
+                                f"{name}: an error, login or landing page; check the URL or --mirror.")
+        resumed = bool(have) and code == 206
         if resumed:
             start = re.match(r"bytes (\d+)-", response.headers.get("Content-Range") or "")
             if not start or int(start.group(1)) != have:
                 part.unlink()
-                raise _Transient(f"{_host(url)} answered the resume request of {part.name[:-5]} with another "
-                                 "range: starting over")
-            log(f"  resuming {part.name} at byte {have}")
+                raise _Transient(f"{_host(url)} answered the resume request of {name} with another range: "
+                                 "starting over")
+            self.log(f"  resuming {part.name} at byte {have}")
         elif have:
-            log(f"  {_host(url)} ignored the resume request: starting {part.name} again")
-            have = 0
+            self.log(f"  {_host(url)} ignored the resume request: starting {part.name} again")
+            self.have = self.got = 0
+            if isinstance(self.progressbar, _PoochBar):
+                self.progressbar.have = 0
         length = response.headers.get("Content-Length")
-        total = have + int(length) if length is not None and length.strip().isdigit() else None
-        name = part.name[:-5]
-        if total is not None and expected_size is not None and total != expected_size:
+        total = self.have + int(length) if length is not None and length.strip().isdigit() else None
+        if total is not None and self.expected_size is not None and total != self.expected_size:
             part.unlink(missing_ok=True)
-            raise DownloadError(f"{url} offers {total} bytes of {name}; the registry expects {expected_size}: "
-                                "another file, or a mirror serving the wrong one.")
-        if total is not None and total > max_bytes:
-            raise DownloadError(f"{url} offers {total} bytes of {name}, over the {max_bytes}-byte cap for it; "
+            raise DownloadError(f"{url} offers {total} bytes of {name}; the registry expects "
+                                f"{self.expected_size}: another file, or a mirror serving the wrong one.")
+        if total is not None and total > self.max_bytes:
+            raise DownloadError(f"{url} offers {total} bytes of {name}, over the {self.max_bytes}-byte cap for it; "
                                 "refused.")
-        got = have
-        bar = progress_bar(name, total, have) if progress else None
+        self.total = total
+        # A body that breaks off short of its Content-Length: keep what arrived (to resume it)
+        # and report it below, instead of urllib3 dropping the bytes it buffered.
+        response.raw.enforce_content_length = False
+        self.out = open(part, "ab" if resumed else "wb")
+        return response
+
+    def __call__(self, url, output_file, pooch_, check_only=False):
+        import requests
+
+        self.url = url
         try:
-            with open(part, "ab" if resumed else "wb") as out:
-                while True:
-                    chunk = response.read(CHUNK_BYTES)
-                    if not chunk:
-                        break
-                    out.write(chunk)
-                    got += len(chunk)
-                    if bar is not None:
-                        bar.update(len(chunk))
-                    if got > max_bytes:
-                        break
-        except (OSError, http.client.HTTPException) as e:
-            raise _Transient(f"download of {name} from {_host(url)} broke off after {got} bytes ({e})") from None
+            try:
+                super().__call__(url, self, pooch_)
+            finally:
+                if self.out is not None:
+                    self.out.close()
+        except _Complete:
+            pass
+        except requests.exceptions.ConnectionError as e:
+            if self.out is None and "NameResolutionError" in repr(e):  # no retry helps
+                raise DownloadError(f"cannot reach {_host(url)}: name lookup failed.") from None
+            if self.out is None:
+                raise _Transient(f"cannot reach {_host(url)}: {type(e).__name__}") from None
+            raise _Transient(f"download of {self.part.name[:-5]} from {_host(url)} broke off after {self.got} "
+                             f"bytes ({type(e).__name__})") from None
+        except requests.exceptions.RequestException as e:
+            raise _Transient(f"download of {self.part.name[:-5]} from {_host(url)} broke off after {self.got} "
+                             f"bytes ({type(e).__name__})") from None
+        except DownloadError as e:
+            if "the cap for it" in str(e) and self.part.exists():
+                self.part.unlink()
+            raise
         finally:
-            if bar is not None:
-                bar.close()
-    if got > max_bytes:
-        part.unlink()
-        raise DownloadError(f"{url} sent over {max_bytes} bytes of {name}, the cap for it; refused.")
-    if total is not None and got < total:
-        raise _Transient(f"download of {name} from {_host(url)} broke off after {got} of {total} bytes")
+            if self.bar is not None:
+                self.bar.close()
+        if self.total is not None and self.got < self.total:
+            raise _Transient(f"download of {self.part.name[:-5]} from {_host(url)} broke off after {self.got} of "
+                             f"{self.total} bytes")
+        os.replace(self.part, output_file)  # pooch moves its temporary file into place
+
+
+@contextlib.contextmanager
+def _pooch_quiet():
+    """pooch logs each download (and the SHA-256 of an unpinned file) at INFO on stderr; our
+    own lines say that, and ``--quiet`` must stay quiet."""
+    logger = pooch.get_logger()
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _fetch_once(url: str, part: Path, expected_size: int | None, max_bytes: int, log, progress: bool,
+                auth: str | None = None) -> Path:
+    """One attempt of ``fetch`` through ``pooch.retrieve`` (``url`` holds no credentials:
+    ``auth`` carries them); raises ``_Transient`` for failures worth retrying."""
+    have = part.stat().st_size if part.exists() else 0
+    if expected_size is not None and have > expected_size:
+        part.unlink()  # longer than the file can be: not a prefix of it
+    elif expected_size is not None and have == expected_size:
+        return part
+    # pooch places the file at ``<part>.done`` (its temporary file, moved there once complete);
+    # the digest checks are verifying.py's (pinned, or recorded after the structure check).
+    done = part.with_name(part.name + ".done")
+    done.unlink(missing_ok=True)
+    downloader = _Downloader(part, expected_size, max_bytes, log, progress, auth)
+    with _pooch_quiet():
+        pooch.retrieve(url, known_hash=None, fname=done.name, path=part.parent, downloader=downloader)
+    os.replace(done, part)
     return part
 
 
