@@ -75,6 +75,45 @@ def test_warm_restart_schedule_is_sgdr():
     assert float(CyclicCosineSchedule(lr_min, lr_max, period)(0)) == pytest.approx(lr_min)
 
 
+@pytest.mark.parametrize("lr_min, lr_max, period", [(2e-5, 2e-3, 8), (1e-6, 1e-3, 3740), (0.0, 1.0, 4)])
+def test_warm_restart_schedule_is_keras_cosine_decay_restarts(lr_min, lr_max, period):
+    """Keras' CosineDecayRestarts (t_mul = m_mul = 1, alpha = lr_min / lr_max) gives the
+    hand-written SGDR formula it replaced, computed here in float64 NumPy. The schedule
+    runs in float32: the bound is 1e-7 of lr_max plus 1e-7 of the value (near a cycle's
+    end, lr_min + (lr_max − lr_min)·c rounds at the scale of lr_max, not of the result)."""
+    schedule = WarmRestartCosineSchedule(lr_min, lr_max, period)
+    assert isinstance(schedule, keras.optimizers.schedules.CosineDecayRestarts)
+    keras_config = keras.optimizers.schedules.CosineDecayRestarts.get_config(schedule)
+    assert keras_config == {"initial_learning_rate": lr_max, "first_decay_steps": period, "t_mul": 1.0,
+                            "m_mul": 1.0, "alpha": lr_min / lr_max, "name": "warm_restarts"}
+    steps = np.array([0, 1, period // 2, period - 1, period, period + 1, 3 * period + 5])
+    expected = lr_min + (lr_max - lr_min) * 0.5 * (1.0 + np.cos(np.pi * (steps % period) / period))
+    got = np.array([float(schedule(int(t))) for t in steps])
+    np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-7 * lr_max)
+    clone = WarmRestartCosineSchedule.from_config(schedule.get_config())
+    assert schedule.get_config() == {"lr_min": lr_min, "lr_max": lr_max, "steps_per_cycle": period,
+                                     "name": "warm_restarts"}
+    assert type(clone) is WarmRestartCosineSchedule and clone.get_config() == schedule.get_config()
+    restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert type(restored) is WarmRestartCosineSchedule
+    np.testing.assert_array_equal([float(restored(int(t))) for t in steps], got)
+
+
+def test_warm_restart_schedule_survives_a_saved_compiled_model(tmp_path):
+    """A compiled model's optimizer keeps the schedule through keras.saving (run-dir checkpoints)."""
+    gm = tiny_model()
+    schedule = WarmRestartCosineSchedule(1e-4, 5e-2, cycle_steps(2, 2))
+    gm.train_model.compile(optimizer=keras.optimizers.Adam(schedule), jit_compile=False)
+    x = {"caption": tf.constant(CAPS), "image_features": tf.random.stateless_normal([4, 6], seed=[0, 1])}
+    gm.train_model.fit(tf.data.Dataset.from_tensors(x).repeat(3), epochs=1, verbose=0)
+    gm.train_model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    lr = loaded.optimizer._learning_rate
+    assert type(lr) is WarmRestartCosineSchedule and lr.get_config() == schedule.get_config()
+    assert int(loaded.optimizer.iterations) == 3
+    assert float(loaded.optimizer.learning_rate) == pytest.approx(float(schedule(3)), rel=1e-7)
+
+
 def test_schedule_drives_an_optimizer_and_validates():
     schedule = CyclicCosineSchedule(0.0, 1.0, cycle_steps(cycle_epochs=2, steps_per_epoch=2))
     opt = keras.optimizers.SGD(schedule)

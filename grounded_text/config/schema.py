@@ -239,7 +239,8 @@ class TrainConfig:
       schedule: ``"constant"``, ``"cyclic_cosine"`` (Merkx & Frank §3.3: each cycle
         of ``cycle_epochs`` epochs goes ``lr_min`` → ``learning_rate`` → ``lr_min``,
         starting at ``lr_min``) or ``"warm_restarts"`` (SGDR, Loshchilov & Hutter
-        2017: each cycle falls from ``learning_rate`` to ``lr_min``, then restarts);
+        2017, Keras' ``CosineDecayRestarts``: each cycle falls from ``learning_rate`` to
+        ``lr_min``, then restarts);
         ``None`` = the preset's choice.
       lr_min: the cyclic schedules' floor, a finite number > 0; ``None`` = the preset's.
       cycle_epochs: the cyclic schedules' period in epochs; ``None`` = the preset's.

@@ -16,6 +16,11 @@ Two cosine schedules with a period of T optimizer steps (``cycle_steps``):
 
       lr(t) = lr_min + ½ (lr_max − lr_min) (1 + cos(π (t mod T) / T)).
 
+  This is Keras' ``keras.optimizers.schedules.CosineDecayRestarts`` with
+  initial_learning_rate = lr_max, first_decay_steps = T, t_mul = m_mul = 1 and
+  alpha = lr_min / lr_max; the subclass only keeps this module's arguments
+  (lr_min, lr_max, steps_per_cycle), its config and ``cycle``.
+
 Both end each cycle near lr_min, where ``SnapshotSaver`` takes its snapshot.
 """
 
@@ -39,15 +44,19 @@ def cycle_steps(cycle_epochs: int, steps_per_epoch: int) -> int:
     return int(cycle_epochs) * int(steps_per_epoch)
 
 
+def _check_cycle_arguments(cls: str, lr_min: float, lr_max: float, steps_per_cycle: int) -> None:
+    """Raises ValueError unless 0 <= lr_min <= lr_max and steps_per_cycle is an integer >= 1."""
+    if not (0 <= lr_min <= lr_max):
+        raise ValueError(f"{cls}: need 0 <= lr_min <= lr_max, got {lr_min}, {lr_max}.")
+    if int(steps_per_cycle) != steps_per_cycle or steps_per_cycle < 1:
+        raise ValueError(f"{cls}: steps_per_cycle must be an integer >= 1, got {steps_per_cycle}.")
+
+
 class _CosineCycle(keras.optimizers.schedules.LearningRateSchedule):
-    """Shared arguments and checks of the two cosine schedules."""
+    """Arguments and checks of ``CyclicCosineSchedule``."""
 
     def __init__(self, lr_min: float, lr_max: float, steps_per_cycle: int, name: str):
-        cls = type(self).__name__
-        if not (0 <= lr_min <= lr_max):
-            raise ValueError(f"{cls}: need 0 <= lr_min <= lr_max, got {lr_min}, {lr_max}.")
-        if int(steps_per_cycle) != steps_per_cycle or steps_per_cycle < 1:
-            raise ValueError(f"{cls}: steps_per_cycle must be an integer >= 1, got {steps_per_cycle}.")
+        _check_cycle_arguments(type(self).__name__, lr_min, lr_max, steps_per_cycle)
         self.lr_min = float(lr_min)
         self.lr_max = float(lr_max)
         self.steps_per_cycle = int(steps_per_cycle)
@@ -96,12 +105,16 @@ class CyclicCosineSchedule(_CosineCycle):
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
-class WarmRestartCosineSchedule(_CosineCycle):
+class WarmRestartCosineSchedule(keras.optimizers.schedules.CosineDecayRestarts):
     """Cosine annealing with warm restarts (SGDR; Huang et al. 2017, eq. 2): max → min, restart.
 
     ``lr(t) = lr_min + ½ (lr_max − lr_min)(1 + cos(π (t mod T) / T))`` with t the
     optimizer step (0-based) and T = ``steps_per_cycle``: lr_max at each cycle's
-    start, falling to lr_min at its end.
+    start, falling to lr_min at its end. Keras' ``CosineDecayRestarts`` computes it
+    (initial_learning_rate = lr_max, first_decay_steps = T, t_mul = m_mul = 1,
+    alpha = lr_min / lr_max); this subclass keeps the (lr_min, lr_max,
+    steps_per_cycle) arguments, a config in those terms (checkpoints written before
+    the switch still load) and ``cycle``.
 
     Args:
       lr_min: learning rate at the end of each cycle, >= 0.
@@ -116,11 +129,21 @@ class WarmRestartCosineSchedule(_CosineCycle):
     """
 
     def __init__(self, lr_min: float, lr_max: float, steps_per_cycle: int, name: str = "warm_restarts"):
-        super().__init__(lr_min, lr_max, steps_per_cycle, name)
+        _check_cycle_arguments(type(self).__name__, lr_min, lr_max, steps_per_cycle)
+        self.lr_min = float(lr_min)
+        self.lr_max = float(lr_max)
+        self.steps_per_cycle = int(steps_per_cycle)
+        super().__init__(initial_learning_rate=self.lr_max, first_decay_steps=self.steps_per_cycle,
+                         t_mul=1.0, m_mul=1.0, alpha=self.lr_min / self.lr_max if self.lr_max > 0 else 0.0,
+                         name=name)
 
-    def __call__(self, step):
-        cosine = 0.5 * (1.0 + tf.cos(math.pi * self._phase(step)))
-        return self.lr_min + (self.lr_max - self.lr_min) * cosine
+    def cycle(self, step) -> int:
+        """0-based cycle index of optimizer step ``step``."""
+        return int(step) // self.steps_per_cycle
+
+    def get_config(self):
+        return {"lr_min": self.lr_min, "lr_max": self.lr_max, "steps_per_cycle": self.steps_per_cycle,
+                "name": self.name}
 
 
 # Config name (``TrainConfig.schedule``) → schedule class.
