@@ -335,8 +335,8 @@ def models() -> list[dict]:
     Example:
       >>> import grounded_text as gt
       >>> [m["name"] for m in gt.models()]
-      ['vete_bow_flickr8k']
-      >>> m = gt.models()[0]
+      ['char_gru_attention_flickr8k', 'vete_bow_flickr8k']
+      >>> m = {m["name"]: m for m in gt.models()}["vete_bow_flickr8k"]
       >>> m["dims"], round(m["figures"]["STS12 MSRvid"]["value"], 3), m["size_bytes"] < 10 * 2**20
       (128, 0.761, True)
     """
