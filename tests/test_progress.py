@@ -232,3 +232,25 @@ def test_train_no_progress_is_one_line_per_epoch():
     assert parse_args(["--output-dir", "r", "--no-progress", "--verbose", "1"]).verbose == 2
     assert parse_args(["--output-dir", "r", "--no-progress", "--verbose", "0"]).verbose == 0
     config_from_args(parse_args(["--output-dir", "r", "--model", "vete_bow", "--no-progress"]))  # not a config flag
+
+
+def test_an_imported_ipykernel_is_not_a_notebook(monkeypatch):
+    """A process that has only imported ``ipykernel`` (a test worker, a library) writes plain
+    lines to a non-terminal stream; a running kernel's shell draws a bar."""
+    import io
+    import sys
+    import types
+
+    from grounded_text.utils.progress import interactive
+
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    fake_ipython = types.ModuleType("IPython")
+    fake_ipython.get_ipython = lambda: None
+    monkeypatch.setitem(sys.modules, "IPython", fake_ipython)
+    assert not interactive(io.StringIO())
+
+    class KernelShell:
+        config = {"IPKernelApp": {}}
+
+    fake_ipython.get_ipython = KernelShell
+    assert interactive(io.StringIO())

@@ -185,7 +185,12 @@ def _kill(proc):
 def _trial_status(project: Path) -> dict[str, str]:
     out = {}
     for f in project.glob("trial_*/trial.json"):
-        out[f.parent.name] = json.loads(f.read_text())["status"]
+        try:
+            out[f.parent.name] = json.loads(f.read_text())["status"]
+        except json.JSONDecodeError:
+            # KerasTuner writes trial.json in place (no rename), so a poll can read it half-written:
+            # not written yet, for this poll.
+            continue
     return out
 
 

@@ -27,10 +27,24 @@ def recorded_args(argv) -> list[str]:
     return [arg for arg in argv if arg != NO_PROGRESS_FLAG]
 
 
+def _in_notebook_kernel() -> bool:
+    """Whether this process is a running Jupyter kernel. Importing ``ipykernel`` is not enough
+    (a test process or a library may import it), so this asks IPython, as ``tqdm.autonotebook``
+    does, whether the running shell belongs to a kernel application."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:  # an IPython too old or half-imported: not a kernel we can draw in
+        return False
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
 def interactive(stream=None) -> bool:
     """Whether progress may redraw: ``stream`` (default ``sys.stderr``) is a terminal, or this
     is a notebook kernel (``tqdm.auto`` draws a widget there)."""
-    if "ipykernel" in sys.modules:
+    if _in_notebook_kernel():
         return True
     stream = sys.stderr if stream is None else stream
     try:
