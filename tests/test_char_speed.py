@@ -127,3 +127,27 @@ def test_floor_flop_count_and_provisional_flag():
     assert char_step_useful_flops([3, 5], 512, 2, 1280) == pytest.approx(
         3 * (8 * char_flops_per_character(512) + 2 * per_caption))
     assert provisional([2.5, 1, 1], [1.0, 1, 1], cores=2) and not provisional([1.9, 9, 9], [2.0, 9, 9], cores=2)
+
+
+@pytest.mark.slow
+def test_benchmark_floors_runs_each_phase_on_real_data(data_dir, tmp_path):
+    """``benchmark --floors`` end to end at the smallest sizes: each phase subprocess imports and
+    runs (the figures themselves are machine-dependent and are not checked here)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "floors.json"
+    env = dict(os.environ, GROUNDED_TEXT_DATA=str(data_dir), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.benchmark", "--floors", "--units", "8",
+                           "--steps", "1", "--warmup", "1", "--images", "4", "--repeats", "1",
+                           "--batch-sizes", "1", "--min-seconds", "0.01", "--json", str(out)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert [r["units"] for r in report["char"]] == [8]
+    assert set(report["char"][0]["variants"]) == {"fused", "keras_loop"}
+    assert report["features"]["photos"] == 4
+    assert set(report["export"]["sentences_per_second"]) == {"1"}
+    assert "fraction_of_gemm" in proc.stdout or "of GEMM" in proc.stdout

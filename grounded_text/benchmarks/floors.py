@@ -101,7 +101,7 @@ def char_floor_phase(a: dict) -> dict:
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig
     from grounded_text.data.pairs import CAPTION_KEY
     from grounded_text.layers.char_encoder import CharacterEncoder, CharacterPreprocessor
-    from grounded_text.train import prepare_training
+    from grounded_text.training.preparation import prepare_training
 
     units, steps, warmup, batch = int(a["units"]), int(a["steps"]), int(a.get("warmup", 2)), int(a["batch_size"])
     cfg = ExperimentConfig(
@@ -239,7 +239,7 @@ def export_floor_phase(a: dict) -> dict:
     from grounded_text.benchmarks.throughput import _encode_phase
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig
     from grounded_text.serving.export import export_text_tower
-    from grounded_text.train import prepare_training
+    from grounded_text.training.preparation import prepare_training
 
     cfg = ExperimentConfig(data=DataConfig(max_dev_images=1), model=ModelConfig(name=a.get("model", "vete_bow")))
     setup = prepare_training(cfg, a.get("data_dir"))
