@@ -76,18 +76,7 @@ from pathlib import Path
 # that --help and bad flags answer at once.
 from grounded_text.config.schema import SENTENCE_ENDS
 from grounded_text.data.paths import DATA_ENV_VAR
-
-
-def recorded_sentence_end(model_dir) -> str:
-    """The sentence-end rule a model was trained with: ``text.sentence_end`` of the training
-    config its export records (``assets/config.json``); ``"none"`` for an export that records
-    none (trained before the option existed, or not ours)."""
-    try:
-        config = json.loads((Path(model_dir) / "assets" / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "none"
-    rule = (config.get("text") or {}).get("sentence_end", "none") if isinstance(config, dict) else "none"
-    return rule if rule in SENTENCE_ENDS else "none"
+from grounded_text.data.sentence_end import recorded_sentence_end
 
 
 def load_text_encoder(model_dir, batch_size: int = 512, sentence_end: str | None = None):
@@ -97,17 +86,25 @@ def load_text_encoder(model_dir, batch_size: int = 512, sentence_end: str | None
     same reports as any other encoder's."""
     from grounded_text.serving.encoder import load
 
-    return ended(load(model_dir, batch_size), model_dir, sentence_end)
+    encoder = load(model_dir, batch_size, sentence_end=sentence_end)
+    if encoder.sentence_end != "none":
+        print(f"sentence ends of {model_dir}: {encoder.sentence_end}", file=sys.stderr)
+    return encoder
 
 
 def ended(encoder, model_dir, sentence_end: str | None = None):
     """``encoder`` (of the export ``model_dir``) with the sentence-end rule of
     ``load_text_encoder`` applied to its input; the rule, where not ``none``, goes to stderr."""
+    import dataclasses
+
     from grounded_text.evaluation.encoders import with_sentence_end
+    from grounded_text.serving.encoder import TextEncoder
 
     rule = sentence_end or recorded_sentence_end(model_dir)
     if rule != "none":
         print(f"sentence ends of {model_dir}: {rule}", file=sys.stderr)
+    if isinstance(encoder, TextEncoder):  # it applies a rule itself: this one replaces it
+        return dataclasses.replace(encoder, sentence_end=rule)
     return with_sentence_end(encoder, rule)
 
 

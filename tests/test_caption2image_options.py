@@ -115,7 +115,7 @@ class Recorder:
 
 
 def test_the_evaluation_wrapper_rewrites_what_the_encoder_sees(tmp_path):
-    from grounded_text.evaluate import recorded_sentence_end
+    from grounded_text.data.sentence_end import recorded_sentence_end
     from grounded_text.evaluation.encoders import SentenceEndEncoder, with_sentence_end
 
     inner = Recorder()
@@ -445,6 +445,15 @@ def test_train_with_every_option_then_rescore_the_export(data_dir, tmp_path):
     assert "sentence ends of" not in reports["none"][2]
     assert "space_period_tokens" in reports["tokens"][2]
 
+    # gt.load applies the recorded rule too; an explicit rule replaces it.
+    from grounded_text.serving.encoder import load
+
+    recorded, plain = load(out / "export"), load(out / "export", sentence_end="none")
+    assert (recorded.sentence_end, plain.sentence_end) == ("space_period", "none")
+    np.testing.assert_array_equal(recorded.encode(["A dog runs", "A cat."]),
+                                  plain.encode(["A dog runs .", "A cat."]))
+    assert not np.allclose(recorded.encode("A dog runs"), plain.encode("A dog runs"))
+
     def shape(text):  # the report's lines without the figures
         return [line.split("|")[1] if line.startswith("|") else line.split(":")[0] for line in text.splitlines()]
 
@@ -452,3 +461,22 @@ def test_train_with_every_option_then_rescore_the_export(data_dir, tmp_path):
     assert reports["recorded"][1].keys() == reports["none"][1].keys() == reports["tokens"][1].keys()
     figures = [r[1]["sts"]["STS12"]["subsets"]["MSRvid"]["pearson"] for r in reports.values()]
     assert len(set(figures)) == 3, figures  # the three rules give three different inputs
+
+
+def test_a_loaded_encoder_ends_each_sentence_by_its_rule_before_the_module():
+    """``TextEncoder`` hands the module the sentences as its rule writes them (padding rows
+    stay empty), and ``"none"`` hands them as given."""
+    import tensorflow as tf
+
+    from grounded_text.serving.encoder import TextEncoder
+
+    seen = []
+
+    def module(batch):
+        seen.append([s.decode("utf-8") for s in batch.numpy()])
+        return tf.zeros([int(tf.shape(batch)[0]), 2])
+
+    TextEncoder(module, "fake", 2, sentence_end="space_period_tokens").encode(["A man  plays a flute.", ""])
+    assert seen[-1][:2] == ["A man plays a flute. .", "."] and set(seen[-1][2:]) == {""}
+    TextEncoder(module, "fake", 2).encode(["A man  plays a flute."])
+    assert seen[-1][0] == "A man  plays a flute."

@@ -30,7 +30,9 @@ every sentence its character model reads, in two different ways:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from pathlib import Path
 
 # The rules (``TextConfig.sentence_end`` for training captions, ``--sentence-end`` of the
 # evaluate command for the sentences it scores); the config system lists them.
@@ -95,3 +97,15 @@ def pairs_with_sentence_end(pairs, rule: str):
 
 __all__ = ["SENTENCE_ENDS", "add_sentence_end", "apply_sentence_end", "check_sentence_end", "space_period",
            "space_period_tokens", "pairs_with_sentence_end"]
+
+
+def recorded_sentence_end(model_dir) -> str:
+    """The sentence-end rule a model was trained with: ``text.sentence_end`` of the training
+    config its export records (``assets/config.json``); ``"none"`` for an export that records
+    none (trained before the option existed, or not ours) or a handle that is not a folder."""
+    try:
+        config = json.loads((Path(model_dir) / "assets" / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return "none"
+    rule = (config.get("text") or {}).get("sentence_end", "none") if isinstance(config, dict) else "none"
+    return rule if rule in _RULES else "none"

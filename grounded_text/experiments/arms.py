@@ -94,7 +94,7 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
       ``predictions[name]`` (``scoring.predictions``, for ``paired_tests``). Runs without
       ``metrics.json`` are left out.
     """
-    from grounded_text.evaluation.encoders import load_image_encoder, with_sentence_end
+    from grounded_text.evaluation.encoders import load_image_encoder
     from grounded_text.experiments.comparison import read_ours
     from grounded_text.experiments.runner import read_metrics
     from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
@@ -115,7 +115,7 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
             arms[name], predictions[name] = cache.read()
             continue
         keep: dict = {}
-        res = score_encoder(name, with_sentence_end(load(run_dir / "export"), rule), protocol, settings, data,
+        res = score_encoder(name, load(run_dir / "export", sentence_end=rule), protocol, settings, data,
                             data_cfg=config.get("data", {}), image_encoder=load_image_encoder(run_dir / "image_export"),
                             source=str(run_dir / "export"), keep=keep)
         predictions[name] = keep["predictions"]

@@ -229,6 +229,11 @@ class TextEncoder:
       handle: the absolute path (or TF Hub handle) it was loaded from.
       dim: N, the embedding width.
       batch_size: the default sentences per call.
+      sentence_end: the rule applied to every sentence before the module sees it
+        (``grounded_text.data.sentence_end``): by default the one the model was trained with,
+        which its export records, so that sentences end as its training captions did
+        (Merkx & Frank's code appends " ." to captions, ``text_features.py:28-29``);
+        ``"none"`` for exports that record none.
 
     Example:
       >>> import grounded_text as gt
@@ -252,6 +257,7 @@ class TextEncoder:
     handle: str
     dim: int
     batch_size: int = 512
+    sentence_end: str = "none"
 
     def _embed(self, batch: list, batch_size: int) -> np.ndarray:
         """float32 [len(batch), N]: one call of the module, padded with empty strings to a
@@ -259,6 +265,10 @@ class TextEncoder:
         import tensorflow as tf
 
         n = len(batch)
+        if self.sentence_end != "none":
+            from grounded_text.data.sentence_end import apply_sentence_end
+
+            batch = apply_sentence_end(batch, self.sentence_end)
         size = max(n, min(batch_size, max(8, 1 << (n - 1).bit_length())))
         padded = tf.constant(list(batch) + [""] * (size - n), dtype=tf.string)
         return np.asarray(self.module(padded), dtype=np.float32)[:n]
@@ -408,7 +418,7 @@ def resolve_model(path_or_handle: str | os.PathLike) -> str | os.PathLike:
     return path_or_handle
 
 
-def load(path_or_handle: str | os.PathLike, batch_size: int = 512) -> TextEncoder:
+def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_end: str | None = None) -> TextEncoder:
     """Loads a text-embedding SavedModel: a shipped model by name, a grounded_text export or
     any TF Hub text module.
 
@@ -423,11 +433,18 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512) -> TextEncode
         wins over a shipped model of the same name), or a TF Hub handle that
         ``tensorflow_hub`` resolves.
       batch_size: the encoder's default sentences per call (``TextEncoder.encode``).
+      sentence_end: the sentence-end rule applied to every sentence
+        (``grounded_text.data.sentence_end``: ``"none"``, ``"space_period"``,
+        ``"space_period_tokens"``); ``None`` (default): the rule the model was trained with,
+        as its export's ``assets/config.json`` records it (``"none"`` where it records none).
+        The rule runs in Python before the module: a raw ``hub.load`` of the same folder
+        does not apply it.
 
     Returns:
       A ``TextEncoder``.
 
     Raises:
+      ValueError: an unknown ``sentence_end``.
       FileNotFoundError: a local folder with no ``saved_model.pb``, or a name that is
         neither a folder nor a shipped model (the message lists the shipped ones).
       EncoderSignatureError (a ValueError): the module does not map string[B] to float[B, N].
@@ -441,8 +458,11 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512) -> TextEncode
         ...
       FileNotFoundError: '...runs/missing/export' is not a SavedModel directory (no saved_model.pb), nor ...
     """
+    from grounded_text.data.sentence_end import check_sentence_end, recorded_sentence_end
     from grounded_text.utils.durable import recover_export
 
+    if sentence_end is not None:
+        check_sentence_end(sentence_end)
     path_or_handle = resolve_model(path_or_handle)
     path = Path(os.fspath(path_or_handle)).expanduser()
     if path.exists() or "://" not in str(path_or_handle):
@@ -463,4 +483,6 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512) -> TextEncode
 
     module = hub.load(handle)
     dim = check_text_encoder(module, handle)
-    return TextEncoder(module, handle, dim, batch_size)
+    rule = sentence_end if sentence_end is not None else (
+        recorded_sentence_end(handle) if "://" not in handle else "none")
+    return TextEncoder(module, handle, dim, batch_size, rule)

@@ -602,12 +602,11 @@ def _evaluate(run: TrainingRun, metrics: dict, verbose) -> None:
     """Sets ``metrics["evaluation"]``: the STS report of ``export/`` and its headline figures
     (``timing_seconds.evaluate`` times that), and each space's headline (the space ``export/``
     holds is not scored twice); every export's model card is rewritten with its figures."""
-    from grounded_text.evaluation.encoders import with_sentence_end
     from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
     from grounded_text.serving.encoder import load
 
     def encoder(path):  # the sentences end as the training captions do (TextConfig.sentence_end)
-        return with_sentence_end(load(path), run.config.text.sentence_end)
+        return load(path, sentence_end=run.config.text.sentence_end)
 
     t_eval = time.perf_counter()
     report = evaluate_sts(encoder(run.export_dir), run.sts_dir)
