@@ -231,7 +231,7 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
       ``{space: score_encoder(...) + "export_dir"}``, or ``{space: {"status": "missing",
       "reason"}}`` for a space the run did not export.
     """
-    from grounded_text.evaluation.encoders import load_image_encoder, with_sentence_end
+    from grounded_text.evaluation.encoders import load_image_encoder
     from grounded_text.serving.encoder import load
 
     run_dir = Path(run_dir)
@@ -248,7 +248,7 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
             out[space] = {"status": "missing", "reason": f"the run has no {' or '.join(c + '/' for c in candidates)}"}
             continue
         held: dict | None = {} if keep is not None else None
-        encoder = with_sentence_end(load(export), sentence_end)
+        encoder = load(export, sentence_end=sentence_end)
         res = score_encoder(f"{run_dir.name}:{space}", encoder, protocol, settings, data,
                             data_cfg=data_cfg, image_encoder=image_encoder, source=str(export), keep=held)
         if held:
