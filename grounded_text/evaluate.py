@@ -87,8 +87,9 @@ def load_text_encoder(model_dir, batch_size: int = 512, sentence_end: str | None
     from grounded_text.serving.encoder import load
 
     encoder = load(model_dir, batch_size, sentence_end=sentence_end)
-    if encoder.sentence_end != "none":
-        print(f"sentence ends of {model_dir}: {encoder.sentence_end}", file=sys.stderr)
+    rule = getattr(encoder, "sentence_end", "none")
+    if rule != "none":
+        print(f"sentence ends of {model_dir}: {rule}", file=sys.stderr)
     return encoder
 
 

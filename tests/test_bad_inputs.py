@@ -423,7 +423,7 @@ def toy_cli(tmp_path, monkeypatch):
     from grounded_text.serving import encoder as serving_encoder
 
     vec = {"a": [1.0, 0.0], "b": [1.0, 0.1], "c": [1.0, 1.0], "d": [0.0, 1.0]}
-    monkeypatch.setattr(serving_encoder, "load", lambda path, batch_size=512: (
+    monkeypatch.setattr(serving_encoder, "load", lambda path, batch_size=512, sentence_end=None: (
         lambda s: np.array([vec[x] for x in s], np.float32)))
     _subset(tmp_path / "STS12-en-test", "toy", "a\tb\na\tc\na\td\n", "5\n2.5\n0\n")
     _subset(tmp_path / "STS16-en-test", "toy", "a\tb\na\tc\na\td\n", "5\n2.5\n0\n")

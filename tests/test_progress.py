@@ -136,7 +136,7 @@ def toy_suite(tmp_path, monkeypatch):
     from grounded_text.serving import encoder as serving_encoder
 
     cli = importlib.import_module("grounded_text.evaluate")  # the command (gt.evaluate is the API's)
-    monkeypatch.setattr(serving_encoder, "load", lambda path, batch_size=512: _toy_encoder)
+    monkeypatch.setattr(serving_encoder, "load", lambda path, batch_size=512, sentence_end=None: _toy_encoder)
     for year in ("STS12", "STS16"):
         folder = tmp_path / "data" / "sts" / f"{year}-en-test"
         folder.mkdir(parents=True)
