@@ -86,11 +86,7 @@ def load_text_encoder(model_dir, batch_size: int = 512, sentence_end: str | None
     same reports as any other encoder's."""
     from grounded_text.serving.encoder import load
 
-    encoder = load(model_dir, batch_size, sentence_end=sentence_end)
-    rule = getattr(encoder, "sentence_end", "none")
-    if rule != "none":
-        print(f"sentence ends of {model_dir}: {rule}", file=sys.stderr)
-    return encoder
+    return ended(load(model_dir, batch_size), model_dir, sentence_end)
 
 
 def ended(encoder, model_dir, sentence_end: str | None = None):

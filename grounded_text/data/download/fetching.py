@@ -254,6 +254,7 @@ class _Downloader(pooch.HTTPDownloader):
                          chunk_size=CHUNK_BYTES, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S), headers=headers,
                          hooks={"response": self._check_response})
         self.out = None
+        self.over_cap = False
         self.got = self.have
         self.total: int | None = None
 
@@ -262,6 +263,7 @@ class _Downloader(pooch.HTTPDownloader):
         self.out.write(chunk)
         self.got += len(chunk)
         if self.got > self.max_bytes:
+            self.over_cap = True
             raise DownloadError(f"{self.url} sent over {self.max_bytes} bytes of {self.part.name[:-5]}, the cap for "
                                 "it; refused.")
 
@@ -341,8 +343,8 @@ class _Downloader(pooch.HTTPDownloader):
         except requests.exceptions.RequestException as e:
             raise _Transient(f"download of {self.part.name[:-5]} from {_host(url)} broke off after {self.got} "
                              f"bytes ({type(e).__name__})") from None
-        except DownloadError as e:
-            if "the cap for it" in str(e) and self.part.exists():
+        except DownloadError:
+            if self.over_cap and self.part.exists():
                 self.part.unlink()
             raise
         finally:
