@@ -195,7 +195,11 @@ CAPTION_GAP = Study(
                                          "model.embedding_dim": 2048})),
         ("distinct_images", _seeded(0, {"data.sampler": "distinct_images"})),
         ("base_s2", _seeded(2)),
-        ("clip_per_tower", _seeded(0, {"train.clip_norm_text": 0.05, "train.clip_norm_image": 0.0025})),
+        # Their thresholds (0.05 caption, 0.0025 image) act on their hinge averaged over the B × B
+        # matrix; ours is summed, B² = 1,024 times larger, so the same clipping is the thresholds
+        # × B² here (Adam's step does not depend on the loss's scale, up to its ε). Clipping at
+        # 0.05 on the summed hinge would clip 1,024 times harder than they do.
+        ("clip_per_tower", _seeded(0, {"train.clip_norm_text": 0.05 * 32**2, "train.clip_norm_image": 0.0025 * 32**2})),
         ("char_init_normal", _seeded(0, {"model.encoder.char_embedding_init": "normal"})),
         ("features_mobilenet", _seeded(0, {"data.features": "mobilenet_v1_075"})),
     ),
