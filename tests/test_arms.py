@@ -80,3 +80,39 @@ def test_an_arms_cache_round_trips_and_expires_with_its_run(tmp_path):
     np.testing.assert_array_equal(got["ranks"]["caption_to_image"], [1, 2])
     metrics.write_text('{"changed": 1}')
     assert not _Cache(tmp_path / "a.arm", metrics, "none").valid()
+
+
+def test_train_retrieval_counts_pessimistic_hits_per_caption_and_draws_images_whole():
+    from grounded_text.data.pairs import CaptionPairs
+    from grounded_text.experiments.arms import train_retrieval
+
+    rng = np.random.default_rng(3)
+    n_images, per_image, d = 30, 5, 4
+    features = rng.normal(size=(n_images, d)).astype(np.float32)
+    captions = np.array([f"c{i}" for i in range(n_images * per_image)])
+    image_of = np.repeat(np.arange(n_images), per_image)
+    features[2] = features[0]  # two images alike: their captions tie, and a pessimistic rank counts the tie
+    vectors = {c: features[i] + rng.normal(scale=1.5, size=d) for c, i in zip(captions, image_of)}
+    vectors["c0"] = features[0].copy()  # exactly on its image, and so exactly on image 2 too: rank 2
+    pairs = CaptionPairs(captions=captions, image_ids=np.array([f"im{i}.jpg" for i in image_of]),
+                         feature_rows=image_of, features=features)
+    got = train_retrieval(lambda xs: np.stack([vectors[x] for x in xs]), lambda f: np.asarray(f), pairs)
+
+    # Reference: cosines by NumPy, rank = 1 + images scoring at least the true image's cosine, bar itself.
+    t = np.stack([vectors[c] for c in captions])
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    v = features / np.linalg.norm(features, axis=1, keepdims=True)
+    sims = t @ v.T
+    true = sims[np.arange(len(captions)), image_of][:, None]
+    ranks = (sims >= true - 1e-6).sum(1)
+    assert ranks[0] == 2 and got["images"] == n_images and got["captions"] == n_images * per_image
+    for k in (1, 5, 10):
+        hits = 100.0 * (ranks <= k)
+        assert got[f"R@{k}"]["value"] == pytest.approx(hits.mean())
+        lo, hi = got[f"R@{k}"]["ci"]
+        assert lo <= hits.mean() <= hi
+        # Images drawn whole: the interval is that of the per-image hit means, not of 150 free captions.
+        per_image_mean = hits.reshape(n_images, per_image).mean(1)
+        boot = np.random.default_rng(0).choice(per_image_mean, size=(4000, n_images)).mean(1)
+        ref = np.percentile(boot, [2.5, 97.5])
+        assert hi - lo == pytest.approx(ref[1] - ref[0], rel=0.25)

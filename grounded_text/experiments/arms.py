@@ -10,6 +10,8 @@ bootstrap over images), and the paired tests are ``comparison.paired_sts`` (Will
 two dependent correlations with the gold scores, per STS set) and ``comparison.paired_retrieval``
 (a paired bootstrap over test images of R@K). A year mean (STS16) has no interval and no
 paired test: it is an unweighted mean of correlations over subsets of different sizes.
+Beside the test split, each arm's caption→image retrieval on its first ``TRAIN_IMAGES``
+training images (``train_retrieval``) tells a generalisation gap from a fit not reached.
 
 Example:
     >>> [label for _, label in ARM_FIGURES][:4]
@@ -34,6 +36,37 @@ ARM_FIGURES = (
     ("flickr8k_1k/caption_to_image/R@5", "caption→image R@5", "caption→image R@5"),
     ("flickr8k_1k/caption_to_image/R@10", "caption→image R@10", "caption→image R@10"),
 )
+
+
+#: Training images whose caption→image retrieval is scored beside the test split's: the model
+#: has seen them, so a test figure far below this one is a generalisation gap, and a low figure
+#: here too is a fit the training has not reached.
+TRAIN_IMAGES = 1000
+
+
+def train_retrieval(encoder, image_encoder, pairs) -> dict:
+    """Caption→image R@1/5/10 on ``pairs`` (e.g. the first ``TRAIN_IMAGES`` training images).
+
+    Args:
+      encoder: ``list[str] → float [m, N]``; image_encoder: ``float [n, d] → float [n, N]``.
+      pairs: ``CaptionPairs`` whose images are the gallery and whose captions the queries.
+
+    Returns:
+      ``{"R@1": {"value": %, "ci": [lo, hi]}, "R@5": …, "R@10": …, "images": n, "captions": m}``:
+      pessimistic ranks (``grounded_text.evaluation.retrieval``), 95 % intervals by a bootstrap
+      over images (``stats.cluster_bootstrap_ci``: an image's captions are drawn together).
+    """
+    from grounded_text.evaluation.retrieval import caption_to_image_ranks, cosine_matrix, images_of_pairs
+    from grounded_text.evaluation.stats import cluster_bootstrap_ci
+
+    images, groups, features = images_of_pairs(pairs)
+    ranks = caption_to_image_ranks(cosine_matrix(encoder(pairs.captions.tolist()), image_encoder(features)), groups)
+    out: dict = {"images": len(images), "captions": int(len(ranks))}
+    for k in (1, 5, 10):
+        hits = 100.0 * (ranks <= k)
+        lo, hi = cluster_bootstrap_ci(hits, groups)
+        out[f"R@{k}"] = {"value": float(hits.mean()), "ci": [float(lo), float(hi)]}
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +123,8 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
 
     Returns:
       ``(arms, predictions)``: ``arms[name] = {"figures": {key: read_ours(...)}, "run", "seed",
-      "sentence_end", "dev_rsum": [per epoch], "fit_seconds", "load_average"}`` and
+      "sentence_end", "dev_rsum": [per epoch], "fit_seconds", "load_average", "train_retrieval":
+      train_retrieval(...)}`` and
       ``predictions[name]`` (``scoring.predictions``, for ``paired_tests``). Runs without
       ``metrics.json`` are left out.
     """
@@ -111,13 +145,19 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
         config = metrics.get("config") or {}
         rule = rule or (config.get("text") or {}).get("sentence_end", "none")
         cache = _Cache(Path(out_dir) / f"{name}.arm", run_dir / "metrics.json", rule)
+        text, image = None, None
         if cache.valid():
             arms[name], predictions[name] = cache.read()
+            if "train_retrieval" not in arms[name]:  # scored before that figure existed
+                arms[name]["train_retrieval"] = train_retrieval(
+                    load(run_dir / "export", sentence_end=rule), load_image_encoder(run_dir / "image_export"),
+                    data.split_pairs(config.get("data", {}), "train", TRAIN_IMAGES))
+                cache.write(arms[name], predictions[name])
             continue
         keep: dict = {}
-        res = score_encoder(name, load(run_dir / "export", sentence_end=rule), protocol, settings, data,
-                            data_cfg=config.get("data", {}), image_encoder=load_image_encoder(run_dir / "image_export"),
-                            source=str(run_dir / "export"), keep=keep)
+        text, image = load(run_dir / "export", sentence_end=rule), load_image_encoder(run_dir / "image_export")
+        res = score_encoder(name, text, protocol, settings, data, data_cfg=config.get("data", {}),
+                            image_encoder=image, source=str(run_dir / "export"), keep=keep)
         predictions[name] = keep["predictions"]
         arms[name] = {
             "run": run, "seed": (config.get("train") or {}).get("seed"), "sentence_end": rule,
@@ -127,6 +167,8 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
                                                 for v in (metrics.get("history") or {}).get("val_rsum", [])],
             "fit_seconds": None if name != run else (metrics.get("timing_seconds") or {}).get("fit"),
             "load_average": None if name != run else metrics.get("load_average"),
+            "train_retrieval": train_retrieval(text, image, data.split_pairs(config.get("data", {}), "train",
+                                                                             TRAIN_IMAGES)),
         }
         cache.write(arms[name], predictions[name])
     return arms, predictions
@@ -195,7 +237,8 @@ def arms_markdown(arms: dict, paired: dict, baseline: str, what: dict) -> str:
         return 1 if "R@" in key else 3
 
     head = ["arm", "what differs from the baseline", "seed"] + [label for _, label, _ in ARM_FIGURES] + [
-        "dev rsum per epoch", "fit (s)", "load (1-min, start → end)"]
+        f"caption→image R@10, {TRAIN_IMAGES:,} training images", "dev rsum per epoch", "fit (s)",
+        "load (1-min, start → end)"]
     body = []
     for name, arm in arms.items():
         load = arm.get("load_average") or {}
@@ -203,6 +246,7 @@ def arms_markdown(arms: dict, paired: dict, baseline: str, what: dict) -> str:
                      if load.get("start") and load.get("end") else "not recorded")
         body.append([f"`{name}`", what.get(name, ""), str(arm["seed"])]
                     + [figure_cell(arm["figures"][key], digits(key)) for key, _, _ in ARM_FIGURES]
+                    + [figure_cell((arm.get("train_retrieval") or {}).get("R@10", {}), 1)]
                     + [", ".join(f"{v:.1f}" for v in arm["dev_rsum"]) or "–",
                        _fmt(arm["fit_seconds"], 0), load_text])
     figures = markdown_table(head, body)

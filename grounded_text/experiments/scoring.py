@@ -93,6 +93,12 @@ class TestData:
         self.cache: dict = {}
 
     def test_pairs(self, data_cfg: dict, n_images: int | None):
+        """The test split's ``CaptionPairs`` (its first ``n_images`` images when given)."""
+        return self.split_pairs(data_cfg, "test", n_images)
+
+    def split_pairs(self, data_cfg: dict, split: str, n_images: int | None):
+        """One split (``"train"``, ``"dev"``, ``"test"``) of the run's dataset and features, as
+        ``CaptionPairs`` (its first ``n_images`` images when given)."""
         from grounded_text.config.schema import DataConfig
         from grounded_text.data.prepared import load_pairs
 
@@ -100,7 +106,7 @@ class TestData:
         if key not in self.cache:
             known = {f.name for f in dataclasses.fields(DataConfig)}
             self.cache[key] = load_pairs(DataConfig(**{k: v for k, v in data_cfg.items() if k in known}), self.root)
-        pairs = self.cache[key].splits["test"]
+        pairs = self.cache[key].splits[split]
         return pairs.first_images(n_images) if n_images else pairs
 
 
