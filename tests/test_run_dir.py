@@ -385,8 +385,13 @@ def test_a_full_disk_gives_one_line_a_consistent_state_and_resumes(data_dir, tmp
     assert sorted(p.name for p in (out / "resume").iterdir()) == ["best-0001.best.weights.h5", "epoch-0001.weights.h5"]
     resumed = _train_cli(args + ["--resume"], data_dir)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert _state(out)["status"] == "complete" and json.loads((out / "metrics.json").read_text())["resumed"] == {
-        "from_epoch": 1}
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert _state(out)["status"] == "complete" and metrics["resumed"] == {"from_epoch": 1}
+    # The training time adds up over both sessions: epoch 1's from the first, 2 and 3 from the second.
+    timing = metrics["timing_seconds"]
+    assert len(timing["epochs"]) == 3 and all(s > 0 for s in timing["epochs"]), timing
+    assert timing["fit"] == pytest.approx(sum(timing["epochs"])) and timing["this_session"] >= sum(timing["epochs"][1:])
+    assert metrics["load_average"]["start"] == state["load_start"]  # the first session's, not the resume's
 
 
 # ============================================================================ one run per directory

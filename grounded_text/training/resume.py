@@ -176,8 +176,16 @@ class RunTracker:
         return first + list(callbacks) + last
 
     # -- epoch end --------------------------------------------------------------------------
-    def commit_epoch(self, epoch: int, logs: dict) -> None:
-        """Checkpoints epoch ``epoch`` (1-based) and writes the state (the commit point)."""
+    @property
+    def epoch_seconds(self) -> list:
+        """Each committed epoch's wall time in seconds, over every session of the run (None for
+        an epoch committed by a version that did not record it)."""
+        seconds = list(self.state.get("epoch_seconds", []))
+        return [None] * (self.epochs_done - len(seconds)) + seconds[-self.epochs_done:] if self.epochs_done else []
+
+    def commit_epoch(self, epoch: int, logs: dict, seconds: float | None = None) -> None:
+        """Checkpoints epoch ``epoch`` (1-based) and writes the state (the commit point);
+        ``seconds``: the epoch's wall time, kept so that a resumed run's training time adds up."""
         self.resume_dir.mkdir(parents=True, exist_ok=True)
         name = f"epoch-{epoch:04d}.weights.h5"
 
@@ -214,6 +222,8 @@ class RunTracker:
                                   "epochs": list(self.snapshot_cb.epochs), "scores": list(self.snapshot_cb.scores)}
         state["random_state"] = [{"path": v.path, "value": np.asarray(v.numpy()).tolist()}
                                  for v in self._random_states()]
+        recorded = self.epoch_seconds  # aligned with the epochs committed so far
+        state["epoch_seconds"] = recorded + [None if seconds is None else round(float(seconds), 3)]
         previous = self.last_checkpoint()
         state["epochs_done"] = int(epoch)
         state["checkpoint"] = f"{RESUME_DIR}/{name}"
@@ -254,9 +264,14 @@ class ResumeCheckpoint(keras.callbacks.Callback):
     def __init__(self, tracker: RunTracker):
         super().__init__()
         self.tracker = tracker
+        self.t_epoch = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.t_epoch = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        self.tracker.commit_epoch(int(epoch) + 1, logs or {})
+        seconds = None if self.t_epoch is None else time.perf_counter() - self.t_epoch
+        self.tracker.commit_epoch(int(epoch) + 1, logs or {}, seconds)
 
 
 def _to_float(value) -> float:

@@ -442,6 +442,10 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
     t_fit = time.perf_counter()
     # A wall time means little without the machine's load beside it (shared CPUs).
     run.fit_load["start"] = _load_average()
+    if run.initial_epoch:  # resumed: the load when the run first started, where recorded
+        run.fit_load["start"] = tracker.state.get("load_start") or run.fit_load["start"]
+    else:
+        tracker.state["load_start"] = run.fit_load["start"]  # written with the first epoch's commit
     try:
         if run.initial_epoch < config.train.epochs:
             setup.model.train_model.fit(setup.train_ds, validation_data=setup.dev_ds, epochs=config.train.epochs,
@@ -456,6 +460,17 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
         raise
     run.fit_seconds = time.perf_counter() - t_fit
     run.fit_load["end"] = _load_average()
+
+
+def _fit_timing(run: TrainingRun) -> dict:
+    """``{"fit": s, "epochs": [s per epoch], "this_session": s}``. A resumed run's ``fit`` is the
+    sum of its epochs over every session (None where an epoch's time was not recorded), not the
+    time of the session that finished it."""
+    epochs = run.tracker.epoch_seconds
+    fit = run.fit_seconds
+    if run.initial_epoch:
+        fit = sum(epochs) if epochs and None not in epochs else None
+    return {"fit": fit, "epochs": epochs, "this_session": run.fit_seconds}
 
 
 def _load_average() -> list | None:
@@ -578,7 +593,7 @@ def _metrics(run: TrainingRun) -> dict:
             "train_model": int(model.train_model.count_params()),
         },
         "exported": run.exported,
-        "timing_seconds": {"fit": run.fit_seconds},
+        "timing_seconds": _fit_timing(run),
         "load_average": {**run.fit_load, "cores": os.cpu_count()},
         "export_dir": str(run.export_dir),
         "image_export_dir": str(run.image_export_dir),
