@@ -242,8 +242,8 @@ def arms_markdown(arms: dict, paired: dict, baseline: str, what: dict) -> str:
     body = []
     for name, arm in arms.items():
         load = arm.get("load_average") or {}
-        load_text = (f"{load['start'][0]:.1f} → {load['end'][0]:.1f}"
-                     if load.get("start") and load.get("end") else "not recorded")
+        ends = [f"{load[k][0]:.1f}" if load.get(k) else "not recorded" for k in ("start", "end")]
+        load_text = " → ".join(ends) if load.get("start") or load.get("end") else "not recorded"
         body.append([f"`{name}`", what.get(name, ""), str(arm["seed"])]
                     + [figure_cell(arm["figures"][key], digits(key)) for key, _, _ in ARM_FIGURES]
                     + [figure_cell((arm.get("train_retrieval") or {}).get("R@10", {}), 1)]
