@@ -205,7 +205,11 @@ CAPTION_GAP = Study(
     ),
     rescored=(Rescored("base_s0+senteval_ends", "base_s0", "space_period_tokens",
                        "base_s0's exports; at test time every sentence gets the authors' SentEval ending "
-                       "(tokens rejoined, \" .\" appended unless the last token is \".\")"),),
+                       "(tokens rejoined, \" .\" appended unless the last token is \".\")"),
+              # The authors' whole protocol: trained on " ."-ended captions, tested with their SentEval ends.
+              Rescored("sentence_end_train+senteval_ends", "sentence_end_train", "space_period_tokens",
+                       "sentence_end_train's exports, tested with the authors' SentEval ending (both of "
+                       "their sentence-end rules)")),
 )
 
 STUDIES = {"losses": LOSS_STUDY, "snapshot_ensemble": SNAPSHOT_ENSEMBLE, "zoo": ZOO, "caption_gap": CAPTION_GAP}
