@@ -322,6 +322,10 @@ def test_every_model_value_of_a_record_reaches_the_built_model(name):
     if expected.get("model.encoder.units", 0) is None:  # None = N
         expected["model.encoder.units"] = expected["model.embedding_dim"]
     expected.pop("model.word_vectors", None)  # checked below
+    # A rule on the training captions, not a model value: it reaches the resolved config here,
+    # and test_caption2image_options checks that the trainer's captions get it.
+    if "text.sentence_end" in expected:
+        assert cfg.text.sentence_end == expected.pop("text.sentence_end")
     assert set(expected) <= set(seen), f"not inspected: {sorted(set(expected) - set(seen))}"
     assert {k: seen[k] for k in expected} == expected
     if name == "two_branch_khard":  # the record's frozen GloVe vectors were loaded
