@@ -195,15 +195,21 @@ def _batch(feature_dim=6):
 def test_the_defaults_are_todays():
     from grounded_text.papers.presets import get_preset
 
-    record = get_preset("char_gru_attention").config["model"]["encoder"]
-    assert (record["attention_heads"], record["attention_include_padding"], record["attention_diversity_margin"],
-            record["char_embedding_init"]) == (1, False, None, "uniform")
+    record = get_preset("char_gru_attention").config
+    encoder = record["model"]["encoder"]
+    assert (encoder["attention_heads"], encoder["attention_include_padding"], encoder["attention_diversity_margin"],
+            encoder["char_embedding_init"]) == (1, False, None, "normal")
+    # The two rules of the authors' code the record took after measuring them (the caption gap's
+    # char_init_normal and sentence_end_train arms).
+    assert record["text"]["sentence_end"] == "space_period"
     config, gm = _model(_char_config())
-    assert config.text.sentence_end == "none"
+    assert config.text.sentence_end == "space_period"
     enc = gm.text_tower.get_layer("char_encoder")
     assert (enc.attention_heads, enc.attention_include_padding, enc.attention_diversity_margin) == (1, False, None)
     w = enc.embedding.embeddings.numpy()
-    assert np.abs(w).max() <= 0.05  # Keras' U(-0.05, 0.05)
+    assert np.abs(w).max() > 0.5 and 0.5 < w[1:].std() < 1.5  # N(0, 1), not Keras' U(-0.05, 0.05)
+    _, gm_keras = _model(_char_config(char_embedding_init="uniform"))
+    assert np.abs(gm_keras.text_tower.get_layer("char_encoder").embedding.embeddings.numpy()).max() <= 0.05
     gm.train_model(_batch(), training=True)
     assert len(gm.train_model.losses) == 1  # the hinge only
 

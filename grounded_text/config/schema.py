@@ -155,7 +155,8 @@ class TextConfig:
       boundary_tokens: ``<s>``/``</s>`` around each caption.
       max_tokens: truncate captions to this many tokens (``None`` or 0: no limit).
       sentence_end: the full stop at the end of each training and dev caption
-        (``grounded_text.data.sentence_end``): ``"none"`` (as they are, the default),
+        (``grounded_text.data.sentence_end``): ``None`` = the preset's choice (``"none"``
+        but for the character model's records), ``"none"`` (as they are),
         ``"space_period"`` (``" ."`` appended to a caption not ending in ``.``, as the
         authors' code of Merkx & Frank prepares its captions: DannyMerkx/caption2image
         8a4dc2c, ``preprocessing/text_features.py:28-29``) or ``"space_period_tokens"``
@@ -172,10 +173,11 @@ class TextConfig:
                                          "(default: the preset's choice)")
     boundary_tokens: bool = _field(True, negative="--no-boundary-tokens", help="no <s> </s> boundary tokens")
     max_tokens: int | None = _field(None, flag="--max-tokens", parse="none_or_int")
-    sentence_end: str = _field("none", flag="--sentence-end", choices=SENTENCE_ENDS,
-                               help="full stop of the training captions: none, space_period (' .' unless the "
-                                    "caption ends in '.', as caption2image's text_features.py:28-29) or "
-                                    "space_period_tokens (its SentEval rule, evaluate_char.py:58-60)")
+    sentence_end: str | None = _field(None, flag="--sentence-end", choices=SENTENCE_ENDS,
+                                      help="full stop of the training captions: none, space_period (' .' unless "
+                                           "the caption ends in '.', as caption2image's text_features.py:28-29) "
+                                           "or space_period_tokens (its SentEval rule, evaluate_char.py:58-60) "
+                                           "(default: the preset's)")
 
 
 @dataclasses.dataclass

@@ -75,9 +75,11 @@ RECIPES: dict[str, Recipe] = {
         licence=_FLICKR8K_TERMS),
     # The character-level model (Merkx & Frank 2019) at half the paper's width, one cycle of
     # its schedule: build with --from-run on a finished run of this command. It was trained on
-    # the captions as they are, before the record took the authors' " ." ending.
+    # the captions as they are with Keras' character embeddings, before the record took the
+    # authors' " ." ending and N(0, 1) embeddings.
     "char_gru_attention_flickr8k": Recipe(
-        train_args=("--model", "char_gru_attention_512", "--epochs", "4", "--sentence-end", "none"),
+        train_args=("--model", "char_gru_attention_512", "--epochs", "4", "--sentence-end", "none",
+                    "--encoder-param", "char_embedding_init=uniform"),
         description="Character-level GRU with attention (Merkx & Frank 2019) at n = 512 on Flickr8k train, "
                     "one cycle of the paper's cyclic schedule (4 epochs); EfficientNet-Lite0 image features",
         data="Flickr8k official train split (6,000 images x 5 captions), the data root's EfficientNet-Lite0 "
