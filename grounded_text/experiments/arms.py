@@ -145,7 +145,6 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
         config = metrics.get("config") or {}
         rule = rule or (config.get("text") or {}).get("sentence_end", "none")
         cache = _Cache(Path(out_dir) / f"{name}.arm", run_dir / "metrics.json", rule)
-        text, image = None, None
         if cache.valid():
             arms[name], predictions[name] = cache.read()
             if "train_retrieval" not in arms[name]:  # scored before that figure existed
