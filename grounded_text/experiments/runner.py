@@ -181,6 +181,8 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
     config_file.parent.mkdir(parents=True, exist_ok=True)
     config_file.write_text(config_toml(config), encoding="utf-8")
     cmd = train_command(data_dir, config_file, run_dir, decision.action)
-    with open(log, "w", encoding="utf-8") as f:
-        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
+    from grounded_text.utils.children import run_child
+
+    with open(log, "w", encoding="utf-8") as f:  # stopping this command stops the training too
+        rc = run_child(cmd, stdout=f, stderr=subprocess.STDOUT)
     return RunResult(run_dir, decision, read_metrics(run_dir) if rc == 0 else None, rc)

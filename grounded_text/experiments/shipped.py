@@ -24,7 +24,6 @@ import dataclasses
 import json
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -326,7 +325,9 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
         command = [sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), "--output-dir",
                    str(run_dir), "--overwrite", *recipe.train_args]
         log("$ " + shlex.join(command))
-        if subprocess.run(command).returncode != 0:
+        from grounded_text.utils.children import run_child
+
+        if run_child(command) != 0:  # stopping this command stops the training too
             raise RuntimeError(f"training {name} failed: {shlex.join(command)}")
     run_dir = Path(run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
