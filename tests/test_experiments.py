@@ -196,3 +196,21 @@ def test_predictions_hold_the_retrieval_ranks_of_each_query():
     best = [max(sims[own == j, j]) for j in range(3)]
     i2c = [1 + sum(sims[i, j] >= best[j] for i in range(6) if own[i] != j) for j in range(3)]
     assert pred["ranks"]["caption_to_image"].tolist() == c2i and pred["ranks"]["image_to_caption"].tolist() == i2c
+
+
+def test_a_logged_run_trains_in_a_child_that_writes_the_log_and_returns_its_status(tmp_path, monkeypatch):
+    """The subprocess path (ablation's): the child's output goes to the log, its status comes
+    back, and a failed child gives no metrics (the child is run by utils.children.run_child,
+    which stops it with its parent)."""
+    seen = []
+
+    def command(data_dir, config_file, run_dir, action):
+        seen.append((Path(config_file).read_text(), action))
+        return [sys.executable, "-c", "import sys; print('trained'); sys.exit(3)"]
+
+    monkeypatch.setattr(runner, "train_command", command)
+    log = tmp_path / "logs" / "bow.log"
+    result = runner.ensure_run(PLAN.config(), tmp_path / "bow", tmp_path, log=log)
+    assert log.read_text().strip() == "trained" and result.metrics is None
+    assert seen == [(config_toml(PLAN.config()), "train")] and log.with_suffix(".toml").is_file()
+    assert result.returncode == 3
