@@ -11,6 +11,7 @@ from scipy import stats
 
 from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.data.pairs import CaptionPairs, make_dataset
+from grounded_text.data.sentence_end import apply_sentence_end
 from grounded_text.data.sts import read_sts_subset
 from grounded_text.training.trainer import train
 
@@ -111,7 +112,11 @@ def test_char_training_selects_and_ensembles_the_best_snapshots_on_dev_retrieval
     year = data_dir / "sts" / "STS12-en-test"
     pairs = read_sts_subset(year / "STS.input.MSRvid.txt", year / "STS.gs.MSRvid.txt")
     last = keras.saving.load_model(run / "snapshots" / "snapshot_03.keras")
-    a, b = (last(tf.constant(list(side))).numpy().astype(np.float64) for side in (pairs.sentences1, pairs.sentences2))
+    # The sentences end as the run's training captions do (the record's " ." rule).
+    rule = metrics["config"]["text"]["sentence_end"]
+    assert rule == "space_period"
+    a, b = (last(tf.constant(apply_sentence_end(list(side), rule))).numpy().astype(np.float64)
+            for side in (pairs.sentences1, pairs.sentences2))
     cosines = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     assert metrics["history"]["val_avg2012/MSRvid"][-1] == pytest.approx(stats.pearsonr(cosines, pairs.scores)[0],
                                                                         abs=1e-4)
