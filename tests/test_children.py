@@ -19,10 +19,18 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def _start(tmp_path):
+def _default_signals():
+    # The test may itself run under nohup (SIGHUP ignored, inherited by every child).
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _start(tmp_path, ignore_hangup=False):
     out = tmp_path / "child_pid"
     with open(out, "w") as f:
-        parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=f)
+        parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=f, preexec_fn=(
+            (lambda: (_default_signals(), signal.signal(signal.SIGHUP, signal.SIG_IGN))) if ignore_hangup
+            else _default_signals))
     for _ in range(300):
         if out.read_text().strip():
             return parent, int(out.read_text().split()[0])
@@ -56,13 +64,25 @@ def test_a_stopped_parent_stops_its_child_and_exits_as_told(tmp_path, sig):
     assert not _alive(child), "the child outlived its parent"
 
 
+def test_an_ignored_hangup_stays_ignored(tmp_path):
+    """Under nohup a hangup must not stop the command (nor its child)."""
+    parent, child = _start(tmp_path, ignore_hangup=True)
+    try:
+        parent.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert parent.poll() is None and _alive(child)
+    finally:
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+
+
 def test_plain_subprocess_run_would_orphan_the_child(tmp_path):
     """The failure mode run_child exists for (so that the test above can fail)."""
     script = PARENT.replace("from grounded_text.utils.children import run_child", "import subprocess").replace(
         "sys.exit(run_child(child))", "sys.exit(subprocess.run(child).returncode)")
     out = tmp_path / "child_pid"
     with open(out, "w") as f:
-        parent = subprocess.Popen([sys.executable, "-c", script], stdout=f)
+        parent = subprocess.Popen([sys.executable, "-c", script], stdout=f, preexec_fn=_default_signals)
     for _ in range(300):
         if out.read_text().strip():
             break

@@ -23,7 +23,8 @@ _FORWARDED = ("SIGTERM", "SIGHUP")
 def run_child(cmd: list[str], **popen_kwargs) -> int:
     """Runs ``cmd`` (``subprocess.Popen`` arguments) to its end → its exit status.
 
-    While it runs, ``SIGTERM`` and ``SIGHUP`` to this process are sent on to the child; once
+    While it runs, ``SIGTERM`` and ``SIGHUP`` to this process (those not ignored, as ``nohup``
+    ignores ``SIGHUP``) are sent on to the child; once
     the child has ended (or was killed after ``GRACE_SECONDS``), this process exits with
     ``SystemExit(128 + signal)``. Outside the main thread no handler can be set, and the
     child is run as ``subprocess.run`` would.
@@ -46,7 +47,9 @@ def run_child(cmd: list[str], **popen_kwargs) -> int:
 
     if threading.current_thread() is threading.main_thread():
         for name in _FORWARDED:
-            if hasattr(signal, name):
+            # A signal this process ignores (e.g. SIGHUP under nohup) stays ignored: the child
+            # inherits that, and the command must keep surviving it.
+            if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is signal.SIG_DFL:
                 sig = getattr(signal, name)
                 previous[sig] = signal.signal(sig, forward)
     try:
