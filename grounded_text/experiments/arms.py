@@ -147,28 +147,26 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
         cache = _Cache(Path(out_dir) / f"{name}.arm", run_dir / "metrics.json", rule)
         if cache.valid():
             arms[name], predictions[name] = cache.read()
-            if "train_retrieval" not in arms[name]:  # scored before that figure existed
-                arms[name]["train_retrieval"] = train_retrieval(
-                    load(run_dir / "export", sentence_end=rule), load_image_encoder(run_dir / "image_export"),
-                    data.split_pairs(config.get("data", {}), "train", TRAIN_IMAGES))
-                cache.write(arms[name], predictions[name])
-            continue
-        keep: dict = {}
+            if "train_retrieval" in arms[name]:
+                continue
         text, image = load(run_dir / "export", sentence_end=rule), load_image_encoder(run_dir / "image_export")
-        res = score_encoder(name, text, protocol, settings, data, data_cfg=config.get("data", {}),
-                            image_encoder=image, source=str(run_dir / "export"), keep=keep)
-        predictions[name] = keep["predictions"]
-        arms[name] = {
-            "run": run, "seed": (config.get("train") or {}).get("seed"), "sentence_end": rule,
-            "figures": {key: read_ours(res, key) for key, _, _ in ARM_FIGURES},
-            # A rescored arm trained nothing: its training figures are its run's, not repeated.
-            "dev_rsum": [] if name != run else [round(float(v), 2)
-                                                for v in (metrics.get("history") or {}).get("val_rsum", [])],
-            "fit_seconds": None if name != run else (metrics.get("timing_seconds") or {}).get("fit"),
-            "load_average": None if name != run else metrics.get("load_average"),
-            "train_retrieval": train_retrieval(text, image, data.split_pairs(config.get("data", {}), "train",
-                                                                             TRAIN_IMAGES)),
-        }
+        if name not in arms:
+            keep: dict = {}
+            res = score_encoder(name, text, protocol, settings, data, data_cfg=config.get("data", {}),
+                                image_encoder=image, source=str(run_dir / "export"), keep=keep)
+            predictions[name] = keep["predictions"]
+            arms[name] = {
+                "run": run, "seed": (config.get("train") or {}).get("seed"), "sentence_end": rule,
+                "figures": {key: read_ours(res, key) for key, _, _ in ARM_FIGURES},
+                # A rescored arm trained nothing: its training figures are its run's, not repeated.
+                "dev_rsum": [] if name != run else [round(float(v), 2)
+                                                    for v in (metrics.get("history") or {}).get("val_rsum", [])],
+                "fit_seconds": None if name != run else (metrics.get("timing_seconds") or {}).get("fit"),
+                "load_average": None if name != run else metrics.get("load_average"),
+            }
+        # Also added to an arm cached before this figure existed.
+        arms[name]["train_retrieval"] = train_retrieval(
+            text, image, data.split_pairs(config.get("data", {}), "train", TRAIN_IMAGES))
         cache.write(arms[name], predictions[name])
     return arms, predictions
 
