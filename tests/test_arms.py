@@ -55,11 +55,22 @@ def test_the_caption_gap_study_changes_one_thing_per_arm():
         changed = {k for k in fields if fields[k] != base.get(k)}
         if name.startswith("base_s"):
             assert changed <= {"train.seed", "data.seed"}
+        elif name == "init_normal+sentence_end":  # the two arms that helped, together
+            assert fields == {**rows["char_init_normal"], **rows["sentence_end_train"]}
         else:  # one difference (the two-head arm: heads, their diversity loss and the width they imply)
             assert fields["train.seed"] == 0 and len(changed) <= 3, name
     what = CAPTION_GAP.what()
     assert what["base_s1"] == "baseline" and what["hinge_mean_matrix"] == "model.loss_params.reduction = mean_matrix"
     assert CAPTION_GAP.rescored[0].run == "base_s0" and "base_s0+senteval_ends" in what
+
+
+def test_the_record_study_pins_what_the_record_trains_now():
+    from grounded_text.ablation import CAPTION_GAP_RECORD
+    from grounded_text.papers.resolve import resolve_config
+
+    config = resolve_config(CAPTION_GAP_RECORD.config("record_1024_s0"))
+    assert config.model.encoder["units"] == 1024 and config.model.encoder["char_embedding_init"] == "normal"
+    assert config.text.sentence_end == "space_period" and config.train.epochs == 4 and config.train.seed == 0
 
 
 def test_an_arms_cache_round_trips_and_expires_with_its_run(tmp_path):
