@@ -208,6 +208,7 @@ CAPTION_GAP = Study(
         ("clip_per_tower", _seeded(0, {"train.clip_norm_text": 0.05 * 32**2, "train.clip_norm_image": 0.0025 * 32**2})),
         ("char_init_normal", _seeded(0, {"model.encoder.char_embedding_init": "normal"})),
         ("features_mobilenet", _seeded(0, {"data.features": "mobilenet_v1_075"})),
+        ("torch_init", _seeded(0, {"model.encoder.weight_init": "torch"})),
         # The two arms that helped, together: what the record now trains, at n = 512.
         ("init_normal+sentence_end", _seeded(0, {"model.encoder.char_embedding_init": "normal",
                                                  "text.sentence_end": "space_period"})),

@@ -198,7 +198,7 @@ def test_the_defaults_are_todays():
     record = get_preset("char_gru_attention").config
     encoder = record["model"]["encoder"]
     assert (encoder["attention_heads"], encoder["attention_include_padding"], encoder["attention_diversity_margin"],
-            encoder["char_embedding_init"]) == (1, False, None, "normal")
+            encoder["char_embedding_init"], encoder["weight_init"]) == (1, False, None, "normal", "keras")
     # The two rules of the authors' code the record took after measuring them (the caption gap's
     # char_init_normal and sentence_end_train arms).
     assert record["text"]["sentence_end"] == "space_period"
@@ -218,15 +218,22 @@ def test_the_encoder_options_reach_the_layer_and_round_trip():
     from grounded_text.layers.char_encoder import CharacterEncoder
 
     config, gm = _model(_char_config(attention_heads=2, attention_include_padding=True,
-                                     attention_diversity_margin=1.0, char_embedding_init="normal"))
+                                     attention_diversity_margin=1.0, char_embedding_init="normal",
+                                     weight_init="torch"))
     enc = gm.text_tower.get_layer("char_encoder")
     assert (enc.attention_heads, enc.attention_include_padding, enc.attention_diversity_margin,
-            enc.char_embedding_init) == (2, True, 1.0, "normal")
+            enc.char_embedding_init, enc.weight_init) == (2, True, 1.0, "normal", "torch")
+    image = gm.image_tower.get_layer("image_projection")
+    bias = image.dense.bias.numpy()  # nn.Linear's U(±1/√d), not Keras' zeros
+    assert image.torch_bias and 0 < np.abs(bias).max() <= 1 / np.sqrt(image.dense.kernel.shape[0])
+    for head in enc.heads:
+        assert head.weight_init == "torch" and np.abs(head.hidden.bias.numpy()).max() > 0
     assert gm.text_tower.output.shape[-1] == gm.image_tower.output.shape[-1] == 16  # 4 units × 2 × 2 heads
     w = enc.embedding.embeddings.numpy()
     assert 0.6 < w.std() < 1.4 and np.abs(w).max() > 0.5  # N(0, 1), their nn.Embedding default
     again = CharacterEncoder.from_config(enc.get_config())
     assert again.get_config() == enc.get_config() and again.char_embedding_init == "normal"
+    assert again.weight_init == "torch" and type(image).from_config(image.get_config()).torch_bias
     assert gm.train_model.losses is not None and config.model.loss_params["reduction"] == "mean_matrix"
 
 
@@ -392,6 +399,7 @@ def _cli(module, args, timeout=900):
     (["--encoder-param", "attention_diversity_margin=-1"], "attention_diversity_margin = -1 is not a finite float > 0"),
     (["--encoder-param", "attention_include_padding=perhaps"], "is not a boolean"),
     (["--encoder-param", "char_embedding_init=gauss"], "is not one of ['uniform', 'normal']"),
+    (["--encoder-param", "weight_init=jax"], "is not one of ['keras', 'torch']"),
     (["--loss-param", "reduction=mean_rows"], "is not one of ['sum', 'mean', 'mean_matrix']"),
     (["--set", "text.sentence_end=period"], "is not one of ['none', 'space_period', 'space_period_tokens']"),
     (["--set", "train.clip_norm_text=0"], "train.clip_norm_text must be a finite number > 0"),

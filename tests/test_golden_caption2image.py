@@ -47,9 +47,11 @@ def _torch_gates(w):
     return np.concatenate([r, z, n], axis=0)
 
 
-def build_ours(fx: dict, *, include_padding=True, diversity=True):
-    """Our towers with the fixture's initial weights; returns (preprocessor, encoder, image, variables)
-    where ``variables`` maps each of their parameter names to (our variable, to_ours, to_theirs)."""
+def build_ours(fx: dict, *, include_padding=True, diversity=True, theirs=True, weight_init="keras",
+               char_embedding_init="uniform"):
+    """Our towers with the fixture's initial weights (``theirs=False``: as our initialisers draw
+    them); returns (preprocessor, encoder, image, variables) where ``variables`` maps each of
+    their parameter names to (our variable, to_ours, to_theirs)."""
     from grounded_text.layers.branches import LinearImageEncoder
     from grounded_text.layers.char_encoder import CharacterEncoder, CharacterPreprocessor
 
@@ -60,9 +62,10 @@ def build_ours(fx: dict, *, include_padding=True, diversity=True):
                                cell="gru", bidirectional=True, pooling="attention",
                                attention_units=int(fx["attention_hidden"]), attention_heads=heads,
                                attention_include_padding=include_padding,
-                               attention_diversity_margin=1.0 if (diversity and heads > 1) else None)
+                               attention_diversity_margin=1.0 if (diversity and heads > 1) else None,
+                               weight_init=weight_init, char_embedding_init=char_embedding_init)
     encoder.build((None, None))
-    image = LinearImageEncoder(int(fx["image_out"]), normalize=True)
+    image = LinearImageEncoder(int(fx["image_out"]), normalize=True, torch_bias=weight_init == "torch")
     image.build((None, fx["batch0.image_features"].shape[1]))
 
     def emb_to_ours(w):
@@ -92,7 +95,8 @@ def build_ours(fx: dict, *, include_padding=True, diversity=True):
         variables[f"{p}.hidden.bias"] = (head.hidden.bias, None, None)
         variables[f"{p}.out.weight"] = (head.score.kernel, np.transpose, np.transpose)
         variables[f"{p}.out.bias"] = (head.score.bias, None, None)
-    assign(variables, {k[len("init."):]: v for k, v in fx.items() if k.startswith("init.")})
+    if theirs:
+        assign(variables, {k[len("init."):]: v for k, v in fx.items() if k.startswith("init.")})
     return preprocessor, encoder, image, variables
 
 
@@ -322,3 +326,62 @@ def test_the_mirroring_options_serialise_and_reach_the_model_loss():
     model = keras.Model(ids, enc(ids))
     out = model(tf.constant([[3, 4, 5, 0], [6, 7, 0, 0]], tf.int64))
     assert out.shape == (2, 12) and len(model.losses) == 1 and float(model.losses[0]) > 0
+
+
+def _init_laws(fx, params: dict) -> dict:
+    """Their initial parameters (or ours in their layout) as samples of the laws their code
+    draws from: ``"weights"`` and ``"biases"``, every value divided by its bound (U(−1, 1):
+    every GRU weight and bias, 1/√H; the attention's V and biases, 1/√fan_in; the image bias,
+    1/√d); ``"normal"``, the character embeddings without their padding row (N(0, 1));
+    ``"orthogonal"``, the attention's W (rows orthonormal)."""
+    hidden, att = int(fx["gru_hidden"]), int(fx["attention_hidden"])
+    features = fx["batch0.image_features"].shape[1]
+    laws = {"weights": [], "biases": [], "orthogonal": []}
+    for name, v in params.items():
+        group = "biases" if name.endswith("bias") or ".bias_" in name else "weights"
+        if name.startswith("cap.RNN."):
+            laws[group].append(v.ravel() * math.sqrt(hidden))
+        elif name.endswith("hidden.bias"):
+            laws[group].append(v.ravel() * math.sqrt(2 * hidden))
+        elif name.endswith(("out.weight", "out.bias")):
+            laws[group].append(v.ravel() * math.sqrt(att))
+        elif name == "img.linear_transform.bias":
+            laws[group].append(v.ravel() * math.sqrt(features))
+        elif name.endswith("hidden.weight"):
+            laws["orthogonal"].append(v)
+    return {"weights": np.concatenate(laws["weights"]), "biases": np.concatenate(laws["biases"]),
+            "normal": params["cap.embed.weight"][1:].ravel(), "orthogonal": laws["orthogonal"]}
+
+
+def test_torch_weight_init_draws_what_their_code_draws(fx):
+    """``weight_init="torch"`` with ``char_embedding_init="normal"``: our fresh weights follow the
+    laws of their fixture's initial weights (two-sample Kolmogorov–Smirnov tests, scipy.stats),
+    and their attention W's rows are orthonormal as ours are; our Keras defaults (zero biases,
+    a Glorot W, U(±0.05) characters) fail."""
+    import keras
+    from scipy import stats
+
+    theirs = _init_laws(fx, {k[len("init."):]: v for k, v in fx.items() if k.startswith("init.")})
+    for law in ("weights", "biases"):  # the bounds this test assumes are theirs
+        assert np.abs(theirs[law]).max() <= 1 + 1e-6 and np.abs(theirs[law]).max() > 0.9
+    for w in theirs["orthogonal"]:
+        np.testing.assert_allclose(w @ w.T, np.eye(w.shape[0]), atol=1e-5)
+
+    def ours(**options):
+        keras.utils.set_random_seed(0)
+        _, encoder, image, variables = build_ours(fx, theirs=False, **options)
+        values = {v.path: v.numpy() for v in encoder.weights + image.weights}
+        return _init_laws(fx, to_theirs(variables, values))
+
+    mirrored = ours(weight_init="torch", char_embedding_init="normal")
+    for law in ("weights", "biases", "normal"):
+        assert stats.ks_2samp(theirs[law], mirrored[law]).pvalue > 0.01, law
+    assert np.abs(mirrored["weights"]).max() <= 1 + 1e-6 and np.abs(mirrored["biases"]).max() <= 1 + 1e-6
+    for w in mirrored["orthogonal"]:
+        np.testing.assert_allclose(w @ w.T, np.eye(w.shape[0]), atol=1e-5)
+
+    default = ours()
+    for law in ("biases", "normal"):
+        assert stats.ks_2samp(theirs[law], default[law]).pvalue < 1e-6, law
+    w = default["orthogonal"][0]
+    assert np.abs(w @ w.T - np.eye(w.shape[0])).max() > 0.1

@@ -307,7 +307,8 @@ def _observed(name: str, gm) -> dict:
                     "model.encoder.attention_heads": len(enc.heads),
                     "model.encoder.attention_include_padding": enc.attention.include_padding,
                     "model.encoder.attention_diversity_margin": enc.attention_diversity_margin,
-                    "model.encoder.char_embedding_init": enc.char_embedding_init})
+                    "model.encoder.char_embedding_init": enc.char_embedding_init,
+                    "model.encoder.weight_init": enc.weight_init})
     return out
 
 

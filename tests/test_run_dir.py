@@ -569,3 +569,18 @@ def test_an_output_dir_that_is_a_file_or_lies_under_one_is_named(tmp_path):
             guard_run(a_file / "run"):
         pass
     assert a_file.read_text() == "keep me"
+
+
+def test_a_field_added_later_at_its_old_value_is_the_same_config():
+    """A run made before ``model.encoder.weight_init`` existed ran with Keras' initialisers: its
+    config lacking the field equals one that holds ``"keras"``, not one that holds ``"torch"``."""
+    from grounded_text.training.run_dir import FIELDS_ADDED_AT, config_diff
+
+    old = {"model": {"encoder": {"units": 512}}, "train": {"seed": 0}}
+    now = {"model": {"encoder": {"units": 512, "weight_init": "keras"}}, "train": {"seed": 0}}
+    assert FIELDS_ADDED_AT["model.encoder.weight_init"] == "keras"
+    assert config_diff(old, now) == []
+    torch = {"model": {"encoder": {"units": 512, "weight_init": "torch"}}, "train": {"seed": 0}}
+    assert config_diff(old, torch) == ["model.encoder.weight_init: None → 'torch'"]
+    assert config_diff(now, old) == ["model.encoder.weight_init: 'keras' → None"]  # only a field the old run lacks
+    assert config_diff(old, {**now, "train": {"seed": 1}}) == ["train.seed: 0 → 1"]

@@ -144,6 +144,11 @@ ENCODER_PARAMS: dict[str, dict[str, Param]] = {
         "char_embedding_init": Param(str, "uniform", choices=("uniform", "normal"),
                                      source=f"{_CHAR}:CHAR_EMBEDDING_INITS",
                                      note="normal: N(0, 1), their nn.Embedding default, encoders.py:21-23"),
+        "weight_init": Param(str, "keras", choices=("keras", "torch"),
+                             source="grounded_text.layers.pooling:WEIGHT_INITS",
+                             note="torch: every other weight as their code leaves it (PyTorch defaults; nn.GRU "
+                                  "U(±1/√units), encoders.py:24-26; attention costum_layers.py:91-94; image "
+                                  "bias encoders.py:52-53)"),
     },
     "grounded_pretrained": {
         "preset": Param(str, REQUIRED, nullable=True,

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from grounded_text.config.schema import ConfigError, ExperimentConfig, config_toml, read_config_file
-from grounded_text.training.run_dir import RUN_ENTRIES, RUN_STATE
+from grounded_text.training.run_dir import RUN_ENTRIES, RUN_STATE, config_diff
 
 
 class RunConflict(ValueError):
@@ -40,18 +40,6 @@ def plain(value):
     from grounded_text.reporting.tables import json_default
 
     return json.loads(json.dumps(value, default=json_default))
-
-
-def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """``["section.field: old → new", ...]`` of two config dicts (nested dicts compared key by key)."""
-    out = []
-    for k in sorted(set(old or {}) | set(new or {})):
-        a, b = (old or {}).get(k), (new or {}).get(k)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += config_diff(a, b, f"{prefix}{k}.")
-        elif a != b:
-            out.append(f"{prefix}{k}: {a!r} → {b!r}")
-    return out
 
 
 def _read_json(path: Path) -> dict | None:

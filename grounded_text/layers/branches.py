@@ -15,6 +15,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers.torch_init import fan_in_uniform
+
 
 def _l2(x):
     return tf.math.l2_normalize(tf.cast(x, tf.float32), axis=-1, epsilon=1e-24)
@@ -28,6 +30,9 @@ class LinearImageEncoder(keras.layers.Layer):
       output_dim: N.
       normalize: L2-normalise (Merkx & Frank) or not (VETE's affine W).
       use_bias: add b.
+      torch_bias: draw b U(−1/√d, 1/√d), ``nn.Linear``'s default (``torch_init``), as the
+        authors' code of Merkx & Frank leaves it (``encoders.py:52-53`` draws only W anew,
+        Xavier-uniform, which is Keras' Glorot-uniform). Default ``False``: zero.
 
     Raises:
       ValueError: ``output_dim < 1``.
@@ -39,15 +44,19 @@ class LinearImageEncoder(keras.layers.Layer):
       ((2, 4), 'float32', [1.0, 1.0])
     """
 
-    def __init__(self, output_dim: int, normalize: bool = False, use_bias: bool = True, **kwargs):
+    def __init__(self, output_dim: int, normalize: bool = False, use_bias: bool = True, torch_bias: bool = False,
+                 **kwargs):
         super().__init__(**kwargs)
         if output_dim < 1:
             raise ValueError(f"LinearImageEncoder: output_dim must be >= 1, got {output_dim}.")
         self.output_dim, self.normalize, self.use_bias = int(output_dim), bool(normalize), bool(use_bias)
+        self.torch_bias = bool(torch_bias)
         self.dense = keras.layers.Dense(self.output_dim, use_bias=self.use_bias, dtype=self.dtype_policy,
                                         name="W")
 
     def build(self, input_shape):
+        if self.torch_bias:  # the fan-in is known only now
+            self.dense.bias_initializer = fan_in_uniform(int(input_shape[-1]))
         self.dense.build(input_shape)
         self.built = True
 
@@ -60,7 +69,8 @@ class LinearImageEncoder(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(output_dim=self.output_dim, normalize=self.normalize, use_bias=self.use_bias)
+        config.update(output_dim=self.output_dim, normalize=self.normalize, use_bias=self.use_bias,
+                      torch_bias=self.torch_bias)
         return config
 
 

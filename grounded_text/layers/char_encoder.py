@@ -14,9 +14,16 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from grounded_text.layers.fused_rnn import bidirectional_gru, can_fuse
-from grounded_text.layers.pooling import ScalarAttentionPooling, VectorAttentionPooling, masked_max, masked_mean
+from grounded_text.layers.pooling import (
+    WEIGHT_INITS,
+    ScalarAttentionPooling,
+    VectorAttentionPooling,
+    masked_max,
+    masked_mean,
+)
 from grounded_text.layers.rnn_encoder import CELLS
 from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
+from grounded_text.layers.torch_init import rnn_initializers
 
 # "attention" is Merkx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
 CHAR_POOLINGS = ("attention", "scalar_attention", "max", "mean")
@@ -221,6 +228,12 @@ class CharacterEncoder(keras.layers.Layer):
         U(-0.05, 0.05)) or ``"normal"``: N(0, 1), PyTorch's ``nn.Embedding`` default, as the
         authors' code initialises its character embeddings (``encoders.py:21-23``). Their
         padding row is zero; ours is never read (id 0 is masked), so it is drawn like the others.
+      weight_init: how every other weight is drawn: ``"keras"`` (default: Glorot-uniform input
+        kernels, orthogonal recurrent kernels, zero biases, Glorot-uniform attention) or
+        ``"torch"``: PyTorch's defaults as the authors' code leaves them, every GRU weight and
+        bias U(−1/√units, 1/√units) (``nn.GRU``, ``encoders.py:24-26``) and the attention's as
+        their ``attention`` class draws them (``costum_layers.py:91-94``; see
+        ``VectorAttentionPooling``).
 
     Call args:
       ids: int [B, T] character ids, 0 = padding.
@@ -248,7 +261,7 @@ class CharacterEncoder(keras.layers.Layer):
                  cell: str = "gru", bidirectional: bool = True, pooling: str = "attention",
                  attention_units: int = 128, normalize: bool = True, attention_heads: int = 1,
                  attention_include_padding: bool = False, attention_diversity_margin: float | None = None,
-                 char_embedding_init: str = "uniform", **kwargs):
+                 char_embedding_init: str = "uniform", weight_init: str = "keras", **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"CharacterEncoder: cell must be one of {sorted(CELLS)}, got {cell!r}.")
@@ -263,17 +276,22 @@ class CharacterEncoder(keras.layers.Layer):
         if char_embedding_init not in CHAR_EMBEDDING_INITS:
             raise ValueError(f"CharacterEncoder: char_embedding_init must be one of {CHAR_EMBEDDING_INITS}, "
                              f"got {char_embedding_init!r}.")
+        if weight_init not in WEIGHT_INITS:
+            raise ValueError(f"CharacterEncoder: weight_init must be one of {WEIGHT_INITS}, got {weight_init!r}.")
         self.vocabulary_size, self.char_dim, self.units = int(vocabulary_size), int(char_dim), int(units)
         self.num_layers, self.cell, self.bidirectional = int(num_layers), cell, bool(bidirectional)
         self.pooling, self.attention_units, self.normalize = pooling, int(attention_units), bool(normalize)
-        self.char_embedding_init = char_embedding_init
+        self.char_embedding_init, self.weight_init = char_embedding_init, weight_init
         initializer = "uniform" if char_embedding_init == "uniform" else \
             keras.initializers.RandomNormal(mean=0.0, stddev=1.0)
         self.embedding = keras.layers.Embedding(self.vocabulary_size, self.char_dim, dtype=self.dtype_policy,
                                                 embeddings_initializer=initializer, name="char_embedding")
         self.rnns = []
         for i in range(self.num_layers):
-            rnn = CELLS[cell](self.units, return_sequences=True, dtype=self.dtype_policy, name=f"{cell}_{i}")
+            torch_law = {} if weight_init == "keras" else {
+                **rnn_initializers(self.units), **({"unit_forget_bias": False} if cell == "lstm" else {})}
+            rnn = CELLS[cell](self.units, return_sequences=True, dtype=self.dtype_policy, name=f"{cell}_{i}",
+                              **torch_law)
             if self.bidirectional:
                 rnn = keras.layers.Bidirectional(rnn, dtype=self.dtype_policy, name=f"bi_{cell}_{i}")
             self.rnns.append(rnn)
@@ -285,7 +303,7 @@ class CharacterEncoder(keras.layers.Layer):
 
         def head(name):
             return attention_cls(self.attention_units, include_padding=self.attention_include_padding,
-                                 dtype=self.dtype_policy, name=name)
+                                 weight_init=weight_init, dtype=self.dtype_policy, name=name)
 
         self.attention = head("attention") if attention_cls is not None else None
         # Heads 2.. (none by default, so a one-head encoder keeps its weight layout).
@@ -362,5 +380,5 @@ class CharacterEncoder(keras.layers.Layer):
                       pooling=self.pooling, attention_units=self.attention_units, normalize=self.normalize,
                       attention_heads=self.attention_heads, attention_include_padding=self.attention_include_padding,
                       attention_diversity_margin=self.attention_diversity_margin,
-                      char_embedding_init=self.char_embedding_init)
+                      char_embedding_init=self.char_embedding_init, weight_init=self.weight_init)
         return config

@@ -13,6 +13,12 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers.torch_init import fan_in_uniform
+
+#: How an attention pooling's (and the character encoder's) weights are drawn: Keras' defaults,
+#: or PyTorch's as the authors' code of Merkx & Frank leaves them.
+WEIGHT_INITS = ("keras", "torch")
+
 
 def masked_mean(h, mask):
     """Mean of ``h`` [B, T, H] over the steps where ``mask`` [B, T] is True.
@@ -76,14 +82,23 @@ class _AttentionPoolingBase(keras.layers.Layer):
     pads the GRU output with zeros, ``pad_packed_sequence``, and ``costum_layers.py:95,98``
     takes ``nn.Softmax(dim = 1)`` over all T steps without a mask). The padded steps then
     take weight from the real ones, so a sentence's vector depends on the longest sentence
-    of its batch. Default ``False`` (the exact masked softmax)."""
+    of its batch. Default ``False`` (the exact masked softmax).
 
-    def __init__(self, units: int = 128, include_padding: bool = False, **kwargs):
+    ``weight_init="torch"`` draws W, V and their biases as the authors' ``attention`` class
+    leaves them (``costum_layers.py:91-94``): W orthogonal (``nn.init.orthogonal``, applied
+    twice to W and never to V), its bias and V and V's bias ``nn.Linear``'s default,
+    U(−1/√fan_in, 1/√fan_in) (``grounded_text.layers.torch_init``). Default ``"keras"``:
+    Glorot-uniform kernels, zero biases."""
+
+    def __init__(self, units: int = 128, include_padding: bool = False, weight_init: str = "keras", **kwargs):
         super().__init__(**kwargs)
         if units < 1:
             raise ValueError(f"{type(self).__name__}: units must be >= 1, got {units}.")
+        if weight_init not in WEIGHT_INITS:
+            raise ValueError(f"{type(self).__name__}: weight_init must be one of {WEIGHT_INITS}, got {weight_init!r}.")
         self.units = int(units)
         self.include_padding = bool(include_padding)
+        self.weight_init = weight_init
         self.supports_masking = True  # the mask is an explicit call argument
         self.hidden = keras.layers.Dense(self.units, activation="tanh", dtype=self.dtype_policy, name="W")
         self.score = None
@@ -92,8 +107,15 @@ class _AttentionPoolingBase(keras.layers.Layer):
         raise NotImplementedError
 
     def build(self, h_shape, mask_shape=None):
+        features = int(h_shape[-1])
+        score_init = {}
+        if self.weight_init == "torch":  # W's fan-in is known only now
+            self.hidden.kernel_initializer = keras.initializers.Orthogonal()
+            self.hidden.bias_initializer = fan_in_uniform(features)
+            score_init = {"kernel_initializer": fan_in_uniform(self.units),
+                          "bias_initializer": fan_in_uniform(self.units)}
         self.hidden.build(h_shape)
-        self.score = keras.layers.Dense(self._score_width(int(h_shape[-1])), dtype=self.dtype_policy, name="V")
+        self.score = keras.layers.Dense(self._score_width(features), dtype=self.dtype_policy, name="V", **score_init)
         self.score.build(tuple(h_shape[:-1]) + (self.units,))
         self.built = True
 
@@ -128,7 +150,7 @@ class _AttentionPoolingBase(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(units=self.units, include_padding=self.include_padding)
+        config.update(units=self.units, include_padding=self.include_padding, weight_init=self.weight_init)
         return config
 
 

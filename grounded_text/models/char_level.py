@@ -23,7 +23,8 @@ from grounded_text.models.components import TRIPLET_KEYS, character_preprocessor
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
 CHAR_KEYS = ("char_dim", "units", "num_layers", "cell", "bidirectional", "pooling", "attention_units", "max_chars",
-             "attention_heads", "attention_include_padding", "attention_diversity_margin", "char_embedding_init")
+             "attention_heads", "attention_include_padding", "attention_diversity_margin", "char_embedding_init",
+             "weight_init")
 
 
 def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
@@ -51,7 +52,10 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
     ``attention_loss``, ``costum_loss.py:72-94``, added to the hinge by ``char_net.py:117`` /
     ``trainer.py:116-117``; it reaches the training loss through the encoder's ``add_loss``)
     and ``char_embedding_init`` (``"normal"``: N(0, 1), PyTorch's ``nn.Embedding`` default,
-    ``encoders.py:21-23``). Loss parameters of ``"triplet"``: ``margin``,
+    ``encoders.py:21-23``) and ``weight_init`` (``"torch"``: every other weight as their code
+    leaves it, PyTorch's defaults: ``nn.GRU``'s U(±1/√units), their attention's orthogonal W,
+    ``costum_layers.py:91-94``, and the image branch's ``nn.Linear`` bias U(±1/√d) beside its
+    Xavier-uniform weight, ``encoders.py:52-53``). Loss parameters of ``"triplet"``: ``margin``,
     ``direction_weight``, ``negatives`` (and ``k`` with the hardest negatives), ``reduction``
     (``"mean_matrix"``: their ``cost.mean()``, ``costum_loss.py:39``).
 
@@ -79,9 +83,11 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
                                pooling=p["pooling"], attention_units=p["attention_units"], attention_heads=heads,
                                attention_include_padding=p["attention_include_padding"],
                                attention_diversity_margin=p["attention_diversity_margin"],
-                               char_embedding_init=p["char_embedding_init"], name="char_encoder")
+                               char_embedding_init=p["char_embedding_init"], weight_init=p["weight_init"],
+                               name="char_encoder")
     text_tower = keras.Model(sentences, encoder(preprocessor(sentences)), name="text_tower")
     features = keras.Input(shape=(feature_dim,), dtype="float32", name="image_features")
     image_tower = keras.Model(features, LinearImageEncoder(encoder.output_dim, normalize=True,
+                                                           torch_bias=p["weight_init"] == "torch",
                                                            name="image_projection")(features), name="image_tower")
     return assemble(text_tower, image_tower, family_loss(model, "triplet", TRIPLET_KEYS, seed))

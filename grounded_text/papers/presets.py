@@ -324,7 +324,8 @@ _PRESETS = [
                       "encoder": {"char_dim": 20, "units": 1024, "num_layers": 1, "cell": "gru",
                                   "bidirectional": True, "pooling": "attention", "attention_units": 128,
                                   "max_chars": None, "attention_heads": 1, "attention_include_padding": False,
-                                  "attention_diversity_margin": None, "char_embedding_init": "normal"}},
+                                  "attention_diversity_margin": None, "char_embedding_init": "normal",
+                                  "weight_init": "keras"}},
             "train": {"epochs": 32, "learning_rate": 1e-3, "lr_min": 1e-6, "schedule": "cyclic_cosine",
                       "cycle_epochs": 4, "snapshots": True, "ensemble_size": 2, "select_on": "dev_retrieval"},
         },
@@ -370,6 +371,11 @@ _PRESETS = [
                                                  "from N(0, 1), nn.Embedding's default (caption2image 8a4dc2c, "
                                                  "encoders.py:21-23), and so do we (Keras' default U(-0.05, 0.05) "
                                                  "learnt far more slowly: the caption gap's char_init_normal arm)",
+            "model.encoder.weight_init": "not stated; ours: Keras' initialisers for the GRU (Glorot input, "
+                                         "orthogonal recurrent kernels, zero biases), the attention and the image "
+                                         "bias; the authors' code leaves PyTorch's defaults (nn.GRU's U(±1/√n), an "
+                                         "orthogonal attention W: caption2image 8a4dc2c, encoders.py:24-26, "
+                                         "costum_layers.py:91-94), which the caption gap's torch_init arm measures",
             "text.sentence_end": "not stated; the authors' code appends ' .' to every training caption that "
                                  "does not end in '.' (caption2image 8a4dc2c, preprocessing/text_features.py:"
                                  "28-29), and so do we: at n = 512, one cycle, it raised SICK-R by 0.011 "

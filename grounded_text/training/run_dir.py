@@ -215,14 +215,23 @@ def holds_run(out: Path) -> bool:
     return out.is_dir() and any((out / name).exists() for name in RUN_ENTRIES)
 
 
-def _config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
-    keys = sorted(set(old) | set(new))
+# Config fields added after runs were made, with the value that every earlier run had: a run
+# whose stored config lacks one of them ran with that value, so it is still the same config
+# (an interrupted run resumes, a finished one is reused).
+FIELDS_ADDED_AT = {"model.encoder.weight_init": "keras"}
+
+
+def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """``["section.field: old → new", ...]`` of two config dicts (nested dicts compared key by
+    key); a field of ``FIELDS_ADDED_AT`` that ``old`` lacks and ``new`` holds at its value there
+    is no difference."""
     out = []
-    for k in keys:
-        a, b = old.get(k), new.get(k)
+    for k in sorted(set(old or {}) | set(new or {})):
+        a, b = (old or {}).get(k), (new or {}).get(k)
         if isinstance(a, dict) and isinstance(b, dict):
-            out += _config_diff(a, b, f"{prefix}{k}.")
-        elif a != b:
+            out += config_diff(a, b, f"{prefix}{k}.")
+        elif a != b and not (k not in (old or {}) and f"{prefix}{k}" in FIELDS_ADDED_AT
+                             and b == FIELDS_ADDED_AT[f"{prefix}{k}"]):
             out.append(f"{prefix}{k}: {a!r} → {b!r}")
     return out
 
@@ -280,7 +289,7 @@ def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: boo
         raise RunDirError(f"--resume: {str(out)!r} holds {_describe(state)}: nothing left to do; pass --overwrite "
                           "to train it again.")
     check_state_paths(out, state)
-    diff = _config_diff(_plain(state["config"]), _plain(config))
+    diff = config_diff(_plain(state["config"]), _plain(config))
     if diff:
         raise RunDirError(f"--resume: the config differs from the interrupted run's ({'; '.join(diff)}); pass the "
                           f"same flags as that run (its config is in {out / RUN_STATE}).")
