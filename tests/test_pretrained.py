@@ -48,6 +48,31 @@ def test_each_shipped_model_has_its_record_card_and_fits_the_budget(name):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_model_was_trained_by_its_recipe(name):
+    """The card's command is the recipe's: the shipped config is what that command resolves to."""
+    from grounded_text.experiments.shipped import recipe_config
+    from grounded_text.pretrained import MODEL_FILE, PRETRAINED_DIR
+    from grounded_text.training.run_dir import config_diff
+
+    record = json.loads((PRETRAINED_DIR / name / MODEL_FILE).read_text())
+    assert config_diff(record["config"], recipe_config(name)) == []
+
+
+def test_from_run_refuses_a_run_the_recipe_did_not_make(tmp_path, capsys):
+    from grounded_text.experiments.shipped import main, recipe_config
+
+    name = "char_gru_attention_flickr8k"
+    assert main([name, "--data-dir", str(tmp_path), "--from-run", str(tmp_path)]) == 2
+    assert "error: --from-run:" in capsys.readouterr().err  # no metrics.json: no finished run
+    config = recipe_config(name)
+    config["train"]["seed"] = 7
+    (tmp_path / "metrics.json").write_text(json.dumps({"config": config}))
+    assert main([name, "--data-dir", str(tmp_path), "--from-run", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --from-run:") and "train.seed: 7 → 0" in err and "--model char_gru_attention_512" in err
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_load_by_name_encodes(name):
     enc = gt.load(name)
     emb = enc.encode(["a dog runs", ""])

@@ -307,19 +307,55 @@ def _card(name: str, record: dict) -> str:
     ])
 
 
+def recipe_config(name: str) -> dict:
+    """The resolved config (as stored in a run's ``metrics.json``) of recipe ``name``'s command."""
+    from grounded_text.experiments.runner import plain
+    from grounded_text.papers.resolve import resolve_config
+    from grounded_text.train import config_from_args, parse_args
+
+    args = parse_args(["--output-dir", "unused", *RECIPES[name].train_args])
+    return plain(resolve_config(config_from_args(args)).to_dict())
+
+
+def check_run(name: str, run_dir: str | Path) -> dict:
+    """``run_dir``'s ``metrics.json``, after checking that it is a finished run of recipe
+    ``name``'s command: a model is shipped with its recipe's command on its card, so a run of
+    any other config is refused.
+
+    Raises:
+      FileNotFoundError: no ``metrics.json`` (no finished run). ValueError: another config
+      (the fields that differ, named).
+    """
+    from grounded_text.training.run_dir import config_diff
+
+    path = Path(run_dir) / "metrics.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir} holds no finished run (no metrics.json).")
+    metrics = json.loads(path.read_text())
+    diff = config_diff(metrics.get("config") or {}, recipe_config(name))
+    if diff:
+        raise ValueError(f"{run_dir} was not trained by {name}'s recipe ({'; '.join(diff[:8])}"
+                         f"{'; ...' if len(diff) > 8 else ''}); its command: {training_command(name)}")
+    return metrics
+
+
 def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None, work_dir: str | Path = "runs",
           log=print) -> dict:
     """Makes ``grounded_text/pretrained/<name>/`` from a run of the recipe (trained here
-    unless ``run_dir`` is given). Returns the record written to ``model.json``.
+    unless ``run_dir`` is given, which must be a finished run of the recipe's command:
+    ``check_run``). Returns the record written to ``model.json``.
 
     Raises:
       KeyError: an unknown name. RuntimeError: the training failed, or the model is over
-      ``MAX_BYTES``. FileNotFoundError: the run lacks an export.
+      ``MAX_BYTES``. FileNotFoundError: the run lacks an export or ``metrics.json``.
+      ValueError: ``run_dir`` holds a run of another config.
     """
     from grounded_text.serving.encoder import load
 
     recipe = RECIPES[name]
     data_dir = Path(data_dir)
+    if run_dir is not None:
+        check_run(name, run_dir)
     if run_dir is None:
         run_dir = Path(work_dir) / name
         command = [sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), "--output-dir",
@@ -416,6 +452,12 @@ def main(argv=None) -> int:
         p.error(f"unknown model(s) {unknown}; choose from {', '.join(RECIPES)}")
     if a.from_run and len(a.names) != 1:
         p.error("--from-run takes exactly one NAME")
+    if a.from_run:
+        try:
+            check_run(a.names[0], a.from_run)
+        except (FileNotFoundError, ValueError) as e:
+            print(f"error: --from-run: {e}", file=sys.stderr)
+            return 2
     for name in a.names:
         build(name, data_dir, run_dir=a.from_run, work_dir=a.work_dir)
     return 0
