@@ -384,7 +384,11 @@ def paired_report(name: str, study: Study, out: Path, rows, data_dir) -> str:
     names = [run_dir_name(r) for r, _ in rows]
     rescored = [r for r in study.rescored if r.run in names]
     arms, predictions = score_arms(out, names, data_dir, rescored)
-    baseline = run_dir_name(study.rows[0][0])
+    # The tables name each arm as its study does (a folder name keeps "+" out of paths).
+    row_of = {run_dir_name(r): r for r, _ in rows}
+    arms = {row_of.get(k, k): v for k, v in arms.items()}
+    predictions = {row_of.get(k, k): v for k, v in predictions.items()}
+    baseline = study.rows[0][0]
     title = (f"{study.title}. Test: STS (cosine, Pearson r, Fisher-z 95 % intervals) and Flickr8k test retrieval "
              "(1,000 images, 5,000 captions; R@K % with 95 % intervals by a bootstrap over images). Paired tests "
              f"against `{baseline}` on the same pairs: Williams' test per STS set, a paired bootstrap over images "

@@ -50,12 +50,17 @@ def test_each_shipped_model_has_its_record_card_and_fits_the_budget(name):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_each_shipped_model_was_trained_by_its_recipe(name):
     """The card's command is the recipe's: the shipped config is what that command resolves to."""
-    from grounded_text.experiments.shipped import recipe_config
+    from grounded_text.experiments.shipped import recipe_config, selection_sentence
     from grounded_text.pretrained import MODEL_FILE, PRETRAINED_DIR
     from grounded_text.training.run_dir import config_diff
 
     record = json.loads((PRETRAINED_DIR / name / MODEL_FILE).read_text())
     assert config_diff(record["config"], recipe_config(name)) == []
+    # The card says what chose the epoch: STS16 only where it did.
+    card = (pretrained.export_dir(name) / "model_card.md").read_text()
+    select_on = record["config"]["train"]["select_on"]
+    assert selection_sentence(select_on) in card
+    assert ("STS16 chose the epoch" in card) == (select_on == "avg2016")
 
 
 def test_from_run_refuses_a_run_the_recipe_did_not_make(tmp_path, capsys):
@@ -81,9 +86,11 @@ def test_load_by_name_encodes(name):
     assert np.isfinite(emb).all()
     norms = np.linalg.norm(emb, axis=1)
     assert norms[0] == pytest.approx(1.0, abs=1e-4)
-    # The empty sentence: unit norm where the tower adds sentence boundaries (bag of words), the
-    # documented zero vector where nothing is left to read (the character model).
-    assert norms[1] == pytest.approx(0.0 if name.startswith("char_") else 1.0, abs=1e-4)
+    # The empty sentence: unit norm where the tower adds sentence boundaries (bag of words) or the
+    # model's sentence-end rule gives it a "." to read (a character model trained on " ."-ended
+    # captions); the documented zero vector where nothing is left to read.
+    empty_reads_nothing = name.startswith("char_") and enc.sentence_end == "none"
+    assert norms[1] == pytest.approx(0.0 if empty_reads_nothing else 1.0, abs=1e-4)
     assert enc.handle == str(pretrained.export_dir(name))
 
 
