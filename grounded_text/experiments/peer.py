@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--name", default=None, help="the peer's name in the table (default: the file's stem)")
     a = p.parse_args(argv)
-    from grounded_text.ablation import data_dir_of
+    from grounded_text.data.paths import resolve_data_dir
     from grounded_text.experiments.arms import score_arms
     from grounded_text.experiments.comparison import paired_retrieval, paired_sts
     from grounded_text.experiments.runner import read_metrics
@@ -158,12 +158,13 @@ def main(argv=None) -> int:
     name = a.name or a.peer.name.split(".")[0]
     try:
         peer = read_peer(a.peer)
-        arms, predictions = score_arms(a.arms_dir, a.against, data_dir_of(a.data_dir))
+        data_dir = resolve_data_dir(a.data_dir)
+        arms, predictions = score_arms(a.arms_dir, a.against, data_dir)
         absent = [x for x in a.against if x not in arms]
         if absent:
             raise ValueError(f"--against: no finished run {absent} under {a.arms_dir}")
         metrics = read_metrics(a.arms_dir / arms[a.against[0]]["run"])
-        pairs = TestData(data_dir_of(a.data_dir)).test_pairs(metrics["config"]["data"], None)
+        pairs = TestData(data_dir).test_pairs(metrics["config"]["data"], None)
         prediction = peer_prediction(peer, pairs)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
