@@ -57,13 +57,23 @@ def train_retrieval(encoder, image_encoder, pairs) -> dict:
       over images (``stats.cluster_bootstrap_ci``: an image's captions are drawn together).
     """
     from grounded_text.evaluation.retrieval import caption_to_image_ranks, cosine_matrix, images_of_pairs
-    from grounded_text.evaluation.stats import cluster_bootstrap_ci
 
     images, groups, features = images_of_pairs(pairs)
     ranks = caption_to_image_ranks(cosine_matrix(encoder(pairs.captions.tolist()), image_encoder(features)), groups)
-    out: dict = {"images": len(images), "captions": int(len(ranks))}
-    for k in (1, 5, 10):
-        hits = 100.0 * (ranks <= k)
+    return {"images": len(images), "captions": int(len(ranks)), **recalls_with_intervals(ranks, groups)}
+
+
+def recalls_with_intervals(ranks, groups, ks=(1, 5, 10)) -> dict:
+    """``{"R@k": {"value": %, "ci": [lo, hi]}}`` of 1-based caption→image ``ranks`` [m], the 95 %
+    intervals by a bootstrap over the captions' images ``groups`` [m]
+    (``stats.cluster_bootstrap_ci``: an image's captions are drawn together)."""
+    import numpy as np
+
+    from grounded_text.evaluation.stats import cluster_bootstrap_ci
+
+    out = {}
+    for k in ks:
+        hits = 100.0 * (np.asarray(ranks) <= k)
         lo, hi = cluster_bootstrap_ci(hits, groups)
         out[f"R@{k}"] = {"value": float(hits.mean()), "ci": [float(lo), float(hi)]}
     return out

@@ -73,23 +73,20 @@ def peer_prediction(peer: dict, pairs) -> dict:
         images_of_pairs,
     )
 
-    slots: dict = {}
+    slots: dict = {}  # (image, caption) → the peer's (row, slot)s not yet taken, first last
     for i, name in enumerate(peer["image_names"].tolist()):
         for j, caption in enumerate(peer["raw_captions"][i].tolist()):
-            slots.setdefault((name, caption), []).append((i, j))
+            slots.setdefault((name, caption), []).insert(0, (i, j))
     images, groups, _ = images_of_pairs(pairs)
     row = {name: i for i, name in enumerate(peer["image_names"].tolist())}
     missing_images = [x for x in images if x not in row]
     if missing_images:
         raise ValueError(f"the peer embedded none of {len(missing_images)} test images, e.g. {missing_images[:3]}")
-    taken: dict = {}
     captions = []
     for image, caption in zip(pairs.image_ids.tolist(), pairs.captions.tolist()):
-        key = (image, caption)
-        if key not in slots or taken.get(key, 0) >= len(slots[key]):
+        if not slots.get((image, caption)):
             raise ValueError(f"the peer did not embed the caption {caption!r} of {image}.")
-        i, j = slots[key][taken.get(key, 0)]
-        taken[key] = taken.get(key, 0) + 1
+        i, j = slots[(image, caption)].pop()
         captions.append(peer["caption_embeddings"][i, j])
     sims = cosine_matrix(np.stack(captions), peer["image_embeddings"][[row[x] for x in images]])
     return {"sts": {MSRVID: np.asarray(peer["msrvid_scores"], float)},
@@ -104,14 +101,13 @@ def figures(prediction: dict) -> dict:
     interval (Fisher z; a bootstrap over images, ``stats.cluster_bootstrap_ci``):
     ``{label: {"value", "ci"}}``."""
     from grounded_text.evaluation.stats import cluster_bootstrap_ci, pearson_ci
+    from grounded_text.experiments.arms import recalls_with_intervals
 
     scores, gold = prediction["sts"][MSRVID], prediction["gold"][MSRVID]
     r = float(np.corrcoef(scores, gold)[0, 1])
     out = {"MSRvid r": {"value": r, "ci": list(pearson_ci(r, len(gold)))}}
     ranks, groups = prediction["ranks"]["caption_to_image"], prediction["groups"]["caption_to_image"]
-    for k in (1, 5, 10):
-        hits = 100.0 * (ranks <= k)
-        out[f"caption→image R@{k}"] = {"value": float(hits.mean()), "ci": list(cluster_bootstrap_ci(hits, groups))}
+    out.update({f"caption→image {k}": v for k, v in recalls_with_intervals(ranks, groups).items()})
     out["caption→image medr"] = {"value": float(np.median(ranks)),
                                  "ci": list(cluster_bootstrap_ci(ranks.astype(float), groups, np.median))}
     return out
