@@ -78,6 +78,33 @@ def test_from_run_refuses_a_run_the_recipe_did_not_make(tmp_path, capsys):
     assert "--model char_gru_attention_512" in err  # the command that makes the run it wants
 
 
+def test_as_run_writes_a_study_arm_of_the_shipped_model_and_never_overwrites(tmp_path, capsys):
+    from grounded_text.ablation import CAPTION_GAP_ON_RECORD
+    from grounded_text.experiments.runner import finished, plain, run_config
+    from grounded_text.experiments.shipped import main
+    from grounded_text.reporting.figures import FIGURES as TABLE_FIGURES
+    from grounded_text.training.run_dir import config_diff
+
+    name, run = "char_gru_attention_flickr8k", tmp_path / "record_s0"
+    assert main([name, "--as-run", str(run)]) == 0
+    record = json.loads((pretrained.PRETRAINED_DIR / name / pretrained.MODEL_FILE).read_text())
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert finished(run) and "shipped model" in metrics["assembled_from"]
+    for part in ("export", "image_export"):
+        assert (run / part / "saved_model.pb").read_bytes() == (
+            pretrained.PRETRAINED_DIR / name / part / "saved_model.pb").read_bytes()
+    # The study's baseline row is this model's config: the runner would reuse the folder.
+    study_config = plain(CAPTION_GAP_ON_RECORD.plan("record_s0").config().to_dict())
+    assert config_diff(run_config(run), study_config) == []
+    # The ablation table reads the card's figures.
+    assert TABLE_FIGURES["trainer_sts12_msrvid"].read(metrics) == record["figures"]["STS12 MSRvid"]["value"]
+    assert TABLE_FIGURES["trainer_sick_test"].with_interval(metrics)[1:] == tuple(
+        v * 1.0 for v in record["figures"]["SICK test"]["ci95"])
+    before = (run / "metrics.json").read_bytes()
+    assert main([name, "--as-run", str(run)]) == 2
+    assert capsys.readouterr().err.startswith("error: --as-run:") and (run / "metrics.json").read_bytes() == before
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_load_by_name_encodes(name):
     enc = gt.load(name)

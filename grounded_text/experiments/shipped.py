@@ -5,6 +5,7 @@
     python -m grounded_text.experiments.shipped vete_bow_flickr8k --data-dir "$GROUNDED_TEXT_DATA"
     python -m grounded_text.experiments.shipped vete_bow_flickr8k --data-dir DATA --from-run runs/vete_bow
     python -m grounded_text.experiments.shipped --list
+    python -m grounded_text.experiments.shipped char_gru_attention_flickr8k --as-run runs/STUDY/record_s0
 
 For each name in ``RECIPES`` it runs the recipe's training command (``grounded-text train``
 with the recipe's flags; ``--from-run RUN`` takes a finished run of that command instead),
@@ -436,6 +437,62 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
     return record
 
 
+def as_run(name: str, run_dir: str | Path) -> Path:
+    """Writes a run folder of shipped model ``name`` (its ``export/`` and ``image_export/``,
+    and a ``metrics.json`` made from its ``model.json``: config, best epoch, parameters and STS
+    figures), so that a study (``python -m grounded_text.ablation ... --paired``) can score it as
+    an arm without training it again. The folder's ``metrics.json`` says where it came from
+    (``"assembled_from"``); it has no per-epoch history and no fit time, which the card does not
+    keep. A shipped int8 image tower (``Recipe.image_weights``) is what the arm's retrieval
+    figures then use.
+
+    Returns:
+      ``run_dir``.
+
+    Raises:
+      KeyError: an unknown name. FileNotFoundError: the model is not in the package.
+      FileExistsError: ``run_dir`` already holds a ``metrics.json`` (never overwritten).
+    """
+    RECIPES[name]  # KeyError for an unknown name
+    source = PRETRAINED_DIR / name
+    if not (source / MODEL_FILE).is_file():
+        raise FileNotFoundError(f"{source} holds no shipped model ({MODEL_FILE} missing).")
+    run_dir = Path(run_dir)
+    if (run_dir / "metrics.json").exists():
+        raise FileExistsError(f"{run_dir} already holds a run (metrics.json); choose another folder.")
+    record = json.loads((source / MODEL_FILE).read_text())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for part in ("export", "image_export"):
+        if (source / part).is_dir():
+            shutil.rmtree(run_dir / part, ignore_errors=True)
+            shutil.copytree(source / part, run_dir / part)
+    figures = record["figures"]
+    headline = {"STS12/MSRvid pearson": figures["STS12 MSRvid"]["value"],
+                "STS16 mean pearson (avg2016)": figures["STS16 mean"]["value"],
+                "STS-B test pearson": figures["STS-B test"]["value"],
+                "SICK test pearson": figures["SICK test"]["value"]}
+    sts = {"STS12": {"subsets": {"MSRvid": {"pearson": figures["STS12 MSRvid"]["value"],
+                                            "pearson_ci95": figures["STS12 MSRvid"]["ci95"]}}},
+           "STSBenchmark": {"test": {"pearson": figures["STS-B test"]["value"],
+                                     "pearson_ci95": figures["STS-B test"]["ci95"]}},
+           "SICK": {"test": {"pearson": figures["SICK test"]["value"], "pearson_ci95": figures["SICK test"]["ci95"]}}}
+    metrics = {
+        "assembled_from": f"the shipped model {name} (its exports and model.json; image weights "
+                          f"{record['image_weights']['weights']}), not a training run of this folder",
+        "config": record["config"],
+        "data": {"feature_dim": record["image_dims"]},
+        "selection": {"best_epoch": record["best_epoch"]},
+        "parameters": {"text_tower": record["parameters"]},
+        "timing_seconds": {"fit": None},
+        "history": {},
+        "evaluation": {"headline": headline, "sts": sts},
+    }
+    from grounded_text.utils.durable import atomic_write
+
+    atomic_write(run_dir / "metrics.json", lambda f: f.write((json.dumps(metrics, indent=2) + "\n").encode()))
+    return run_dir
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m grounded_text.experiments.shipped",
                                 description=__doc__.split("\n\n")[0])
@@ -445,7 +502,19 @@ def main(argv=None) -> int:
                                                                   "(one NAME only)")
     p.add_argument("--work-dir", default="runs", help="where the training runs go (default: runs)")
     p.add_argument("--list", action="store_true", help="print each recipe's training command, then exit")
+    p.add_argument("--as-run", default=None, metavar="DIR",
+                   help="write the shipped model NAME as a run folder DIR (exports and metrics.json from its card), "
+                        "for a study to score it as an arm; trains nothing")
     a = p.parse_args(argv)
+    if a.as_run:
+        if len(a.names) != 1 or a.names[0] not in RECIPES:
+            p.error(f"--as-run takes exactly one NAME of {', '.join(RECIPES)}")
+        try:
+            print(as_run(a.names[0], a.as_run))
+        except (FileNotFoundError, FileExistsError) as e:
+            print(f"error: --as-run: {e}", file=sys.stderr)
+            return 2
+        return 0
     if a.list or not a.names:
         for name in RECIPES:
             print(f"{name}: {training_command(name)}")
