@@ -204,9 +204,10 @@ CAPTION_GAP = Study(
         ("distinct_images", _seeded(0, {"data.sampler": "distinct_images"})),
         ("base_s2", _seeded(2)),
         # Their thresholds (0.05 caption, 0.0025 image) act on their hinge averaged over the B × B
-        # matrix; ours is summed, B² = 1,024 times larger, so the same clipping is the thresholds
-        # × B² here (Adam's step does not depend on the loss's scale, up to its ε). Clipping at
-        # 0.05 on the summed hinge would clip 1,024 times harder than they do.
+        # matrix; ours is summed, B² = 1,024 times larger, so the thresholds × B² clip exactly
+        # when theirs do, and Adam's step does not depend on the loss's scale, up to its ε
+        # (tests/test_caption2image_options.py). Their thresholds on the summed hinge would clip
+        # every step, also where theirs would not bind.
         ("clip_per_tower", _seeded(0, {"train.clip_norm_text": 0.05 * 32**2, "train.clip_norm_image": 0.0025 * 32**2})),
         ("char_init_normal", _seeded(0, {"model.encoder.char_embedding_init": "normal"})),
         ("features_mobilenet", _seeded(0, {"data.features": "mobilenet_v1_075"})),

@@ -383,6 +383,52 @@ def test_their_clipped_step_on_the_golden_fixture():
     assert worst > 100 * golden.PARAM_TOL
 
 
+def test_their_thresholds_times_b_squared_on_the_summed_hinge_give_their_step():
+    """Clipping our summed hinge at their thresholds × B² (the clip_per_tower arm) binds exactly
+    when theirs does: their hinge is the sum ÷ B² (``cost.mean()``). The clipped gradient is then
+    B² times theirs, and Adam's step m / (√v + ε) does not depend on that scale except through
+    ε: with ε × B² too it is their step. With Keras' ε unchanged the step differs where a
+    gradient is near their ε (their tiny clipped gradients are damped by it; ours are not).
+    Their thresholds themselves on our sum give their step wherever both clip (a clipped
+    gradient has the threshold's norm whatever the loss's scale), but clip where theirs would
+    not. One-head fixture (no attention loss, which the B² would not scale), Adam at lr_max."""
+    import tensorflow as tf
+
+    sys.path.insert(0, str(REPO / "tests"))
+    import test_golden_caption2image as golden
+
+    from grounded_text.training.clipping import TowerClippedAdam
+
+    fx = golden.load("char_gru_1head")
+    b = len(fx["batch0.captions"])
+    beta_1, beta_2 = (float(x) for x in fx["adam.betas"])
+    their_eps = float(fx["adam.eps"]) * math.sqrt(1.0 - beta_2)  # Keras' ε at step 1 (golden test)
+
+    def worst(reduction, clip_scale, eps_scale):
+        pre, enc, img, variables = golden.build_ours(fx)
+        unique = {v.path: v for v, _, _ in variables.values()}
+        paths = list(unique)
+        with tf.GradientTape() as tape:
+            _, _, _, hinge, att = golden.forward(fx, 0, pre, enc, img, reduction=reduction)
+            loss = hinge + att
+        assert float(att) == 0.0
+        grads = tape.gradient(loss, [unique[p] for p in paths])
+        adam = TowerClippedAdam(learning_rate=float(fx["adam.lr_max"]), beta_1=beta_1, beta_2=beta_2,
+                                epsilon=their_eps * eps_scale)
+        adam.set_towers([(enc.trainable_variables, float(fx["clip.cap_max_norm"]) * clip_scale),
+                         (img.trainable_variables, float(fx["clip.img_max_norm"]) * clip_scale)])
+        adam.apply(grads, [unique[p] for p in paths])
+        after = golden.to_theirs(variables, {p: unique[p].numpy() for p in paths})
+        return max(np.abs(after[n] - fx[f"after_lr_max.{n}"]).max() for n in after if not n.endswith(".out.bias"))
+
+    assert worst("mean_matrix", 1.0, 1.0) < golden.PARAM_TOL  # their loss, their thresholds
+    assert worst("sum", b * b, b * b) < golden.PARAM_TOL
+    assert worst("sum", b * b, 1.0) > 10 * golden.PARAM_TOL  # ε: the one thing the scale changes
+    # Their thresholds on our sum: where both towers' clipping binds (here, and whenever their
+    # norms exceed them), the clipped gradient is theirs, ε included.
+    assert worst("sum", 1.0, 1.0) < golden.PARAM_TOL
+
+
 # --------------------------------------------------------------------------- the commands
 def _cli(module, args, timeout=900):
     from train_cli import env_for_subprocess
