@@ -93,8 +93,8 @@ def test_as_run_writes_a_study_arm_of_the_shipped_model_and_never_overwrites(tmp
     for part in ("export", "image_export"):
         assert (run / part / "saved_model.pb").read_bytes() == (
             pretrained.PRETRAINED_DIR / name / part / "saved_model.pb").read_bytes()
-    # The study's baseline row is this model's config: the runner would reuse the folder.
-    study_config = plain(CAPTION_GAP_ON_RECORD.plan("record_s0").config().to_dict())
+    # The shipped model is the study's clip_per_tower run: the runner would reuse the folder.
+    study_config = plain(CAPTION_GAP_ON_RECORD.plan("clip_per_tower").config().to_dict())
     assert config_diff(run_config(run), study_config) == []
     # The ablation table reads the card's figures.
     assert TABLE_FIGURES["trainer_sts12_msrvid"].read(metrics) == record["figures"]["STS12 MSRvid"]["value"]

@@ -5,7 +5,7 @@
     python -m grounded_text.experiments.shipped vete_bow_flickr8k --data-dir "$GROUNDED_TEXT_DATA"
     python -m grounded_text.experiments.shipped vete_bow_flickr8k --data-dir DATA --from-run runs/vete_bow
     python -m grounded_text.experiments.shipped --list
-    python -m grounded_text.experiments.shipped char_gru_attention_flickr8k --as-run runs/STUDY/record_s0
+    python -m grounded_text.experiments.shipped char_gru_attention_flickr8k --as-run runs/STUDY/RUN
 
 For each name in ``RECIPES`` it runs the recipe's training command (``grounded-text train``
 with the recipe's flags; ``--from-run RUN`` takes a finished run of that command instead),
@@ -75,12 +75,16 @@ RECIPES: dict[str, Recipe] = {
         licence=_FLICKR8K_TERMS),
     # The character-level model (Merkx & Frank 2019) at half the paper's width, one cycle of
     # its schedule, as the record trains it (N(0, 1) character embeddings, " ."-ended
-    # captions): build with --from-run on a finished run of this command.
+    # captions) and with each tower's gradient norm clipped as the authors' code clips it
+    # (their 0.05 / 0.0025 on their averaged hinge = 51.2 / 2.56 on our summed one at B = 32;
+    # the caption gap's clip_per_tower arm): build with --from-run on a finished run of this command.
     "char_gru_attention_flickr8k": Recipe(
-        train_args=("--model", "char_gru_attention_512", "--epochs", "4"),
+        train_args=("--model", "char_gru_attention_512", "--epochs", "4", "--clip-norm-text", "51.2",
+                    "--clip-norm-image", "2.56"),
         description="Character-level GRU with attention (Merkx & Frank 2019) at n = 512 on Flickr8k train, "
-                    "one cycle of the paper's cyclic schedule (4 epochs), N(0, 1) character embeddings and "
-                    "\" .\"-ended captions as the authors' code; EfficientNet-Lite0 image features",
+                    "one cycle of the paper's cyclic schedule (4 epochs), N(0, 1) character embeddings, "
+                    "\" .\"-ended captions and per-tower gradient clipping as the authors' code; EfficientNet-Lite0 "
+                    "image features",
         data="Flickr8k official train split (6,000 images x 5 captions), the data root's EfficientNet-Lite0 "
              "features (1280-d)",
         licence=_FLICKR8K_TERMS,
