@@ -519,7 +519,8 @@ def test_ablation_table_reads_metrics(tmp_path):
     assert "(not run)" in md[3] and md[3].count("|") == md[2].count("|")
 
 
-@pytest.mark.parametrize("study", ["losses", "snapshot_ensemble", "zoo"])
+@pytest.mark.parametrize("study", ["losses", "snapshot_ensemble", "zoo", "caption_gap", "caption_gap_record",
+                                   "caption_gap_on_record"])
 def test_every_ablation_row_is_a_valid_trainer_config(study):
     """Each row resolves through the trainer's checks, and sets what its name says."""
     from grounded_text import ablation
