@@ -335,16 +335,17 @@ def test_no_clip_norm_is_keras_adam():
         make_optimizer(1e-3, clip_norm_image=1.0)
 
 
-def _first_step_gradients(golden, fx):
-    """Our towers built from the fixture's weights, and the gradients of hinge + attention loss
-    on its first batch: ``(enc, img, variables, {path: variable}, paths, grads)``."""
+def _first_step_gradients(golden, fx, reduction="mean_matrix"):
+    """Our towers built from the fixture's weights, and the gradients of hinge (``reduction``)
+    + attention loss on its first batch: ``(enc, img, variables, {path: variable}, paths,
+    grads)``."""
     import tensorflow as tf
 
     pre, enc, img, variables = golden.build_ours(fx)
     unique = {v.path: v for v, _, _ in variables.values()}
     paths = list(unique)
     with tf.GradientTape() as tape:
-        _, _, _, hinge, att = golden.forward(fx, 0, pre, enc, img)
+        _, _, _, hinge, att = golden.forward(fx, 0, pre, enc, img, reduction=reduction)
         loss = hinge + att
     return enc, img, variables, unique, paths, tape.gradient(loss, [unique[p] for p in paths])
 
@@ -392,8 +393,6 @@ def test_their_thresholds_times_b_squared_on_the_summed_hinge_give_their_step():
     Their thresholds themselves on our sum give their step wherever both clip (a clipped
     gradient has the threshold's norm whatever the loss's scale), but clip where theirs would
     not. One-head fixture (no attention loss, which the B² would not scale), Adam at lr_max."""
-    import tensorflow as tf
-
     sys.path.insert(0, str(REPO / "tests"))
     import test_golden_caption2image as golden
 
@@ -404,15 +403,10 @@ def test_their_thresholds_times_b_squared_on_the_summed_hinge_give_their_step():
     beta_1, beta_2 = (float(x) for x in fx["adam.betas"])
     their_eps = float(fx["adam.eps"]) * math.sqrt(1.0 - beta_2)  # Keras' ε at step 1 (golden test)
 
+    assert int(fx["heads"]) == 1  # no attention loss
+
     def worst(reduction, clip_scale, eps_scale):
-        pre, enc, img, variables = golden.build_ours(fx)
-        unique = {v.path: v for v, _, _ in variables.values()}
-        paths = list(unique)
-        with tf.GradientTape() as tape:
-            _, _, _, hinge, att = golden.forward(fx, 0, pre, enc, img, reduction=reduction)
-            loss = hinge + att
-        assert float(att) == 0.0
-        grads = tape.gradient(loss, [unique[p] for p in paths])
+        enc, img, variables, unique, paths, grads = _first_step_gradients(golden, fx, reduction)
         adam = TowerClippedAdam(learning_rate=float(fx["adam.lr_max"]), beta_1=beta_1, beta_2=beta_2,
                                 epsilon=their_eps * eps_scale)
         adam.set_towers([(enc.trainable_variables, float(fx["clip.cap_max_norm"]) * clip_scale),

@@ -441,6 +441,14 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
     return record
 
 
+#: A card's figure → its key in the trainer's ``evaluation.headline`` and its node in
+#: ``evaluation.sts`` (``grounded_text.reporting.figures``' ``trainer_*`` figures read these).
+_CARD_IN_METRICS = (("STS12 MSRvid", "STS12/MSRvid pearson", ("STS12", "subsets", "MSRvid")),
+                    ("STS16 mean", "STS16 mean pearson (avg2016)", None),
+                    ("STS-B test", "STS-B test pearson", ("STSBenchmark", "test")),
+                    ("SICK test", "SICK test pearson", ("SICK", "test")))
+
+
 def as_run(name: str, run_dir: str | Path) -> Path:
     """Writes a run folder of shipped model ``name`` (its ``export/`` and ``image_export/``,
     and a ``metrics.json`` made from its ``model.json``: config, best epoch, parameters and STS
@@ -470,16 +478,14 @@ def as_run(name: str, run_dir: str | Path) -> Path:
         if (source / part).is_dir():
             shutil.rmtree(run_dir / part, ignore_errors=True)
             shutil.copytree(source / part, run_dir / part)
-    figures = record["figures"]
-    headline = {"STS12/MSRvid pearson": figures["STS12 MSRvid"]["value"],
-                "STS16 mean pearson (avg2016)": figures["STS16 mean"]["value"],
-                "STS-B test pearson": figures["STS-B test"]["value"],
-                "SICK test pearson": figures["SICK test"]["value"]}
-    sts = {"STS12": {"subsets": {"MSRvid": {"pearson": figures["STS12 MSRvid"]["value"],
-                                            "pearson_ci95": figures["STS12 MSRvid"]["ci95"]}}},
-           "STSBenchmark": {"test": {"pearson": figures["STS-B test"]["value"],
-                                     "pearson_ci95": figures["STS-B test"]["ci95"]}},
-           "SICK": {"test": {"pearson": figures["SICK test"]["value"], "pearson_ci95": figures["SICK test"]["ci95"]}}}
+    headline, sts = {}, {}
+    for figure, key, path in _CARD_IN_METRICS:
+        headline[key] = record["figures"][figure]["value"]
+        if path:  # a single set: its interval too (a mean over subsets has none in the report)
+            node = sts
+            for part in path:
+                node = node.setdefault(part, {})
+            node.update(pearson=headline[key], pearson_ci95=record["figures"][figure]["ci95"])
     metrics = {
         "assembled_from": f"the shipped model {name} (its exports and model.json; image weights "
                           f"{record['image_weights']['weights']}), not a training run of this folder",
