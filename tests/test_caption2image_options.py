@@ -330,6 +330,7 @@ def test_no_clip_norm_is_keras_adam():
     from grounded_text.training.clipping import TowerClippedAdam, make_optimizer
 
     assert type(make_optimizer(1e-3)) is keras.optimizers.Adam
+    assert type(make_optimizer(1e-3, clip_norm_text=0.0, clip_norm_image=0.0)) is keras.optimizers.Adam
     assert isinstance(make_optimizer(1e-3, clip_norm_text=1.0, text_tower=keras.Sequential([])), TowerClippedAdam)
     with pytest.raises(ValueError, match="no image tower"):
         make_optimizer(1e-3, clip_norm_image=1.0)
@@ -442,7 +443,7 @@ def _cli(module, args, timeout=900):
     (["--encoder-param", "weight_init=jax"], "is not one of ['keras', 'torch']"),
     (["--loss-param", "reduction=mean_rows"], "is not one of ['sum', 'mean', 'mean_matrix']"),
     (["--set", "text.sentence_end=period"], "is not one of ['none', 'space_period', 'space_period_tokens']"),
-    (["--set", "train.clip_norm_text=0"], "train.clip_norm_text must be a finite number > 0"),
+    (["--set", "train.clip_norm_text=-1"], "train.clip_norm_text must be a finite number >= 0"),
 ])
 def test_bad_values_are_one_error_line_before_tensorflow(tmp_path, args, message):
     import io
@@ -534,3 +535,27 @@ def test_a_loaded_encoder_ends_each_sentence_by_its_rule_before_the_module():
     assert seen[-1][:2] == ["A man plays a flute. .", "."] and set(seen[-1][2:]) == {""}
     TextEncoder(module, "fake", 2).encode(["A man  plays a flute."])
     assert seen[-1][0] == "A man  plays a flute."
+
+
+def test_the_record_clips_and_zero_switches_it_off():
+    """The character record clips at the authors' thresholds × B² (their averaged hinge against
+    our summed one, at its batch size); ``0`` from any source is no clipping, and every other
+    record does not clip."""
+    from grounded_text.models.registry import preset_config, resolve_config
+    from grounded_text.papers.presets import PRESETS
+    from grounded_text.train import config_from_args, parse_args
+
+    for name in ("char_gru_attention", "char_gru_attention_512"):
+        c = preset_config(name)
+        b2 = c.data.batch_size ** 2
+        assert (c.train.clip_norm_text, c.train.clip_norm_image) == (0.05 * b2, 0.0025 * b2) == (51.2, 2.56)
+    assert {(preset_config(n).train.clip_norm_text, preset_config(n).train.clip_norm_image)
+            for n in PRESETS if not n.startswith("char_gru_attention")} == {(0.0, 0.0)}
+    for flags in (["--clip-norm-text", "0", "--clip-norm-image", "0"],
+                  ["--set", "train.clip_norm_text=0", "--set", "train.clip_norm_image=0.0"]):
+        c = resolve_config(config_from_args(parse_args(["--output-dir", "x", "--model", "char_gru_attention_512",
+                                                        *flags])))
+        assert (c.train.clip_norm_text, c.train.clip_norm_image) == (0.0, 0.0)
+    c = resolve_config(config_from_args(parse_args(["--output-dir", "x", "--model", "char_gru_attention_512",
+                                                    "--clip-norm-text", "0.05"])))
+    assert (c.train.clip_norm_text, c.train.clip_norm_image) == (0.05, 2.56)

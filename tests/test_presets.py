@@ -520,7 +520,7 @@ def test_ablation_table_reads_metrics(tmp_path):
 
 
 @pytest.mark.parametrize("study", ["losses", "snapshot_ensemble", "zoo", "caption_gap", "caption_gap_record",
-                                   "caption_gap_on_record"])
+                                   "caption_gap_on_record", "caption_gap_on_clipped"])
 def test_every_ablation_row_is_a_valid_trainer_config(study):
     """Each row resolves through the trainer's checks, and sets what its name says."""
     from grounded_text import ablation

@@ -584,3 +584,28 @@ def test_a_field_added_later_at_its_old_value_is_the_same_config():
     assert config_diff(old, torch) == ["model.encoder.weight_init: None → 'torch'"]
     assert config_diff(now, old) == ["model.encoder.weight_init: 'keras' → None"]  # only a field the old run lacks
     assert config_diff(old, {**now, "train": {"seed": 1}}) == ["train.seed: 0 → 1"]
+
+
+def test_a_stored_none_clip_norm_is_no_clipping(tmp_path):
+    """Before the records could clip, a resolved config stored ``None`` for "no clipping"; now
+    ``None`` is the record's choice and ``0`` is no clipping. A stored run's ``None`` (JSON null,
+    or ``unset`` in its config.toml) compares equal to ``0`` and replays without clipping, and
+    never equal to a clipping value."""
+    from grounded_text.config.schema import ExperimentConfig, TrainConfig, config_toml, read_config_file
+    from grounded_text.training.run_dir import config_diff
+
+    old = {"train": {"clip_norm_text": None, "clip_norm_image": None}}
+    assert config_diff(old, {"train": {"clip_norm_text": 0.0, "clip_norm_image": 0.0}}) == []
+    assert config_diff(old, {"train": {"clip_norm_text": 51.2, "clip_norm_image": 0.0}}) == [
+        "train.clip_norm_text: None → 51.2"]
+    assert config_diff({"train": {}}, {"train": {"clip_norm_text": 0.0, "clip_norm_image": 0.0}}) == []
+    assert config_diff({"train": {"clip_norm_text": 0.0}}, {"train": {"clip_norm_text": None}}) == [
+        "train.clip_norm_text: 0.0 → None"]  # only the stored side's None is read as it was meant
+    path = tmp_path / "config.toml"
+    path.write_text('unset = ["train.clip_norm_text"]\n[train]\nclip_norm_image = 2.56\n')  # as written before
+    back = read_config_file(path).train
+    assert (back.clip_norm_text, back.clip_norm_image) == (0.0, 2.56)
+    # Written now, the record's choice (None) round-trips as None, and "no clipping" as 0.
+    for value in (None, 0.0, 51.2):
+        path.write_text(config_toml(ExperimentConfig(train=TrainConfig(clip_norm_text=value))))
+        assert read_config_file(path).train.clip_norm_text == value

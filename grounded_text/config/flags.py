@@ -88,8 +88,18 @@ def positive_float(s: str) -> float:
     return _ruled("positive_float", value)
 
 
+def nonnegative_float(s: str) -> float:
+    """A finite float >= 0 (clip norms, where 0 is no clipping)."""
+    try:
+        value = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    return _ruled("nonnegative_float", value)
+
+
 _PARSERS = {"none_or_int": none_or_int, "positive_int": positive_int, "nonnegative_int": nonnegative_int,
-            "positive_float": positive_float, "bool_or_none": bool_or_none, "key_value": key_value}
+            "positive_float": positive_float, "nonnegative_float": nonnegative_float, "bool_or_none": bool_or_none,
+            "key_value": key_value}
 
 
 def _choices_of(path: str, model_names=()):
@@ -200,4 +210,4 @@ def flags_to_dict(args: argparse.Namespace) -> tuple[dict, dict]:
 
 
 __all__ = ["ConfigError", "add_config_flags", "flags_to_dict", "key_value",
-           "bool_or_none", "none_or_int", "positive_int", "nonnegative_int", "positive_float"]
+           "bool_or_none", "none_or_int", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float"]

@@ -80,7 +80,7 @@ def _field(default=None, *, flag=None, negative=None, help="", choices=None, par
 
     ``flag`` sets the field (a bool field's ``flag`` sets True and ``negative`` False);
     ``parse`` names a value reader of ``grounded_text.config.flags`` (``none_or_int``,
-    ``positive_int``, ``nonnegative_int``, ``positive_float``, ``bool_or_none``,
+    ``positive_int``, ``nonnegative_int``, ``positive_float``, ``nonnegative_float``, ``bool_or_none``,
     ``key_value``, ``optional_const``); its range (``RULES``) holds for every way of setting
     the field (flag, config file, ``--set``), checked by ``check_field``."""
     meta = {"flag": flag, "negative": negative, "help": help, "choices": choices, "parse": parse}
@@ -262,12 +262,13 @@ class TrainConfig:
         record does not say).
       clip_norm_text, clip_norm_image: clip the gradient norm of each tower separately (the
         norm over all of that tower's trainable weights), ``g ← g · c / (‖g‖ + 1e-6)`` where
-        that factor is below 1, before the optimizer step; ``None`` (the default): no
-        clipping. The authors' code of Merkx & Frank clips the caption tower at 0.05 and the
-        image tower at 0.0025 (DannyMerkx/caption2image 8a4dc2c, ``flickr_char/char_net.py:43``
-        and ``:124-125``, ``PyTorch/functions/trainer.py:123-125``, PyTorch's
-        ``clip_grad_norm``). Weights outside both towers (a loss layer's) are not clipped;
-        under several replicas each replica's gradient is clipped before they are summed.
+        that factor is below 1, before the optimizer step; ``0``: no clipping; ``None``: the
+        preset's choice (no clipping where the record does not say). The authors' code of
+        Merkx & Frank clips the caption tower at 0.05 and the image tower at 0.0025 on its
+        averaged hinge (DannyMerkx/caption2image 8a4dc2c, ``flickr_char/char_net.py:43`` and
+        ``:124-125``, ``PyTorch/functions/trainer.py:123-125``, PyTorch's ``clip_grad_norm``).
+        Weights outside both towers (a loss layer's) are not clipped; under several replicas
+        each replica's gradient is clipped before they are summed.
     """
 
     epochs: int | None = _field(None, flag="--epochs", parse="positive_int", help="default: the preset's")
@@ -296,10 +297,12 @@ class TrainConfig:
                                       help="train steps per tf.function call (Keras compile)")
     ensemble_size: int | None = _field(None, flag="--ensemble-size", parse="positive_int",
                                        help="export the ensemble of this many best snapshots (default: the preset's)")
-    clip_norm_text: float | None = _field(None, flag="--clip-norm-text", parse="positive_float",
-                                          help="clip the text tower's gradient norm to this (caption2image: 0.05)")
-    clip_norm_image: float | None = _field(None, flag="--clip-norm-image", parse="positive_float",
-                                           help="clip the image tower's gradient norm to this (caption2image: 0.0025)")
+    clip_norm_text: float | None = _field(None, flag="--clip-norm-text", parse="nonnegative_float",
+                                          help="clip the text tower's gradient norm to this; 0: no clipping "
+                                               "(default: the preset's)")
+    clip_norm_image: float | None = _field(None, flag="--clip-norm-image", parse="nonnegative_float",
+                                           help="clip the image tower's gradient norm to this; 0: no clipping "
+                                                "(default: the preset's)")
 
 
 @dataclasses.dataclass
@@ -376,13 +379,14 @@ RULES = {
     "none_or_int": ("an integer >= 1, or 0 or none (no limit)", lambda v: v >= 1),
     "nonnegative_int": ("an integer >= 0", lambda v: v >= 0),
     "positive_float": ("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
+    "nonnegative_float": ("a finite number >= 0", lambda v: math.isfinite(v) and v >= 0),
 }
 
 
 def rule_value(rule: str | None, value):
     """``value`` checked against the ``parse`` rule ``rule`` (``RULES``) and normalised:
     ``0`` → ``None`` for ``none_or_int`` (as its flag reads ``0``), ints → float for
-    ``positive_float``. ``None`` passes (the type check decides whether the field takes it).
+    ``positive_float`` and ``nonnegative_float``. ``None`` passes (the type check decides whether the field takes it).
 
     Raises:
       ValueError: a value outside the rule's range (message: "must be <range>, got <value>").
@@ -394,7 +398,7 @@ def rule_value(rule: str | None, value):
     what, ok = RULES[rule]
     if not ok(value):
         raise ValueError(f"must be {what}, got {value!r}")
-    return float(value) if rule == "positive_float" else value
+    return float(value) if rule in ("positive_float", "nonnegative_float") else value
 
 
 def _meta(path: str):
@@ -524,6 +528,12 @@ def check_config_dict(d: dict, where: str = "config", origins: dict | None = Non
 #: Top-level key of a config file listing the fields set to ``None`` (TOML has no null).
 UNSET_KEY = "unset"
 
+#: Fields whose ``None`` meant a value before ``None`` became "the preset's choice" for them:
+#: a resolved config stored earlier (a run's ``config.toml`` under ``unset``, its
+#: ``metrics.json`` and ``run_state.json`` as null) holds ``None`` where it ran with that value,
+#: and reads as that value, so the run replays, resumes and compares as it ran.
+STORED_NONE_MEANT = {"train.clip_norm_text": 0.0, "train.clip_norm_image": 0.0}
+
 
 def read_config_dict(path: str | Path, base: dict | None = None, origins: dict | None = None) -> dict:
     """The config dict (``ExperimentConfig.to_dict()`` form) of TOML file ``path`` over
@@ -566,7 +576,7 @@ def read_config_dict(path: str | Path, base: dict | None = None, origins: dict |
     if not isinstance(unset, list):
         raise ConfigError(f"{path}: {UNSET_KEY!r} must be a list of \"section.field\" names.")
     for name in unset:
-        apply_override(d, str(name), None, f"{path} ({UNSET_KEY})")
+        apply_override(d, str(name), STORED_NONE_MEANT.get(str(name)), f"{path} ({UNSET_KEY})")
         origins[str(name)] = f"{path} ({UNSET_KEY})"
     return d
 
@@ -577,7 +587,8 @@ def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> 
     Layout: tables ``[data]``, ``[text]``, ``[model]`` (with ``[model.loss_params]`` and
     ``[model.encoder]``) and ``[train]`` holding ``ExperimentConfig`` fields, and an
     optional top-level ``unset = ["section.field", "model.encoder.key", ...]`` of the
-    fields (or dict entries) set to ``None``.
+    fields (or dict entries) set to ``None`` (those of ``STORED_NONE_MEANT`` read as the value
+    that ``None`` meant when the file was written: ``0``, no clipping, for the clip norms).
     A field not in the file keeps its value in ``base``. The builder parameters of
     ``[model.encoder]`` and ``[model.loss_params]`` are typed by name
     (``check_config_dict``): ``trainable_embeddings = "false"`` reads as ``False``.
@@ -594,7 +605,9 @@ def read_config_file(path: str | Path, base: ExperimentConfig | None = None) -> 
 
 def config_toml(config: ExperimentConfig) -> str:
     """The TOML text of ``config`` that ``read_config_file`` reads back to an equal config
-    (``None`` fields are listed under ``unset``); booleans, ints and floats stay typed."""
+    (``None`` fields are listed under ``unset``, but those of ``STORED_NONE_MEANT``, which are
+    left out: their default is ``None`` and an ``unset`` entry reads as the value older files
+    meant); booleans, ints and floats stay typed."""
     import tomli_w
 
     d = config.to_dict()
@@ -602,6 +615,8 @@ def config_toml(config: ExperimentConfig) -> str:
     for s in SECTIONS:
         body[s] = {}
         for k, v in d[s].items():
+            if v is None and f"{s}.{k}" in STORED_NONE_MEANT:
+                continue
             if v is None:
                 unset.append(f"{s}.{k}")
             elif isinstance(v, dict):  # a dict field's None entries go to ``unset`` as section.field.key

@@ -81,11 +81,13 @@ class TowerClippedAdam(keras.optimizers.Adam):
 
 def make_optimizer(learning_rate, clip_norm_text=None, clip_norm_image=None, text_tower=None, image_tower=None):
     """Keras' ``Adam(learning_rate)``, or with a clip norm set, ``TowerClippedAdam`` clipping
-    ``text_tower``'s gradients to ``clip_norm_text`` and ``image_tower``'s to ``clip_norm_image``.
+    ``text_tower``'s gradients to ``clip_norm_text`` and ``image_tower``'s to ``clip_norm_image``
+    (``None`` or ``0``: that tower is not clipped).
 
     Raises:
       ValueError: a clip norm set for a tower that is not given.
     """
+    clip_norm_text, clip_norm_image = clip_norm_text or None, clip_norm_image or None
     if clip_norm_text is None and clip_norm_image is None:
         return keras.optimizers.Adam(learning_rate)
     for limit, tower, name in ((clip_norm_text, text_tower, "text"), (clip_norm_image, image_tower, "image")):

@@ -218,21 +218,25 @@ def holds_run(out: Path) -> bool:
 # Config fields added after runs were made, with the value that every earlier run had: a run
 # whose stored config lacks one of them ran with that value, so it is still the same config
 # (an interrupted run resumes, a finished one is reused).
-FIELDS_ADDED_AT = {"model.encoder.weight_init": "keras"}
+FIELDS_ADDED_AT = {"model.encoder.weight_init": "keras", "train.clip_norm_text": 0.0, "train.clip_norm_image": 0.0}
 
 
 def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     """``["section.field: old → new", ...]`` of two config dicts (nested dicts compared key by
     key); a field of ``FIELDS_ADDED_AT`` that ``old`` lacks and ``new`` holds at its value there
-    is no difference."""
+    is no difference, nor is a ``None`` in ``old`` of a field of
+    ``grounded_text.config.schema.STORED_NONE_MEANT`` where ``new`` holds the value it meant."""
+    from grounded_text.config.schema import STORED_NONE_MEANT
+
     out = []
     for k in sorted(set(old or {}) | set(new or {})):
         a, b = (old or {}).get(k), (new or {}).get(k)
+        path = f"{prefix}{k}"
         if isinstance(a, dict) and isinstance(b, dict):
-            out += config_diff(a, b, f"{prefix}{k}.")
-        elif a != b and not (k not in (old or {}) and f"{prefix}{k}" in FIELDS_ADDED_AT
-                             and b == FIELDS_ADDED_AT[f"{prefix}{k}"]):
-            out.append(f"{prefix}{k}: {a!r} → {b!r}")
+            out += config_diff(a, b, f"{path}.")
+        elif a != b and not (k not in (old or {}) and path in FIELDS_ADDED_AT and b == FIELDS_ADDED_AT[path]) \
+                and not (a is None and path in STORED_NONE_MEANT and b == STORED_NONE_MEANT[path]):
+            out.append(f"{path}: {a!r} → {b!r}")
     return out
 
 
