@@ -79,22 +79,21 @@ def nonnegative_int(s: str) -> int:
     return _ruled("nonnegative_int", _int(s))
 
 
-def positive_float(s: str) -> float:
-    """A finite float > 0 (learning rates: ``inf``, ``nan``, 0 and negatives are refused)."""
+def _float(s: str) -> float:
     try:
-        value = float(s)
+        return float(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
-    return _ruled("positive_float", value)
+
+
+def positive_float(s: str) -> float:
+    """A finite float > 0 (learning rates: ``inf``, ``nan``, 0 and negatives are refused)."""
+    return _ruled("positive_float", _float(s))
 
 
 def nonnegative_float(s: str) -> float:
     """A finite float >= 0 (clip norms, where 0 is no clipping)."""
-    try:
-        value = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
-    return _ruled("nonnegative_float", value)
+    return _ruled("nonnegative_float", _float(s))
 
 
 _PARSERS = {"none_or_int": none_or_int, "positive_int": positive_int, "nonnegative_int": nonnegative_int,
