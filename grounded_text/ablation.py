@@ -181,13 +181,16 @@ ZOO = Study(
 # record has since adopted the authors' " ." ending, N(0, 1) embeddings and per-tower clipping,
 # which the sentence_end_train, char_init_normal and clip_per_tower arms measured), so that every
 # arm still changes one thing.
+_NO_CLIPPING = {"train.clip_norm_text": 0.0, "train.clip_norm_image": 0.0}
 _CHAR_512 = {"model.name": "char_gru_attention_512", "train.epochs": 4, "text.sentence_end": "none",
-             "model.encoder.char_embedding_init": "uniform", "train.clip_norm_text": 0.0,
-             "train.clip_norm_image": 0.0}
+             "model.encoder.char_embedding_init": "uniform", **_NO_CLIPPING}
 
 
 # The authors' clipping on our summed hinge at B = 32 (their thresholds × B²; clip_per_tower).
 _CLIP_PER_TOWER = {"train.clip_norm_text": 0.05 * 32**2, "train.clip_norm_image": 0.0025 * 32**2}
+# Two attention heads and the authors' diversity loss between them (N = 2 × 512 × 2).
+_HEADS2_DIVERSITY = {"model.encoder.attention_heads": 2, "model.encoder.attention_diversity_margin": 1.0,
+                     "model.embedding_dim": 2048}
 
 
 def _seeded(seed: int, fields: dict | None = None) -> dict:
@@ -206,9 +209,7 @@ CAPTION_GAP = Study(
         ("sentence_end_train", _seeded(0, {"text.sentence_end": "space_period"})),
         ("hinge_mean_matrix", _seeded(0, {"model.loss_params.reduction": "mean_matrix"})),
         ("attention_unmasked", _seeded(0, {"model.encoder.attention_include_padding": True})),
-        ("heads2_diversity", _seeded(0, {"model.encoder.attention_heads": 2,
-                                         "model.encoder.attention_diversity_margin": 1.0,
-                                         "model.embedding_dim": 2048})),
+        ("heads2_diversity", _seeded(0, _HEADS2_DIVERSITY)),
         ("distinct_images", _seeded(0, {"data.sampler": "distinct_images"})),
         ("base_s2", _seeded(2)),
         # Their thresholds (0.05 caption, 0.0025 image) act on their hinge averaged over the B × B
@@ -252,8 +253,7 @@ CAPTION_GAP_RECORD = Study(
 # clip_per_tower measured, and the character model shipped until then); the arms still to come
 # are measured on top of the clipping (caption_gap_on_clipped).
 _RECORD_512 = {"model.name": "char_gru_attention_512", "train.epochs": 4, "text.sentence_end": "space_period",
-               "model.encoder.char_embedding_init": "normal", "train.clip_norm_text": 0.0,
-               "train.clip_norm_image": 0.0}
+               "model.encoder.char_embedding_init": "normal", **_NO_CLIPPING}
 CAPTION_GAP_ON_RECORD = Study(
     title="Character model (Merkx & Frank 2019) as the record trained it before it took the clipping (N(0, 1) "
           "character embeddings, \" .\"-ended captions, no clipping), n = 512, Flickr8k train (all captions), one "
@@ -289,9 +289,7 @@ CAPTION_GAP_ON_CLIPPED = Study(
         ("clip_per_tower_s1", _seeded(1)),
         ("peer_options", _seeded(0, {"data.sampler": "distinct_images", "model.encoder.weight_init": "torch",
                                      "model.encoder.attention_include_padding": True, **_THEIR_HINGE})),
-        ("clip+heads2_diversity", _seeded(0, {"model.encoder.attention_heads": 2,
-                                              "model.encoder.attention_diversity_margin": 1.0,
-                                              "model.embedding_dim": 2048})),
+        ("clip+heads2_diversity", _seeded(0, _HEADS2_DIVERSITY)),
         ("clip+torch_init", _seeded(0, {"model.encoder.weight_init": "torch"})),
         ("clip+attention_unmasked", _seeded(0, {"model.encoder.attention_include_padding": True})),
         ("clip+hinge_mean_matrix", _seeded(0, _THEIR_HINGE)),
