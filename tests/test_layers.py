@@ -21,6 +21,22 @@ def test_tokenize_lowercases_and_splits_punctuation():
     assert toks[3] == [b"bad", "\ufffd".encode()]
 
 
+def test_the_tokeniser_is_traced_once_for_every_graph_and_gives_the_same_tokens():
+    # Every model graph (train, evaluate, export) calls tokenize; tracing it anew each time cost
+    # seconds. The graphs must reuse one traced function and still give the library's tokens.
+    from grounded_text.layers.text_preprocessor import _TOKENIZER, _traced_tokenize, normalize
+
+    traced = _traced_tokenize(False)  # lowercase=False: a key no other test warms first
+    before = traced.experimental_get_tracing_count()
+    texts = ["A man, with a Hard-Hat.", "Straße ﬁne", "", "日本語 ok"]
+    graphs = [tf.function(lambda s: tokenize(s, lowercase=False).flat_values) for _ in range(2)]
+    out = [g(tf.constant(texts)).numpy().tolist() for g in graphs]
+    eager = tokenize(texts, lowercase=False).to_list()
+    assert traced.experimental_get_tracing_count() - before <= 1
+    expected = _TOKENIZER.tokenize(normalize(tf.constant(texts), lowercase=False)).to_list()
+    assert eager == expected and out[0] == out[1] == [t for row in expected for t in row]
+
+
 def test_build_vocabulary_counts_min_count_and_cap():
     vocab = build_vocabulary(CAPS)
     assert vocab[:2] == ["<S>", "</S>"]
