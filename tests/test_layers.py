@@ -37,6 +37,12 @@ def test_the_tokeniser_is_traced_once_for_every_graph_and_gives_the_same_tokens(
     assert eager == expected and out[0] == out[1] == [t for row in expected for t in row]
 
 
+@pytest.mark.parametrize("strings", ["A dog.", [["A dog."]]])
+def test_tokenize_refuses_other_ranks_naming_the_shape(strings):
+    with pytest.raises(ValueError, match=r"shape \[B\], got shape \[(|1, 1)\]"):
+        tokenize(strings)
+
+
 def test_build_vocabulary_counts_min_count_and_cap():
     vocab = build_vocabulary(CAPS)
     assert vocab[:2] == ["<S>", "</S>"]

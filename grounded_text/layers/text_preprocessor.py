@@ -85,13 +85,19 @@ def tokenize(strings, lowercase: bool = True) -> tf.RaggedTensor:
       strings give zero tokens. Equal to ``tokenize_reference`` (``normalize`` skips the
       Unicode work on ASCII rows only).
 
+    Raises:
+      ValueError: ``strings`` has a known rank other than 1 (a single string: pass ``[s]``).
+
     Example:
       >>> tokenize(["A dog, dancing.", ""]).to_list()
       [[b'a', b'dog', b',', b'dancing', b'.'], []]
     """
     strings = tf.convert_to_tensor(strings, dtype=tf.string)
-    if strings.shape.rank != 1:
+    if strings.shape.rank is None:  # a graph of unknown rank: the library's own checks apply
         return _TOKENIZER.tokenize(normalize(strings, lowercase))
+    if strings.shape.rank != 1:
+        raise ValueError(f"tokenize: strings must be a batch of shape [B], got shape {strings.shape.as_list()}"
+                         " (a single string: pass [s])")
     return _traced_tokenize(bool(lowercase))(strings)
 
 
