@@ -93,9 +93,9 @@ def tokenize(strings, lowercase: bool = True) -> tf.RaggedTensor:
       [[b'a', b'dog', b',', b'dancing', b'.'], []]
     """
     strings = tf.convert_to_tensor(strings, dtype=tf.string)
-    if strings.shape.rank is None:  # a graph of unknown rank: the library's own checks apply
-        return _TOKENIZER.tokenize(normalize(strings, lowercase))
-    if strings.shape.rank != 1:
+    if strings.shape.rank is None:  # a graph of unknown rank: checked when it runs
+        strings = tf.ensure_shape(strings, [None])
+    elif strings.shape.rank != 1:
         raise ValueError(f"tokenize: strings must be a batch of shape [B], got shape {strings.shape.as_list()}"
                          " (a single string: pass [s])")
     return _traced_tokenize(bool(lowercase))(strings)
