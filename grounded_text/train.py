@@ -38,7 +38,9 @@ Writes to ``--output-dir``:
     continues from (``grounded_text.training.run_dir``).
 
 A directory that already holds a run is refused unless ``--resume`` (continue an
-interrupted run from its last completed epoch, with the same flags) or ``--overwrite``
+interrupted run from its last checkpoint, with the same flags: the last completed epoch, or
+the last mid-epoch checkpoint of the epoch it was in, written every ``--checkpoint-every``
+seconds) or ``--overwrite``
 (replace it) is given. A NaN/Inf training loss stops the run at once (exit 1, with the
 epoch, step and a lower learning rate to try); Ctrl-C prints where the last checkpoint is
 and the command that resumes (exit 130); bad flags or data print ``error: ...`` (exit 2).
@@ -75,6 +77,16 @@ def verbosity(text: str) -> str | int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    """``--checkpoint-every``: seconds >= 0 (``inf``: epoch ends only)."""
+    from grounded_text.training.run_dir import check_checkpoint_every
+
+    try:
+        return check_checkpoint_every(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0 or inf, got {text!r}") from None
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     """The train CLI. ``--model NAME`` picks a preset record (``grounded_text.papers.presets``);
     the config flags are generated from the config dataclasses (``grounded_text.config.flags``)
@@ -87,6 +99,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     run.add_argument("--resume", action="store_true",
                      help="continue the interrupted run in --output-dir from its last completed epoch (same flags)")
     run.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
+    p.add_argument("--checkpoint-every", type=_seconds, default=None, metavar="SECONDS",
+                   help="wall seconds between the mid-epoch resume checkpoints (default 600; 0: after every "
+                        "compiled call; inf: at epoch ends only); --resume continues from the last one")
     p.add_argument("--no-evaluate", dest="evaluate", action="store_false", default=True)
     p.add_argument("--verbose", default="auto", type=verbosity,
                    help="Keras fit verbosity: auto, 0 (nothing printed but the final summary), 1, 2")
@@ -131,7 +146,7 @@ def main(argv=None) -> int:
 
     try:
         metrics = train(config, args.data_dir, args.output_dir, evaluate=args.evaluate, verbose=args.verbose,
-                        resume=args.resume, overwrite=args.overwrite)
+                        resume=args.resume, overwrite=args.overwrite, checkpoint_every=args.checkpoint_every)
     except run_dir.TrainingDiverged as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -35,11 +35,14 @@ def test_resume_after_sigkill_mid_epoch_matches_the_uninterrupted_run(data_dir, 
     ran = _train_cli(args + ["--output-dir", str(full)], data_dir)
     assert ran.returncode == 0, ran.stderr[-3000:]
 
-    # SIGKILL after step 4 of epoch 2 (of 10): mid-epoch, after epoch 1 was committed.
-    killed = _train_cli(args + ["--output-dir", str(cut)], data_dir, GROUNDED_TEXT_TEST_TRAIN_KILL_AT="2:3")
+    # SIGKILL after step 4 of epoch 2 (of 10): mid-epoch, after epoch 1 was committed and a
+    # mid-epoch checkpoint after every compiled call of 2 steps (--checkpoint-every 0).
+    killed = _train_cli(args + ["--output-dir", str(cut), "--checkpoint-every", "0"], data_dir,
+                        GROUNDED_TEXT_TEST_TRAIN_KILL_AT="2:3")
     assert killed.returncode == -signal.SIGKILL
     state = json.loads((cut / "run_state.json").read_text())
     assert state["status"] == "running" and state["epochs_done"] == 1
+    assert (state["step"]["epoch"], state["step"]["steps"]) == (2, 4) and (cut / state["step"]["checkpoint"]).is_file()
     assert (cut / state["checkpoint"]).is_file() and not (cut / "metrics.json").exists()
 
     # Without a flag the directory is refused, naming --resume (checked in-process: no TF start-up).
@@ -48,13 +51,13 @@ def test_resume_after_sigkill_mid_epoch_matches_the_uninterrupted_run(data_dir, 
     from grounded_text.training.run_dir import RunDirError, check_run_dir
 
     config = resolve_config(config_from_args(parse_args(args + ["--output-dir", str(cut)]))).to_dict()
-    with pytest.raises(RunDirError, match="1 of 3 epochs done.*--resume"):
+    with pytest.raises(RunDirError, match="1 of 3 epochs done, 4 steps of epoch 2.*--resume"):
         check_run_dir(cut, config, resume=False, overwrite=False)
 
     resumed = _train_cli(args + ["--output-dir", str(cut), "--resume"], data_dir)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (full, cut))
-    assert b["resumed"] == {"from_epoch": 1}
+    assert b["resumed"] == {"from_epoch": 1, "from_step": 4}  # the rest of epoch 2: its last 6 steps
     assert a["selection"]["best_epoch"] == b["selection"]["best_epoch"]
     assert a["selection"]["best_value"] == pytest.approx(b["selection"]["best_value"], abs=1e-6)
     assert set(a["history"]) == set(b["history"])
@@ -131,6 +134,81 @@ def test_resume_restores_optimizer_random_state_and_an_earlier_best_epoch(tmp_pa
     for a, c in zip(best_a.weights, best_c.weights):  # both hold epoch 1's weights
         np.testing.assert_allclose(a.numpy(), c.numpy(), atol=1e-6)
     assert read_state(cut)["best"]["epoch"] == 1
+
+
+def test_resume_from_a_mid_epoch_checkpoint_ends_as_the_uninterrupted_run(tmp_path):
+    """In-process: killed (an exception) after step 2 of epoch 2, resumed from that step's
+    checkpoint: the same weights, optimizer state and history as a run never stopped."""
+    import keras
+    import tensorflow as tf
+
+    from grounded_text.training.resume import RunTracker, fit_resumable
+    from grounded_text.training.run_dir import interrupted_message, read_state
+
+    class Noise(keras.layers.Layer):  # a random state that moves every step, like the losses' permutations
+        def __init__(self):
+            super().__init__()
+            self.seed_generator = keras.random.SeedGenerator(1)
+
+        def call(self, x, training=False):
+            return x + keras.random.normal(keras.ops.shape(x), seed=self.seed_generator) if training else x
+
+    class Killed(Exception):
+        pass
+
+    class Kill(keras.callbacks.Callback):
+        def __init__(self, epoch, batch):
+            super().__init__()
+            self.at, self.epoch = (epoch, batch), 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch + 1
+
+        def on_train_batch_end(self, batch, logs=None):
+            if (self.epoch, batch) == self.at:
+                raise Killed
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((64, 4)).astype(np.float32), rng.random((64, 1)).astype(np.float32)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)  # 4 steps an epoch, one order
+
+    def build(out, resume_state=None):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), Noise(), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.Adam(0.1), loss="mse")
+        tracker = RunTracker(out, {"c": 1}, model, epochs=3, monitor="loss", mode="min",
+                             resume_state=resume_state, checkpoint_every=0)
+        return model, tracker
+
+    def fit(model, tracker, extra=()):
+        start = tracker.start()
+        cbs = tracker.callbacks([], steps_per_epoch=4, steps_per_execution=1, learning_rate=0.1) + list(extra)
+        fit_resumable(model, data, tracker, start=start, epochs=3, callbacks=cbs, verbose=0)
+        return start
+
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    model_a, tracker_a = build(full)
+    fit(model_a, tracker_a)
+    model_b, tracker_b = build(cut)
+    with pytest.raises(Killed):
+        fit(model_b, tracker_b, [Kill(2, 1)])  # after batch 1 (step 2) of epoch 2
+    state = read_state(cut)
+    assert state["epochs_done"] == 1 and state["step"]["epoch"] == 2 and state["step"]["steps"] == 2
+    assert sorted(p.name for p in (cut / "resume").iterdir()) == ["epoch-0001.weights.h5",
+                                                                  "step-0002-0000002.weights.h5"]
+    assert "(epoch 2 of 3, after 2 steps)" in interrupted_message(cut, ["--output-dir", str(cut)])
+
+    model_c, tracker_c = build(cut, resume_state=state)
+    assert fit(model_c, tracker_c) == 1 and tracker_c.steps_done == 2
+    assert int(model_c.optimizer.iterations) == 12
+    for a, c in zip(model_a.weights + model_a.optimizer.variables + tracker_a._random_states(),
+                    model_c.weights + model_c.optimizer.variables + tracker_c._random_states()):
+        np.testing.assert_allclose(a.numpy(), c.numpy(), rtol=1e-6, atol=1e-7, err_msg=a.path)
+    # Epoch 2's loss covers its 4 steps: the 2 before the kill weighted with the 2 after it.
+    np.testing.assert_allclose(tracker_c.history["loss"], tracker_a.history["loss"], rtol=1e-6)
+    final = read_state(cut)
+    assert final["step"] is None and final["epochs_done"] == 3
+    assert sorted(p.name for p in (cut / "resume").iterdir()) == ["epoch-0003.weights.h5"]
 
 
 def test_epoch_order_is_a_function_of_seed_and_epoch(tmp_path):

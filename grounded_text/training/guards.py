@@ -36,18 +36,23 @@ class DivergenceGuard(keras.callbacks.Callback):
     """Raises ``TrainingDiverged`` as soon as the running training loss is NaN or Inf.
 
     Keras reports the loss once per compiled call, so the step is known to within
-    ``steps_per_execution`` steps; the message says so.
+    ``steps_per_execution`` steps; the message says so. ``resumed``: ``(epoch, steps)`` where
+    the run resumed mid-epoch (1-based epoch, steps done before): Keras counts that epoch's
+    batches from the resume, the message from the epoch's start.
     """
 
-    def __init__(self, steps_per_epoch: int, steps_per_execution: int, learning_rate: float):
+    def __init__(self, steps_per_epoch: int, steps_per_execution: int, learning_rate: float,
+                 resumed: tuple[int, int] | None = None):
         super().__init__()
         self.steps_per_epoch = int(steps_per_epoch)
         self.steps_per_execution = max(1, int(steps_per_execution))
         self.learning_rate = float(learning_rate)
-        self._epoch = 0
+        self.resumed = resumed
+        self._epoch, self._offset = 0, 0
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = int(epoch) + 1
+        self._offset = _offset(self.resumed, self._epoch)
 
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
@@ -59,9 +64,9 @@ class DivergenceGuard(keras.callbacks.Callback):
         # Keras reports a call as ending at begin + steps_per_execution - 1, also the epoch's
         # last call, which runs only the steps left: its first step is from that end, its
         # last the epoch's.
-        end = int(batch) + 1
+        end = int(batch) + 1 + self._offset
         step = min(end, self.steps_per_epoch)
-        first = min(max(1, end - self.steps_per_execution + 1), step)
+        first = min(max(1 + self._offset, end - self.steps_per_execution + 1), step)
         within = "" if first == step else (f" (the loss is checked every {self.steps_per_execution} steps: it "
                                            f"became non-finite in steps {first}-{step})")
         raise TrainingDiverged(
@@ -187,15 +192,18 @@ class CollapseGuard(keras.callbacks.Callback):
       check_every: optimizer steps between probes.
       min_ratio, min_spread: the limit above.
       loss_patience, loss_rtol: when the loss counts as stopped.
+      resumed: ``(epoch, steps)`` where the run resumed mid-epoch (see ``DivergenceGuard``).
     """
 
     def __init__(self, text_tower, captions, image_tower=None, image_features=None, *, steps_per_epoch: int,
                  steps_per_execution: int = 1, learning_rate: float = 1e-3, check_every: int = 100,
                  min_ratio: float = 1e-3, min_spread: float = 1e-6, loss_patience: int = 3,
-                 loss_rtol: float = 1e-4):
+                 loss_rtol: float = 1e-4, resumed: tuple[int, int] | None = None):
         super().__init__()
         import tensorflow as tf
 
+        self.resumed = resumed
+        self._offset = 0
         self.captions = tf.constant(list(captions), dtype=tf.string)
         self._text = tf.function(lambda s: text_tower(s, training=False), reduce_retracing=True)
         self._image = None
@@ -249,13 +257,15 @@ class CollapseGuard(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = int(epoch) + 1
-        self._mean, self._step, self._last_step, self._losses = None, 0, 0, []
+        self._offset = _offset(self.resumed, self._epoch)
+        self._mean, self._step, self._last_step, self._losses = None, 0, self._offset, []
 
     def on_train_batch_end(self, batch, logs=None):
-        step = min(int(batch) + 1, self.steps_per_epoch)
+        step = min(int(batch) + 1 + self._offset, self.steps_per_epoch)
         self._seen += max(1, step - self._last_step)
         self._last_step = step
-        stuck = self._loss_stuck((logs or {}).get("loss"), step)
+        # Keras' running mean covers the steps this process ran of the epoch.
+        stuck = self._loss_stuck((logs or {}).get("loss"), step - self._offset)
         due = self._seen - self._checked >= self.check_every or step >= self.steps_per_epoch
         if stuck or due:
             self._checked = self._seen
@@ -294,6 +304,23 @@ class CollapseGuard(keras.callbacks.Callback):
                 f"epoch {self._epoch}, step {step} of {self.steps_per_epoch}, although the loss is finite. Try a "
                 f"lower learning rate, {learning_rate_advice(self.learning_rate)}.", self._epoch, step,
                 status="failed")
+
+
+class StopAfterEpoch(keras.callbacks.Callback):
+    """Ends a ``fit`` after its first epoch (place it last): a run resumed mid-epoch fits the
+    rest of that epoch alone. ``stopped_by_other``: a callback before it (``EarlyStopping``, a
+    user's) had asked to stop already."""
+
+    stopped_by_other = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.stopped_by_other = bool(self.model.stop_training)
+        self.model.stop_training = True
+
+
+def _offset(resumed: tuple[int, int] | None, epoch: int) -> int:
+    """The steps of ``epoch`` (1-based) run before a mid-epoch resume into it (0 otherwise)."""
+    return int(resumed[1]) if resumed is not None and int(resumed[0]) == epoch else 0
 
 
 class _TestKill(keras.callbacks.Callback):

@@ -21,6 +21,7 @@ from grounded_text.training.guards import (
     DataEpoch,
     DiskSpaceCheck,
     DivergenceGuard,
+    StopAfterEpoch,
     _TestENOSPC,
     _TestKill,
 )
@@ -33,6 +34,7 @@ from grounded_text.training.run_dir import (
     RunDirError,
     TrainingDiverged,
     _plain,
+    _step_of,
     check_state_paths,
     confined_path,
     write_state,
@@ -54,12 +56,19 @@ class RunTracker:
       sts_cb, retrieval_cb, snapshot_cb: the callbacks whose state carries over (or None).
       resume_state: ``check_run_dir``'s result (None: a fresh run).
       data_fingerprint: ``check_data``'s result, recorded in a fresh run's state.
+      checkpoint_every: seconds between the mid-epoch checkpoints (``commit_step``); 0: after
+        every compiled call; None: at epoch ends only.
     """
 
     def __init__(self, out, config: dict, train_model, *, epochs: int, monitor: str, mode: str,
                  best_checkpoint=None, best_path=None, sts_cb=None, retrieval_cb=None, snapshot_cb=None,
-                 resume_state: dict | None = None, data_fingerprint: dict | None = None):
+                 resume_state: dict | None = None, data_fingerprint: dict | None = None,
+                 checkpoint_every: float | None = None):
         self.out = Path(out)
+        self.checkpoint_every = None if checkpoint_every is None else max(0.0, float(checkpoint_every))
+        self.steps_per_epoch = None  # set by callbacks()
+        # The mid-epoch checkpoint start() resumed from (its epoch, steps, logs, seconds), or None.
+        self.resumed_step = None
         self.fail_next_save = False
         self.collapse_guard = None  # set by callbacks(setup=...); its margin goes into metrics.json
         self.resume_dir = self.out / RESUME_DIR
@@ -80,6 +89,12 @@ class RunTracker:
     @property
     def epochs_done(self) -> int:
         return int(self.state["epochs_done"])
+
+    @property
+    def steps_done(self) -> int:
+        """Optimizer steps of the epoch ``fit`` starts at that ran before the resume (0 unless
+        ``start`` resumed from a mid-epoch checkpoint): its data skips that many batches."""
+        return int(self.resumed_step["steps"]) if self.resumed_step else 0
 
     @property
     def history(self) -> dict:
@@ -118,13 +133,16 @@ class RunTracker:
             return 0
         state = self.state
         check_state_paths(self.out, state)
-        ckpt = self.last_checkpoint()
+        ckpt, saved = self.last_checkpoint(), state.get("random_state", [])
+        step = self.step_state()
+        if step is not None:  # killed mid-epoch after a step commit: continue from that step
+            ckpt, saved = confined_path(self.out, step["checkpoint"], "step.checkpoint"), step["random_state"]
+            self.resumed_step = {k: step[k] for k in ("epoch", "steps", "logs", "seconds")}
         if ckpt is not None:
             optimizer = self.model.optimizer
             if optimizer is not None and not optimizer.built:
                 optimizer.build(self.model.trainable_variables)  # its variables must exist to be loaded
             self.model.load_weights(str(ckpt))
-            saved = state.get("random_state", [])
             variables = self._random_states()
             if len(saved) != len(variables):
                 raise RunDirError(f"--resume: {len(saved)} random states saved, the model has {len(variables)}.")
@@ -148,6 +166,11 @@ class RunTracker:
         self.mark("running")
         return self.epochs_done
 
+    def step_state(self) -> dict | None:
+        """The committed mid-epoch checkpoint of the epoch after the last committed one
+        (``{"epoch", "steps", "checkpoint", "seconds", "random_state", "logs"}``), or None."""
+        return _step_of(self.state)
+
     def callbacks(self, callbacks: list, *, data_epoch=None, steps_per_epoch: int, steps_per_execution: int,
                   learning_rate: float, setup=None, snapshots: bool = False) -> list:
         """``callbacks`` with the data-epoch setter, the divergence guard, the free-space check
@@ -159,12 +182,14 @@ class RunTracker:
             ``train_pairs``): the collapse guard's towers and probe (None: no collapse guard).
           snapshots: the run saves snapshots (the free-space estimate counts them).
         """
-        first = [DivergenceGuard(steps_per_epoch, steps_per_execution, learning_rate),
+        self.steps_per_epoch = int(steps_per_epoch)
+        resumed = (int(self.resumed_step["epoch"]), self.steps_done) if self.resumed_step else None
+        first = [DivergenceGuard(steps_per_epoch, steps_per_execution, learning_rate, resumed=resumed),
                  DiskSpaceCheck(self.out, self.model, snapshots=snapshots)]
         if setup is not None:
             self.collapse_guard = CollapseGuard.from_setup(setup, steps_per_epoch=steps_per_epoch,
                                                            steps_per_execution=steps_per_execution,
-                                                           learning_rate=learning_rate)
+                                                           learning_rate=learning_rate, resumed=resumed)
             first.append(self.collapse_guard)
         if data_epoch is not None:
             first.insert(0, DataEpoch(data_epoch))
@@ -182,6 +207,46 @@ class RunTracker:
         an epoch committed by a version that did not record it)."""
         seconds = list(self.state.get("epoch_seconds", []))
         return [None] * (self.epochs_done - len(seconds)) + seconds[-self.epochs_done:] if self.epochs_done else []
+
+    def commit_step(self, epoch: int, steps: int, logs: dict, seconds: float) -> None:
+        """Checkpoints the training model after ``steps`` optimizer steps of epoch ``epoch``
+        (1-based), with the optimizer and random states, and writes the state (its commit
+        point): a run killed later in the epoch resumes from this step, not from the epoch's
+        start. ``logs``: the epoch's running training means so far (Keras' batch logs), so that
+        the epoch's committed means cover all of its steps; ``seconds``: its wall time so far."""
+        self.resume_dir.mkdir(parents=True, exist_ok=True)
+        name = f"step-{epoch:04d}-{steps:07d}.weights.h5"  # a new name each time: the committed one stays whole
+        atomic_save(self.resume_dir / name, lambda staged: self.model.save_weights(str(staged)), ".weights.h5")
+        previous = self.state.get("step")
+        self.state["step"] = {
+            "epoch": int(epoch), "steps": int(steps), "checkpoint": f"{RESUME_DIR}/{name}",
+            "seconds": round(float(seconds), 3), "logs": self._running(epoch, steps, logs),
+            "random_state": [{"path": v.path, "value": np.asarray(v.numpy()).tolist()}
+                             for v in self._random_states()]}
+        self.state["updated"] = time.time()
+        write_state(self.out, self.state)
+        self._drop_step_file(previous, keep=name)
+
+    def _drop_step_file(self, step, keep: str | None = None) -> None:
+        if isinstance(step, dict) and step.get("checkpoint"):
+            path = confined_path(self.out, step["checkpoint"], "step.checkpoint")
+            if path.name != keep:
+                path.unlink(missing_ok=True)
+
+    def _running(self, epoch: int, steps: int, logs: dict) -> dict:
+        """``logs`` (Keras' running training means over the steps this process ran of epoch
+        ``epoch``, 1-based, ``steps`` of it done) as means over all ``steps``: an epoch resumed
+        from a mid-epoch checkpoint ran its first ``s`` steps in an earlier process, whose
+        committed means are weighted in."""
+        out = {k: _to_float(v) for k, v in (logs or {}).items()}
+        resumed = self.resumed_step
+        if resumed is None or resumed["epoch"] != epoch:
+            return out
+        before = int(resumed["steps"])
+        for key, mean in resumed.get("logs", {}).items():
+            if key in out and not key.startswith("val_") and steps > before:
+                out[key] = (float(mean) * before + out[key] * (steps - before)) / steps
+        return out
 
     def commit_epoch(self, epoch: int, logs: dict, seconds: float | None = None) -> None:
         """Checkpoints epoch ``epoch`` (1-based) and writes the state (the commit point);
@@ -209,8 +274,8 @@ class RunTracker:
                 copy = f"best-{epoch:04d}.{BEST_COPY}"
                 _copy_atomic(self.best_path, self.resume_dir / copy)
                 best.update(value=value, epoch=epoch, checkpoint=f"{RESUME_DIR}/{copy}")
-        for key, value in (logs or {}).items():
-            state["history"].setdefault(key, []).append(_to_float(value))
+        for key, value in self._running(epoch, self.steps_per_epoch or 0, logs).items():
+            state["history"].setdefault(key, []).append(value)
         if self.sts_cb is not None:
             state["sts_history"] = _plain(self.sts_cb.history)
         if self.retrieval_cb is not None:
@@ -222,6 +287,7 @@ class RunTracker:
                                   "epochs": list(self.snapshot_cb.epochs), "scores": list(self.snapshot_cb.scores)}
         state["random_state"] = [{"path": v.path, "value": np.asarray(v.numpy()).tolist()}
                                  for v in self._random_states()]
+        step, state["step"] = state.get("step"), None
         recorded = self.epoch_seconds  # aligned with the epochs committed so far
         state["epoch_seconds"] = recorded + [None if seconds is None else round(float(seconds), 3)]
         previous = self.last_checkpoint()
@@ -232,6 +298,7 @@ class RunTracker:
         write_state(self.out, state)
         if previous is not None and previous.name != name:
             previous.unlink(missing_ok=True)
+        self._drop_step_file(step)
         if previous_best and previous_best != best.get("checkpoint"):
             confined_path(self.out, previous_best, "best.checkpoint").unlink(missing_ok=True)
 
@@ -259,19 +326,62 @@ class RunTracker:
 
 
 class ResumeCheckpoint(keras.callbacks.Callback):
-    """Calls ``RunTracker.commit_epoch`` at each epoch end (place it last)."""
+    """Calls ``RunTracker.commit_epoch`` at each epoch end and, every
+    ``tracker.checkpoint_every`` seconds within an epoch, ``RunTracker.commit_step`` (place it
+    last). In the epoch a run resumed into mid-epoch, Keras counts batches from the resume:
+    the steps before it (``tracker.steps_done``) are added here."""
 
     def __init__(self, tracker: RunTracker):
         super().__init__()
         self.tracker = tracker
-        self.t_epoch = None
+        self.t_epoch = self.t_saved = None
+        self.epoch, self.offset, self.before = 0, 0, 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.t_epoch = time.perf_counter()
+        self.epoch = int(epoch) + 1
+        resumed = self.tracker.resumed_step
+        into = resumed is not None and int(resumed["epoch"]) == self.epoch
+        # The epoch's steps and seconds in the process that ran its start.
+        self.offset = int(resumed["steps"]) if into else 0
+        self.before = float(resumed.get("seconds") or 0.0) if into else 0.0
+        self.t_epoch = self.t_saved = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        every = self.tracker.checkpoint_every
+        if every is None or self.t_saved is None or time.perf_counter() - self.t_saved < every:
+            return
+        total = self.tracker.steps_per_epoch
+        steps = self.offset + int(batch) + 1
+        if total is not None and steps >= int(total):  # the epoch's end commits it
+            return
+        self.tracker.commit_step(self.epoch, steps, logs or {}, self.before + time.perf_counter() - self.t_epoch)
+        self.t_saved = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        seconds = None if self.t_epoch is None else time.perf_counter() - self.t_epoch
+        seconds = None if self.t_epoch is None else self.before + time.perf_counter() - self.t_epoch
         self.tracker.commit_epoch(int(epoch) + 1, logs or {}, seconds)
+
+
+def fit_resumable(model, train_ds, tracker: RunTracker, *, start: int, epochs: int, callbacks: list,
+                  **fit_kwargs) -> None:
+    """Keras ``fit`` of ``model`` on ``train_ds`` from epoch ``start`` (0-based, from
+    ``tracker.start()``) to ``epochs``. Where the tracker resumed mid-epoch
+    (``tracker.steps_done`` > 0), first the rest of that epoch alone: ``train_ds``, whose order
+    is the epoch's (``make_dataset(epoch=...)``), with the batches already run skipped; then the
+    other epochs. The callbacks see both calls (``on_train_begin`` twice).
+
+    Args:
+      train_ds: a finite ``tf.data.Dataset`` of one epoch's batches.
+      callbacks: ``tracker.callbacks(...)`` and any others.
+      fit_kwargs: passed to ``fit`` (``validation_data``, ``verbose``, ``shuffle``...).
+    """
+    if start < epochs and tracker.steps_done:
+        stop = StopAfterEpoch()
+        model.fit(train_ds.skip(tracker.steps_done), epochs=epochs, initial_epoch=start,
+                  callbacks=list(callbacks) + [stop], **fit_kwargs)
+        start = epochs if stop.stopped_by_other else start + 1
+    if start < epochs:
+        model.fit(train_ds, epochs=epochs, initial_epoch=start, callbacks=list(callbacks), **fit_kwargs)
 
 
 def _to_float(value) -> float:

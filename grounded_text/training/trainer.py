@@ -68,6 +68,7 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     callbacks=(),
+    checkpoint_every: float | None = None,
 ) -> dict:
     """Runs the whole path: data → vocabulary → model → fit → select → export → evaluate.
 
@@ -82,6 +83,11 @@ def train(
       overwrite: replace the run in ``output_dir``.
       callbacks: Keras callbacks passed to ``fit`` after the trainer's own (they see the
         epoch's ``val_avg2016`` / ``val_rsum``); on the chief and every worker alike.
+      checkpoint_every: seconds (wall time) between the mid-epoch resume checkpoints (weights,
+        optimizer and random states after a compiled call), so that ``resume`` loses at most
+        that much of an interrupted epoch; ``None``: ``run_dir.CHECKPOINT_EVERY`` (600 s); ``0``: after
+        every compiled call (tests); ``math.inf``: at epoch ends only. Not part of the config:
+        it never changes what the run computes.
 
     Returns:
       The ``metrics.json`` content as a dict.
@@ -109,6 +115,7 @@ def train(
     # Every argument is checked before the run directory is touched: a bad one never costs the old run.
     callbacks = check_callbacks(callbacks)
     check_verbose(verbose)
+    every = run_dir.check_checkpoint_every(run_dir.CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every)
     with run_dir.usage_errors():  # resolved once (prepare keeps it); refused before the run directory is touched
         config = ensure_resolved(config)
         check_output_dir(output_dir, data_dir, config)
@@ -120,6 +127,7 @@ def train(
         # The run directory's lock, its "failed" state on a collapse, and a full disk's one-line error.
         with run_dir.guard_run(output_dir, enabled=is_chief(strategy)):
             run = prepare_run(config, data_dir, output_dir, strategy, resume=resume, overwrite=overwrite)
+            run.checkpoint_every = every
             fit(run, verbose=verbose, callbacks=callbacks)
             select(run)
             export(run)
@@ -224,6 +232,7 @@ class TrainingRun:
     tracker: object = None
     initial_epoch: int = 0
     overwrite: bool = False  # the old run's files are cleared by ``begin``, once the new run can start
+    checkpoint_every: float = 600.0  # seconds between mid-epoch checkpoints (run_dir.CHECKPOINT_EVERY)
     fit_seconds: float = 0.0
     fit_load: dict = dataclasses.field(default_factory=dict)
     best_epoch: int = 0
@@ -423,7 +432,7 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
     """
     from grounded_text.training import run_dir
     from grounded_text.training.callbacks import progress_callbacks
-    from grounded_text.training.resume import RunTracker
+    from grounded_text.training.resume import RunTracker, fit_resumable
 
     callbacks = check_callbacks(callbacks)
     ours = _watch(run)
@@ -432,7 +441,7 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
         run.out, config.to_dict(), setup.model.train_model, epochs=config.train.epochs, monitor=run.monitor,
         mode=run.mode, best_checkpoint=cb["best"], best_path=run.best_path, sts_cb=cb["sts"],
         retrieval_cb=cb["retrieval"], snapshot_cb=cb["snapshot"], resume_state=run.resume_state,
-        data_fingerprint=run.data_fingerprint)
+        data_fingerprint=run.data_fingerprint, checkpoint_every=run.checkpoint_every)
     begin(run)  # data, model and callbacks are built: only now is the old run (with overwrite) replaced
     run.initial_epoch = tracker.start()
     ours = tracker.callbacks(ours, data_epoch=setup.data_epoch, steps_per_epoch=setup.steps_per_epoch,
@@ -447,11 +456,10 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
     else:
         tracker.state["load_start"] = run.fit_load["start"]  # written with the first epoch's commit
     try:
-        if run.initial_epoch < config.train.epochs:
-            setup.model.train_model.fit(setup.train_ds, validation_data=setup.dev_ds, epochs=config.train.epochs,
-                                        callbacks=ours + list(callbacks) + progress_callbacks(callbacks, verbose),
-                                        verbose=verbose, shuffle=False,
-                                        initial_epoch=run.initial_epoch)
+        fit_resumable(setup.model.train_model, setup.train_ds, tracker, start=run.initial_epoch,
+                      epochs=config.train.epochs,
+                      callbacks=ours + list(callbacks) + progress_callbacks(callbacks, verbose),
+                      validation_data=setup.dev_ds, verbose=verbose, shuffle=False)
     except run_dir.TrainingDiverged:
         tracker.mark("diverged")
         raise
@@ -555,7 +563,9 @@ def record(run: TrainingRun, *, t_start: float, evaluate: bool = True, verbose="
         _evaluate(run, metrics, verbose)
     metrics["timing_seconds"]["total"] = time.perf_counter() - t_start
     if run.tracker.resumed:
-        metrics["resumed"] = {"from_epoch": run.initial_epoch}
+        metrics["resumed"] = {"from_epoch": run.initial_epoch}  # epochs done when it resumed
+        if run.tracker.steps_done:  # and the steps of the next one (a mid-epoch checkpoint)
+            metrics["resumed"]["from_step"] = run.tracker.steps_done
     payload = json.dumps(metrics, indent=2).encode("utf-8")
     atomic_write(run.out / "metrics.json", lambda f: f.write(payload))
     run.tracker.finish()
