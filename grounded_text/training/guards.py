@@ -253,7 +253,8 @@ class CollapseGuard(keras.callbacks.Callback):
         return out
 
     def on_train_begin(self, logs=None):
-        self.start = self.last = self.spreads()
+        if not self.start:  # a second fit of the same run (the rest of a resumed epoch, then the others) keeps it
+            self.start = self.last = self.spreads()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = int(epoch) + 1
