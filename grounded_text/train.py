@@ -97,7 +97,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--output-dir", required=True, help="run directory")
     run = p.add_mutually_exclusive_group()
     run.add_argument("--resume", action="store_true",
-                     help="continue the interrupted run in --output-dir from its last completed epoch (same flags)")
+                     help="continue the interrupted run in --output-dir from its last checkpoint (same flags)")
     run.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
     p.add_argument("--checkpoint-every", type=_seconds, default=None, metavar="SECONDS",
                    help="wall seconds between the mid-epoch resume checkpoints (default 600; 0: after every "

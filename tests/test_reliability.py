@@ -399,6 +399,12 @@ def test_zero_or_negative_epochs_steps_and_trials_are_rejected_by_the_parsers(tm
         with pytest.raises(SystemExit) as e:
             parse_args(["--output-dir", str(tmp_path / "run"), *flags])
         assert e.value.code == 2 and "must be an integer >= 1" in capsys.readouterr().err, flags
+    for seconds in ("-1", "nan", "often"):
+        with pytest.raises(SystemExit) as e:
+            parse_args(["--output-dir", str(tmp_path / "run"), "--checkpoint-every", seconds])
+        assert e.value.code == 2 and "--checkpoint-every: expected seconds >= 0 or inf" in capsys.readouterr().err
+    assert parse_args(["--output-dir", str(tmp_path / "run"), "--checkpoint-every", "inf"]).checkpoint_every == np.inf
+    assert parse_args(["--output-dir", str(tmp_path / "run")]).checkpoint_every is None  # train()'s default: 600 s
     for trials in ("0", "-1"):
         with pytest.raises(SystemExit) as e:
             tune_args(["--directory", str(tmp_path / "tune"), "--trials", trials])

@@ -98,7 +98,8 @@ def train(
 
     Raises:
       TypeError: ``callbacks`` is not a list of ``keras.callbacks.Callback``.
-      ValueError: bad config (the checks of ``grounded_text.papers.resolve.resolve_config``,
+      ValueError: a negative or non-numeric ``checkpoint_every``; bad config (the checks of
+        ``grounded_text.papers.resolve.resolve_config``,
         ``batch_size < 2``, a training slice with fewer than ``batch_size`` pairs), a
         ``verbose`` Keras does not know, an ``output_dir`` that is, holds or lies inside the
         data folder, constant image features, an empty split.
