@@ -46,6 +46,38 @@ def test_paired_against_tests_each_arm_against_the_baseline_on_the_same_pairs():
     assert "| `arm` | +0." in md and "(p < 0.001)" in md
 
 
+def test_an_arm_is_tested_against_the_baseline_seeds_spread_with_the_t_distribution():
+    from grounded_text.experiments.arms import seed_prediction_test, seed_spread
+
+    # Student's t with 2 degrees of freedom has a closed form: P(|T| > t) = 1 - t / sqrt(2 + t²).
+    test = seed_prediction_test(5.0, [1.0, 2.0, 3.0])  # mean 2, sd 1, t = 3 / sqrt(1 + 1/3)
+    t = 3.0 / np.sqrt(4.0 / 3.0)
+    assert test["b"] == 2.0 and test["sd"] == pytest.approx(1.0) and test["k"] == 3
+    assert test["p"] == pytest.approx(1.0 - t / np.sqrt(2.0 + t * t), rel=1e-12)
+    # ... and the 97.5 % quantile t* = sqrt(2 / (1 - 0.95²) - 2) (the same closed form inverted).
+    assert test["half_width"] == pytest.approx(np.sqrt(2.0 / (1.0 - 0.95 ** 2) - 2.0) * np.sqrt(4.0 / 3.0))
+    # One degree of freedom (two seeds): the Cauchy distribution, P(|T| > t) = 1 - 2 atan(t) / pi.
+    two = seed_prediction_test(0.80, [0.78, 0.79])
+    t1 = abs(0.80 - 0.785) / (np.std([0.78, 0.79], ddof=1) * np.sqrt(1.5))
+    assert two["p"] == pytest.approx(1.0 - 2.0 * np.arctan(t1) / np.pi, rel=1e-9)
+    assert seed_prediction_test(0.5, [0.5, 0.5])["p"] == 1.0 and seed_prediction_test(0.6, [0.5, 0.5])["p"] == 0.0
+    with pytest.raises(ValueError, match=">= 2 finite seed figures"):
+        seed_prediction_test(0.5, [0.5])
+
+    def arm(v):
+        return {"seed": 0, "figures": {k: {"value": v, "ci": None} for k, _, _ in ARM_FIGURES}, "dev_rsum": [],
+                "fit_seconds": None}
+
+    arms = {"base": arm(1.0), "base_s1": arm(2.0), "base_s2": arm(3.0), "x": arm(5.0)}
+    what = {"base": "baseline", "base_s1": "baseline", "base_s2": "baseline", "x": "x = 1"}
+    spread = seed_spread(arms, what)
+    assert list(spread) == ["x"] and spread["x"]["MSRvid r"]["p"] == pytest.approx(test["p"])
+    md = arms_markdown(arms, {}, "base", what)
+    assert "| arm − mean of the 3 baseline seeds |" in md and "| `x` | +3.000 (p = 0.122)" in md
+    assert "2 degrees of freedom" in md and "MSRvid r ±" in md
+    assert seed_spread({"base": arm(1.0), "x": arm(2.0)}, {"base": "baseline"}) == {}  # one seed: no spread
+
+
 def test_the_caption_gap_study_changes_one_thing_per_arm():
     from grounded_text.ablation import CAPTION_GAP
 

@@ -14,7 +14,7 @@ Beside the test split, each arm's caption→image retrieval on its first ``TRAIN
 training images (``train_retrieval``) tells a generalisation gap from a fit not reached.
 
 Example:
-    >>> [label for _, label in ARM_FIGURES][:4]
+    >>> [label for _, label, _ in ARM_FIGURES][:4]
     ['MSRvid r', 'STS16 mean r', 'STS-B test r', 'SICK-R test r']
     >>> paired_cell({"a": 0.70, "b": 0.68, "p": 0.0004})
     '+0.020 (p < 0.001)'
@@ -125,6 +125,69 @@ def paired_cell(test: dict | None, digits: int = 3) -> str:
         return "–"
     p = p_text(test["p"])
     return f"{test['a'] - test['b']:+.{digits}f} (p {p if p.startswith('<') else '= ' + p})"
+
+
+def seed_prediction_test(value: float, seeds) -> dict:
+    """One arm's figure against the seed-to-seed spread of the baseline: is ``value`` a likely
+    draw of one more seed of the baseline? The two-sided p-value of
+    ``t = (value − mean) / (sd · √(1 + 1/k))`` with Student's t of ``k − 1`` degrees of freedom
+    (``scipy.stats.t``), i.e. ``value`` against the 95 % prediction interval of one new
+    observation from a normal sample of ``k`` seeds (``mean ± t(0.975, k − 1) · sd · √(1 + 1/k)``).
+    The paired tests (``paired_against``) measure the test sentences' sampling error between
+    two fixed models; this one measures training noise, which they do not see.
+
+    Args:
+      value: the arm's figure (one seed).
+      seeds: the baseline's figure for each of its k >= 2 seeds.
+
+    Returns:
+      ``{"a": value, "b": mean, "sd", "half_width", "k", "p"}`` (floats; ``half_width``: of the
+      95 % prediction interval; seeds that agree exactly, sd 0: ``p`` 1.0 where ``value`` equals
+      them, else 0.0).
+
+    Raises:
+      ValueError: fewer than 2 seeds, or a non-finite figure.
+
+    Example:
+        >>> round(seed_prediction_test(5.0, [1.0, 2.0, 3.0])["p"], 4)  # t = 3 / √(4/3), 2 df
+        0.1217
+    """
+    import numpy as np
+    from scipy import stats
+
+    x = np.asarray(list(seeds), dtype=np.float64)
+    if x.size < 2 or not np.isfinite(x).all() or not np.isfinite(value):
+        raise ValueError(f"seed_prediction_test: needs >= 2 finite seed figures and a finite value, got "
+                         f"{x.tolist()} and {value!r}.")
+    k, mean, sd = x.size, float(x.mean()), float(x.std(ddof=1))
+    scale = sd * np.sqrt(1.0 + 1.0 / k)
+    if scale == 0.0:
+        p = 1.0 if value == mean else 0.0
+    else:
+        p = float(2.0 * stats.t.sf(abs(value - mean) / scale, k - 1))
+    return {"a": float(value), "b": mean, "sd": sd, "half_width": float(stats.t.ppf(0.975, k - 1) * scale),
+            "k": int(k), "p": p}
+
+
+def seed_spread(arms: dict, what: dict) -> dict:
+    """``{arm: {column label: seed_prediction_test(...)}}`` for every arm that is not one of the
+    baseline's seeds (``what[name] == "baseline"``), on every figure of ``ARM_FIGURES``; ``{}``
+    with fewer than 2 baseline seeds."""
+    seeds = [name for name in arms if what.get(name) == "baseline"]
+    if len(seeds) < 2:
+        return {}
+    out = {}
+    for name, arm in arms.items():
+        if name in seeds:
+            continue
+        tests = {}
+        for key, label, _ in ARM_FIGURES:
+            values = [arms[s]["figures"].get(key, {}).get("value") for s in seeds]
+            value = arm["figures"].get(key, {}).get("value")
+            if value is not None and None not in values:
+                tests[label] = seed_prediction_test(value, values)
+        out[name] = tests
+    return out
 
 
 def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> tuple[dict, dict]:
@@ -260,7 +323,21 @@ def arms_markdown(arms: dict, paired: dict, baseline: str, what: dict) -> str:
     head2 = ["arm − `" + baseline + "`"] + [label for _, label, test in ARM_FIGURES if test]
     body2 = [[f"`{name}`"] + [paired_cell(tests.get(test), digits(key)) for key, _, test in ARM_FIGURES if test]
              for name, tests in paired.items()]
-    return "\n".join(figures) + "\n\n" + "\n".join(markdown_table(head2, body2))
+    md = "\n".join(figures) + "\n\n" + "\n".join(markdown_table(head2, body2))
+    spread = seed_spread(arms, what)
+    if spread:
+        seeds = [name for name in arms if what.get(name) == "baseline"]
+        head3 = [f"arm − mean of the {len(seeds)} baseline seeds"] + [label for _, label, _ in ARM_FIGURES]
+        body3 = [[f"`{name}`"] + [paired_cell(tests.get(label), digits(key)) for key, label, _ in ARM_FIGURES]
+                 for name, tests in spread.items()]
+        first = next(iter(spread.values()), {})
+        bounds = ", ".join(f"{label} ±{_fmt(first[label]['half_width'], digits(key))}"
+                           for key, label, _ in ARM_FIGURES if label in first)
+        md += ("\n\n" + "\n".join(markdown_table(head3, body3)) + "\n\n" +
+               f"(Against training noise: p of one arm's figure as one more seed of the baseline, Student's t "
+               f"with {len(seeds) - 1} degrees of freedom on the seeds' mean and sd; the 95 % prediction "
+               f"intervals: {bounds}.)")
+    return md
 
 
 def write_arms_report(out_dir: str | Path, stem: str, arms: dict, paired: dict, baseline: str, what: dict,
@@ -269,6 +346,7 @@ def write_arms_report(out_dir: str | Path, stem: str, arms: dict, paired: dict, 
     from grounded_text.reporting.tables import write_report
 
     md = f"{title}\n\n" + arms_markdown(arms, paired, baseline, what)
-    write_report({"baseline": baseline, "arms": arms, "paired": paired, "what": what}, md,
+    write_report({"baseline": baseline, "arms": arms, "paired": paired, "what": what,
+                  "seed_spread": seed_spread(arms, what)}, md,
                  json_path=Path(out_dir) / f"{stem}.json", markdown_path=Path(out_dir) / f"{stem}.md")
     return md
