@@ -123,6 +123,10 @@ class RunTracker:
         weights = {id(w) for w in self.model.weights}
         return [v for v in self.model.variables if id(v) not in weights]
 
+    def _random_state_record(self) -> list:
+        """The random-generator states as ``run_state.json`` keeps them (``[{"path", "value"}]``)."""
+        return [{"path": v.path, "value": np.asarray(v.numpy()).tolist()} for v in self._random_states()]
+
     # -- start ------------------------------------------------------------------------------
     def start(self) -> int:
         """Writes the initial state (fresh run) or restores everything (resume); returns the
@@ -134,7 +138,7 @@ class RunTracker:
         state = self.state
         check_state_paths(self.out, state)
         ckpt, saved = self.last_checkpoint(), state.get("random_state", [])
-        step = self.step_state()
+        step = _step_of(state)
         if step is not None:  # killed mid-epoch after a step commit: continue from that step
             ckpt, saved = confined_path(self.out, step["checkpoint"], "step.checkpoint"), step["random_state"]
             self.resumed_step = {k: step[k] for k in ("epoch", "steps", "logs", "seconds")}
@@ -165,11 +169,6 @@ class RunTracker:
             self.snapshot_cb.scores = list(snaps["scores"])
         self.mark("running")
         return self.epochs_done
-
-    def step_state(self) -> dict | None:
-        """The committed mid-epoch checkpoint of the epoch after the last committed one
-        (``{"epoch", "steps", "checkpoint", "seconds", "random_state", "logs"}``), or None."""
-        return _step_of(self.state)
 
     def callbacks(self, callbacks: list, *, data_epoch=None, steps_per_epoch: int, steps_per_execution: int,
                   learning_rate: float, setup=None, snapshots: bool = False) -> list:
@@ -221,8 +220,7 @@ class RunTracker:
         self.state["step"] = {
             "epoch": int(epoch), "steps": int(steps), "checkpoint": f"{RESUME_DIR}/{name}",
             "seconds": round(float(seconds), 3), "logs": self._running(epoch, steps, logs),
-            "random_state": [{"path": v.path, "value": np.asarray(v.numpy()).tolist()}
-                             for v in self._random_states()]}
+            "random_state": self._random_state_record()}
         self.state["updated"] = time.time()
         write_state(self.out, self.state)
         self._drop_step_file(previous, keep=name)
@@ -285,8 +283,7 @@ class RunTracker:
             state["snapshots"] = {"paths": [rel(p) for p in self.snapshot_cb.paths],
                                   "image_paths": [rel(p) for p in self.snapshot_cb.image_paths],
                                   "epochs": list(self.snapshot_cb.epochs), "scores": list(self.snapshot_cb.scores)}
-        state["random_state"] = [{"path": v.path, "value": np.asarray(v.numpy()).tolist()}
-                                 for v in self._random_states()]
+        state["random_state"] = self._random_state_record()
         step, state["step"] = state.get("step"), None
         recorded = self.epoch_seconds  # aligned with the epochs committed so far
         state["epoch_seconds"] = recorded + [None if seconds is None else round(float(seconds), 3)]
