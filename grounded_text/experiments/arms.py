@@ -169,11 +169,15 @@ def seed_prediction_test(value: float, seeds) -> dict:
             "k": int(k), "p": p}
 
 
+def _baseline_seeds(arms: dict, what: dict) -> list:
+    return [name for name in arms if what.get(name) == "baseline"]
+
+
 def seed_spread(arms: dict, what: dict) -> dict:
     """``{arm: {column label: seed_prediction_test(...)}}`` for every arm that is not one of the
     baseline's seeds (``what[name] == "baseline"``), on every figure of ``ARM_FIGURES``; ``{}``
     with fewer than 2 baseline seeds."""
-    seeds = [name for name in arms if what.get(name) == "baseline"]
+    seeds = _baseline_seeds(arms, what)
     if len(seeds) < 2:
         return {}
     out = {}
@@ -326,7 +330,7 @@ def arms_markdown(arms: dict, paired: dict, baseline: str, what: dict) -> str:
     md = "\n".join(figures) + "\n\n" + "\n".join(markdown_table(head2, body2))
     spread = seed_spread(arms, what)
     if spread:
-        seeds = [name for name in arms if what.get(name) == "baseline"]
+        seeds = _baseline_seeds(arms, what)
         head3 = [f"arm − mean of the {len(seeds)} baseline seeds"] + [label for _, label, _ in ARM_FIGURES]
         body3 = [[f"`{name}`"] + [paired_cell(tests.get(label), digits(key)) for key, label, _ in ARM_FIGURES]
                  for name, tests in spread.items()]
