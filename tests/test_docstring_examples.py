@@ -13,8 +13,11 @@ import importlib
 import inspect
 import re
 import types
+from pathlib import Path
 
 import pytest
+
+import grounded_text
 
 MODULES = [
     "grounded_text.serving.encoder",
@@ -74,6 +77,37 @@ def missing_examples(module: types.ModuleType) -> list[str]:
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples_run(name):
     results, report = run_doctests(importlib.import_module(name))
+    assert results.failed == 0, f"{name}: {results.failed} of {results.attempted} examples failed\n{report}"
+
+
+def modules_with_examples(root: Path | None = None, package: str = "grounded_text") -> list[str]:
+    """Every module under ``root`` (the package's folder) whose source holds a ``>>>`` line, by
+    dotted name: the ones outside ``MODULES`` have examples too, and those must run even before
+    the module documents every public object."""
+    root = Path(root or Path(grounded_text.__file__).parent)
+    names = []
+    for path in sorted(root.rglob("*.py")):
+        if not re.search(r"^\s*>>> ", path.read_text(encoding="utf-8"), re.MULTILINE):
+            continue
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_the_package_walk_finds_modules_outside_the_list(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "__init__.py").write_text('"""\n  >>> 1 + 1\n  2\n"""\n')
+    (tmp_path / "sub" / "plain.py").write_text('"""No example; the text >>> in prose is not one."""\n')
+    (tmp_path / "top.py").write_text('def f():\n    """\n    >>> f()\n    """\n')
+    assert modules_with_examples(tmp_path, "pkg") == ["pkg.sub", "pkg.top"]
+    found = modules_with_examples()
+    assert set(MODULES) <= set(found) and "grounded_text.experiments.arms" in found
+
+
+@pytest.mark.parametrize("name", sorted(set(modules_with_examples()) - set(MODULES)))
+def test_examples_outside_the_covered_modules_run(name):
+    results, report = run_doctests(importlib.import_module(name))
+    assert results.attempted > 0, f"{name}: its >>> lines were not found by doctest"
     assert results.failed == 0, f"{name}: {results.failed} of {results.attempted} examples failed\n{report}"
 
 
