@@ -214,3 +214,20 @@ def test_a_logged_run_trains_in_a_child_that_writes_the_log_and_returns_its_stat
     assert log.read_text().strip() == "trained" and result.metrics is None
     assert seen == [(config_toml(PLAN.config()), "train")] and log.with_suffix(".toml").is_file()
     assert result.returncode == 3
+
+
+def test_a_resumed_logged_run_appends_to_its_log(tmp_path, monkeypatch):
+    """Resuming keeps the log of the epochs trained before the interruption (they are logged
+    nowhere else); training anew starts the log afresh."""
+    monkeypatch.setattr(runner, "train_command",
+                        lambda *a: [sys.executable, "-c", "print('epoch 3')"])
+    log = tmp_path / "bow.log"
+    log.write_text("epoch 1\nepoch 2\n")
+    monkeypatch.setattr(runner, "decide", lambda c, d: runner.Decision("resume", "an interrupted run"))
+    runner.ensure_run(PLAN.config(), tmp_path / "bow", tmp_path, log=log)
+    lines = log.read_text().splitlines()
+    assert lines[:2] == ["epoch 1", "epoch 2"] and lines[-1] == "epoch 3"
+    assert lines[2].startswith("--- resumed ") and lines[2].endswith(": an interrupted run ---")
+    monkeypatch.setattr(runner, "decide", lambda c, d: runner.Decision("train", "no run"))
+    runner.ensure_run(PLAN.config(), tmp_path / "bow", tmp_path, log=log)
+    assert log.read_text().splitlines() == ["epoch 3"]

@@ -25,6 +25,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from grounded_text.config.schema import ConfigError, ExperimentConfig, config_toml, read_config_file
@@ -143,7 +144,8 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
       data_dir: the data root.
       evaluate, verbose: the trainer's (in-process training).
       log: train in a separate ``python -m grounded_text.train`` process, its output here
-        (its config is written beside it as ``<log stem>.toml``).
+        (its config is written beside it as ``<log stem>.toml``); a resumed run appends to it
+        after a "--- resumed ... ---" line, a new or overwritten run starts it afresh.
       echo: called with one progress line per decision (e.g. ``print``), or None.
 
     Returns:
@@ -171,6 +173,11 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
     cmd = train_command(data_dir, config_file, run_dir, decision.action)
     from grounded_text.utils.children import run_child
 
-    with open(log, "w", encoding="utf-8") as f:  # stopping this command stops the training too
+    # A resumed run's earlier epochs are logged only here: append, so that they are not lost.
+    resuming = decision.action == "resume"
+    with open(log, "a" if resuming else "w", encoding="utf-8") as f:  # stopping this command stops the training too
+        if resuming:
+            f.write(f"--- resumed {time.strftime('%Y-%m-%d %H:%M:%S %Z')}: {decision.reason} ---\n")
+            f.flush()
         rc = run_child(cmd, stdout=f, stderr=subprocess.STDOUT)
     return RunResult(run_dir, decision, read_metrics(run_dir) if rc == 0 else None, rc)
