@@ -217,8 +217,8 @@ def test_a_logged_run_trains_in_a_child_that_writes_the_log_and_returns_its_stat
 
 
 def test_a_resumed_logged_run_appends_to_its_log(tmp_path, monkeypatch):
-    """Resuming keeps the log of the epochs trained before the interruption (they are logged
-    nowhere else); training anew starts the log afresh."""
+    """Resuming keeps the trainer's output of the epochs before the interruption (kept only in
+    the log); training anew starts the log afresh."""
     monkeypatch.setattr(runner, "train_command",
                         lambda *a: [sys.executable, "-c", "print('epoch 3')"])
     log = tmp_path / "bow.log"

@@ -173,7 +173,7 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
     cmd = train_command(data_dir, config_file, run_dir, decision.action)
     from grounded_text.utils.children import run_child
 
-    # A resumed run's earlier epochs are logged only here: append, so that they are not lost.
+    # The child's output (progress, warnings, errors) is kept only here: a resumed run appends to it.
     resuming = decision.action == "resume"
     with open(log, "a" if resuming else "w", encoding="utf-8") as f:  # stopping this command stops the training too
         if resuming:
