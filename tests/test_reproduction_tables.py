@@ -399,3 +399,20 @@ def test_headline_table_takes_the_papers_figure_wherever_it_is_recorded():
         node["evaluation"]["text"]["retrieval"]["protocol"] = "all"
     rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merkx_frank"], runs)}
     assert rows["caption→image R@1"]["difference"] is None  # a slice is not the paper's 1,000-image test
+
+
+def test_a_measure_named_alike_in_two_tables_carries_its_table_in_the_verdict():
+    # Bordes names SICK relatedness (Table 1, Spearman ρ × 100) and SICK entailment (Table 3,
+    # accuracy %) alike; a verdict listing "SICK" twice would not say which is which.
+    common = {"space": "textual", "run": "bordes_cg_pg", "n": 4927}
+    rows = [{**common, "table": "Table 1", "measure": "SICK", "key": "SICK/test", "scale": "Spearman ρ × 100",
+             "ours": 51.7, "paper": 60.0, "difference": -8.3, "ours_ci": [49.5, 53.8]},
+            {**common, "table": "Table 3", "measure": "SICK", "key": "transfer/SICKEntailment",
+             "scale": "accuracy %", "ours": 67.5, "paper": 82.9, "difference": -15.4, "ours_ci": [66.2, 68.8]},
+            {**common, "table": "Table 3", "measure": "MR", "key": "transfer/MR", "scale": "accuracy %",
+             "ours": 55.7, "paper": 77.4, "difference": -21.7, "ours_ci": [54.7, 56.6]}]
+    judged = verdicts.verdict_rows({"comparison": rows, "model_correlations": {}})
+    assert [r["measure"] for r in judged] == ["SICK (Table 1)", "SICK (Table 3)", "MR"]
+    assert [r["test"] for r in judged] == ["Williams' test", "paper inside our 95 % interval",
+                                           "paper inside our 95 % interval"]
+    assert all(r["verdict"] == "below the paper (worse)" for r in judged)

@@ -146,7 +146,8 @@ def verdict_rows(results: dict) -> list[dict]:
 
     Returns:
       ``[{"measure", "space", "run", "ours", "paper", "n", "test", "r23", "r23_how", "p",
-      "verdict", "why"}]``.
+      "verdict", "why", "table"}]``; a measure named alike in two of the paper's tables is
+      suffixed with its table, e.g. ``"SICK (Table 3)"``.
     """
     mc = results.get("model_correlations") or {}
     fallback = results.get("r23_fallback") or r23_fallback(mc)
@@ -156,7 +157,16 @@ def verdict_rows(results: dict) -> list[dict]:
             continue
         judged = _williams_row(row, mc, fallback) if _kind(row) == "correlation" else _interval_row(row)
         out.append({"measure": row["measure"], "space": row["space"], "run": row["run"], "ours": row["ours"],
-                    "paper": row["paper"], "scale": row["scale"], "n": row.get("n"), "why": "", **judged})
+                    "paper": row["paper"], "scale": row["scale"], "n": row.get("n"), "why": "", **judged,
+                    "table": row.get("table")})
+    # Two tables of one paper can name different measures alike (Bordes: Table 1's SICK is the
+    # relatedness ρ, Table 3's the entailment accuracy), so a repeated name carries its table.
+    seen: dict = {}
+    for r in out:
+        seen.setdefault((r["measure"], r["space"]), set()).add(r["table"])
+    for r in out:
+        if len(seen[(r["measure"], r["space"])]) > 1 and r["table"]:
+            r["measure"] = f"{r['measure']} ({r['table']})"
     return out
 
 
