@@ -281,7 +281,8 @@ def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: bool) -> dict | None:
     """Decides what to do with ``out`` before anything is built; changes nothing on disk
-    (except finishing an export swap a crash cut short).
+    (except finishing an export swap a crash cut short and, on ``resume``, removing the staged
+    files of writes an earlier process left unfinished: ``remove_stale_temps``).
 
     Args:
       out: the run directory.
@@ -295,7 +296,8 @@ def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: boo
     Raises:
       RunDirError: both flags; ``out`` holds a run and neither flag is given (the message
         says which flag applies); ``resume`` with nothing to resume, a finished run, or a
-        different config (the differing fields are listed).
+        different config (the differing fields are listed); without ``overwrite``, a symlink
+        that would carry the run's writes out of ``out`` (``check_links``).
     """
     from grounded_text.utils.durable import recover_export
 
@@ -307,6 +309,8 @@ def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: boo
     if out.is_dir():
         for old in out.glob(".*.old"):  # an export swap cut short by a crash
             recover_export(out / old.name[1:-len(".old")])
+    if out.is_dir() and not overwrite:  # --overwrite removes such links unfollowed (clear_run_dir)
+        check_links(out, "--resume" if resume else "--output-dir")
     state = read_state(out) if out.is_dir() else None
     if not holds_run(out):
         if resume:
@@ -336,7 +340,61 @@ def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: boo
     if diff:
         raise RunDirError(f"--resume: the config differs from the interrupted run's ({'; '.join(diff)}); pass the "
                           f"same flags as that run (its config is in {out / RUN_STATE}).")
+    remove_stale_temps(out)
     return state
+
+
+# The folders a run writes files into in place (not staged and renamed): a symlink in them
+# would carry the run's writes elsewhere.
+_WRITTEN_IN_PLACE = ("checkpoints", "logs", "snapshots", RESUME_DIR)
+
+
+def check_links(out: str | Path, flag: str = "--resume") -> None:
+    """Refuses symlinks that would carry a run's writes out of its directory: one at the name
+    of a run entry (``RUN_ENTRIES``, ``config.toml``) or anywhere under the folders written in
+    place (``checkpoints/``, ``logs/``, ``snapshots/``, ``resume/``) whose target (dangling or
+    not) lies outside ``out``. Links are never followed while looking.
+
+    Raises:
+      RunDirError: such a link; the message names it and its target.
+    """
+    out = Path(out)
+    root = out.resolve()
+
+    def refuse_if_out(path: Path) -> None:
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise RunDirError(f"{flag}: {str(path)!r} is a symbolic link to {os.readlink(path)!r}, outside the run "
+                              f"directory {str(out)!r}; refusing to write through it (remove the link, or pass "
+                              "--overwrite to start over).")
+
+    for name in (*RUN_ENTRIES, "config.toml"):
+        refuse_if_out(out / name)
+    for name in _WRITTEN_IN_PLACE:
+        folder = out / name
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for parent, dirs, files in os.walk(folder):  # links to folders are listed in dirs, not entered
+            for entry in (*dirs, *files):
+                refuse_if_out(Path(parent) / entry)
+
+
+# ``durable``'s staged files (``.<name>.tmp-<16 hex>[suffix]``).
+_STAGED_FILE = re.compile(r"^\..+\.tmp-[0-9a-f]{16}(?:\..*)?$")
+
+
+def remove_stale_temps(out: str | Path) -> None:
+    """Removes the staged files (``.run_state.json.tmp-*``, ``resume/.<name>.tmp-*``) of
+    writes an earlier process of the run did not finish (killed, or its folder made unwritable
+    before it could clean up). Call it holding the run's lock: no other writer is then at work.
+    A link at such a name is removed, never followed."""
+    out = Path(out)
+    for folder in (out, out / RESUME_DIR, out / "checkpoints"):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            if _STAGED_FILE.match(path.name) and (path.is_symlink() or path.is_file()):
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
 
 # Fields of run_state.json that name files (relative to the run directory).
@@ -472,19 +530,39 @@ def check_data(resume_state: dict | None, setup, validation=()) -> dict:
 
 # ---------------------------------------------------------------------------- lock, failures, full disk
 
-_STORAGE_ERRNOS = {errno.ENOSPC: "no space left on", errno.EDQUOT: "disk quota exceeded on",
-                   errno.EROFS: "read-only file system for"}
+_STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device of", errno.EDQUOT: "disk quota exceeded on the device of",
+                   errno.EROFS: "read-only file system for the device of",
+                   errno.EFBIG: "file-size limit (ulimit -f) exceeded writing in",
+                   errno.EACCES: "permission denied writing in", errno.EPERM: "operation not permitted writing in"}
+# HDF5 and TensorFlow report the errno only in their message.
 _STORAGE_TEXT = (("No space left on device", errno.ENOSPC), ("errno = 28", errno.ENOSPC),
                  ("Disk quota exceeded", errno.EDQUOT), ("errno = 122", errno.EDQUOT),
-                 ("Read-only file system", errno.EROFS), ("errno = 30", errno.EROFS))
+                 ("Read-only file system", errno.EROFS), ("errno = 30", errno.EROFS),
+                 ("File too large", errno.EFBIG), ("errno = 27", errno.EFBIG),
+                 ("Permission denied", errno.EACCES), ("errno = 13", errno.EACCES),
+                 ("Operation not permitted", errno.EPERM))
+# Permission errors are a storage failure of the run only where they name a path in the run
+# directory: one on the data, a cache or elsewhere keeps its own message.
+_PERMISSION_ERRNOS = (errno.EACCES, errno.EPERM)
+_REMEDIES = {errno.EROFS: "make it writable or choose another --output-dir",
+             errno.EACCES: "make the run directory writable again",
+             errno.EPERM: "make the run directory writable again",
+             errno.EFBIG: "raise the file-size limit (ulimit -f) or choose another --output-dir"}
 
 
-def storage_error(e: BaseException) -> tuple[int, str | None, bool] | None:
+def storage_error(e: BaseException, out: str | Path | None = None) -> tuple[int, str | None, bool] | None:
     """``(errno, path, hdf5)`` when ``e`` (or an exception it was raised from or during, unless
-    ``raise ... from None`` hid it) is a write that failed for lack of space or on a read-only
-    file system, else None. Finds Python's ``OSError``, h5py's ``OSError``/``RuntimeError``
-    (errno in the message) and TensorFlow's errors (``No space left on device`` in the
-    message)."""
+    ``raise ... from None`` hid it) is a write that failed for lack of space, over the
+    file-size limit (``ulimit -f``) or on a read-only file system, else None. Finds Python's
+    ``OSError``, h5py's ``OSError``/``RuntimeError`` (errno in the message) and TensorFlow's
+    errors (``No space left on device`` in the message).
+
+    Args:
+      e: the exception.
+      out: the run directory; given, a permission error (``EACCES``, ``EPERM``) on a path
+        inside it counts too (a run directory made unwritable while the run writes).
+    """
+    inside = None if out is None else Path(os.path.abspath(out))
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -493,26 +571,39 @@ def storage_error(e: BaseException) -> tuple[int, str | None, bool] | None:
         if code not in _STORAGE_ERRNOS:
             code = next((c for needle, c in _STORAGE_TEXT if needle in text), None)
         if code is not None:
-            match = re.search(r"filename = '([^']*)'", text)
+            match = re.search(r"\b(?:file)?name = '([^']*)'", text)
             path = match.group(1) if match else getattr(e, "filename", None)
+            if code in _PERMISSION_ERRNOS and not _names_inside(path, text, inside):
+                code = None
+        if code is not None:
             return code, None if path is None else str(path), bool(match) or "h5py" in type(e).__module__
         e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
     return None
 
 
+def _names_inside(path, text: str, out: Path | None) -> bool:
+    """Whether a permission error names a path inside ``out`` (its path, else its message)."""
+    if out is None:
+        return False
+    if path is not None:
+        return Path(os.path.abspath(path)).is_relative_to(out)
+    return str(out) in text or str(out.resolve()) in text
+
+
 def storage_message(out: str | Path, code: int, path: str | None) -> str:
-    """The one line for a full disk, a quota or a read-only file system (``error: `` is added by the CLI)."""
+    """The one line for a full disk, a quota, a file-size limit, a read-only file system or a run
+    directory made unwritable (``error: `` is added by the CLI)."""
     state = None
     with contextlib.suppress(RunDirError, OSError):
         state = read_state(out)
     where = f" ({path})" if path else ""
-    remedy = "make it writable or choose another --output-dir" if code == errno.EROFS else "free space"
+    remedy = _REMEDIES.get(code, "free space")
     if state is not None and state.get("status") not in (None, "complete"):
         saved = (f"{out / RUN_STATE} keeps epoch {state.get('epochs_done', 0)} of {state.get('epochs', '?')}; "
                  f"{remedy}, then continue with --resume")
     else:
         saved = f"nothing of this run was saved; {remedy} and run it again"
-    return f"{_STORAGE_ERRNOS[code]} the device of {str(out)!r}{where}: {saved}."
+    return f"{_STORAGE_ERRNOS[code]} {str(out)!r}{where}: {saved}."
 
 
 def exit_after_storage_error(e: BaseException, status: int) -> None:
@@ -637,7 +728,7 @@ def guard_run(out: str | Path, *, enabled: bool = True):
             _mark_failed(out, e)
         raise
     except Exception as e:
-        found = storage_error(e)
+        found = storage_error(e, out)
         if found is None or isinstance(e, StorageFull):
             raise
         code, path, hdf5 = found

@@ -1,0 +1,167 @@
+"""Hardening of the fifth probe round (docs/reliability.md): planted links, paths outside their
+folder, storage and permission failures, signals to a command and its child, and inputs that are
+not what they claim. Each case gives one ``error: ...`` line (exit status 2) or a documented
+result, never a traceback; each test fails on the code before its fix.
+
+Every case builds its own small input in a temporary folder; no real data is needed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env(**extra) -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "",
+            **extra}
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# ============================================================================ run folders: links, storage, permissions
+
+
+def _interrupted_run(out: Path) -> dict:
+    """A run folder holding an interrupted run (state ``interrupted``, epoch 1 of 3 committed)."""
+    from grounded_text.config.schema import ExperimentConfig
+    from grounded_text.training.run_dir import write_state
+
+    config = ExperimentConfig().to_dict()
+    (out / "resume").mkdir(parents=True)
+    (out / "resume" / "epoch-0001.weights.h5").write_bytes(b"weights")
+    (out / "checkpoints").mkdir()
+    (out / "logs").mkdir()
+    write_state(out, {"version": 1, "status": "interrupted", "config": config, "epochs": 3, "epochs_done": 1,
+                      "checkpoint": "resume/epoch-0001.weights.h5",
+                      "best": {"monitor": "val_loss", "mode": "min", "value": None, "epoch": None,
+                               "checkpoint": None}})
+    return config
+
+
+@pytest.mark.parametrize("planted", ["logs", "checkpoints", "logs/train", "checkpoints/best.weights.h5",
+                                     "dangling checkpoints"])
+def test_resume_refuses_planted_links_out_of_the_run_folder(tmp_path, planted):
+    from grounded_text.training.run_dir import RunDirError, check_run_dir
+
+    out = tmp_path / "run"
+    config = _interrupted_run(out)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    name = planted.removeprefix("dangling ")
+    link = out / name
+    if link.is_dir():
+        link.rmdir()
+    link.symlink_to(tmp_path / "nowhere" if planted.startswith("dangling") else elsewhere)
+    with pytest.raises(RunDirError, match=r"^--resume: .* is a symbolic link to .*, outside the run directory") as info:
+        check_run_dir(out, config, resume=True, overwrite=False)
+    assert name in str(info.value) and "\n" not in str(info.value)
+    assert list(elsewhere.iterdir()) == []
+    # A link that stays inside the run folder is no escape; --overwrite removes the link unfollowed.
+    link.unlink()
+    link.symlink_to(out / "resume")
+    assert check_run_dir(out, config, resume=True, overwrite=False)["epochs_done"] == 1
+    assert check_run_dir(out, config, resume=False, overwrite=True) is None
+
+
+def test_a_fresh_run_refuses_a_dangling_planted_link(tmp_path):
+    from grounded_text.config.schema import ExperimentConfig
+    from grounded_text.training.run_dir import RunDirError, check_run_dir
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "logs").symlink_to(tmp_path / "not-yet")  # not a run entry that exists: the folder looks empty
+    with pytest.raises(RunDirError, match=r"^--output-dir: .*logs' is a symbolic link"):
+        check_run_dir(out, ExperimentConfig().to_dict(), resume=False, overwrite=False)
+
+
+def test_resume_removes_stale_staged_state_files(tmp_path):
+    from grounded_text.training.run_dir import check_run_dir
+
+    out = tmp_path / "run"
+    config = _interrupted_run(out)
+    stale = [out / ".run_state.json.tmp-0123456789abcdef",
+             out / "resume" / ".epoch-0002.weights.h5.tmp-fedcba9876543210.weights.h5"]
+    for path in stale:
+        path.write_text("{")
+    mine = out / ".run_state.json.tmp-notes"  # not a staged name: a user's file stays
+    mine.write_text("mine")
+    assert check_run_dir(out, config, resume=True, overwrite=False)["epochs_done"] == 1
+    assert not any(p.exists() for p in stale) and mine.read_text() == "mine"
+
+
+@pytest.mark.parametrize("raised", [
+    OSError(errno.EFBIG, "File too large", "/r/x.h5"),
+    RuntimeError("Can't write data (file write failed: time = Thu Jan  1 00:00:00 2026\n, filename = '/r/x.h5', "
+                 "file descriptor = 7, errno = 27, error message = 'File too large', buf = 0x1, total write size = "
+                 "8, bytes this sub-write = 8, bytes actually written = 18446744073709551615, offset = 0)"),
+])
+def test_a_file_size_limit_is_a_storage_error(tmp_path, raised):
+    from grounded_text.training.run_dir import StorageFull, guard_run, storage_error
+
+    assert storage_error(raised)[:2] == (errno.EFBIG, "/r/x.h5")
+    with pytest.raises(StorageFull, match=r"^file-size limit \(ulimit -f\) exceeded writing in '.*run' "
+                                          r"\(/r/x.h5\): .*raise the file-size limit \(ulimit -f\)") as info:
+        with guard_run(tmp_path / "run"):
+            raise raised
+    assert "\n" not in str(info.value)
+
+
+def test_a_real_file_size_limit_on_an_hdf5_write_gives_one_line(tmp_path):
+    """``ulimit -f``: Python ignores SIGXFSZ, so the write fails with EFBIG inside HDF5."""
+    script = textwrap.dedent(f"""
+        import resource, sys
+        import h5py, numpy as np
+        from grounded_text.training.run_dir import StorageFull, guard_run
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+        try:
+            with guard_run({str(tmp_path / "run")!r}):
+                with h5py.File({str(tmp_path / "run" / "big.h5")!r}, "w") as f:
+                    f["x"] = np.ones(1 << 20, np.float32)
+        except StorageFull as e:
+            print("error:", e, file=sys.stderr)
+            sys.stderr.flush()
+            import os
+            os._exit(2)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert _one_error_line(proc.stderr).startswith("error: file-size limit (ulimit -f) exceeded writing in ")
+
+
+def test_a_run_folder_made_unwritable_mid_run_gives_one_line(tmp_path):
+    from grounded_text.training.run_dir import StorageFull, guard_run, is_usage_error, write_state
+
+    out = tmp_path / "run"
+    # root may write anywhere, so the refusal is raised as the file system would.
+    with pytest.raises(StorageFull, match=r"^permission denied writing in '.*run' \(.*best.weights.h5\): "
+                                          r"nothing of this run was saved; make the run directory writable") as info:
+        with guard_run(out):
+            raise PermissionError(errno.EACCES, "Permission denied", str(out / "checkpoints" / "best.weights.h5"))
+    assert is_usage_error(info.value)
+    out.mkdir(exist_ok=True)
+    write_state(out, {"version": 1, "status": "running", "epochs": 3, "epochs_done": 1})
+    h5 = RuntimeError(f"Unable to synchronously create file (unable to open file: name = '{out}/resume/x.h5', "
+                      "errno = 13, error message = 'Permission denied', flags = 13, o_flags = 242)")
+    with pytest.raises(StorageFull, match=r"keeps epoch 1 of 3; make the run directory writable again, then continue "
+                                          r"with --resume\.$"):
+        with guard_run(out):
+            raise h5
+    # A permission error elsewhere (the data, a cache) is not the run folder's: it keeps its own message.
+    with pytest.raises(PermissionError):
+        with guard_run(out):
+            raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "data" / "f.npz"))
