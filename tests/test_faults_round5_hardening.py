@@ -9,6 +9,7 @@ Every case builds its own small input in a temporary folder; no real data is nee
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -165,3 +166,40 @@ def test_a_run_folder_made_unwritable_mid_run_gives_one_line(tmp_path):
     with pytest.raises(PermissionError):
         with guard_run(out):
             raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "data" / "f.npz"))
+
+
+# ============================================================================ prepare: image paths stay in --images
+
+
+def _coco(tmp_path: Path, file_name: str) -> Path:
+    path = tmp_path / "captions_train2014.json"
+    path.write_text(json.dumps({"images": [{"id": 1, "file_name": file_name}],
+                                "annotations": [{"image_id": 1, "id": 10, "caption": "a dog runs"}]}))
+    return path
+
+
+@pytest.mark.parametrize("file_name", ["../../../../etc/passwd", "/etc/passwd"])
+def test_prepare_coco_json_refuses_a_file_name_outside_the_image_folder(tmp_path, capsys, file_name):
+    from grounded_text import prepare
+
+    images = tmp_path / "images"
+    images.mkdir()
+    rc = prepare.main(["--source", "coco_json", "--captions", str(_coco(tmp_path, file_name)), "--images",
+                       str(images), "--out", str(tmp_path / "out"), "--cnn", "efficientnet_b0", "--weights", "none"])
+    assert rc == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert repr(file_name) in line and "inside the image folder" in line
+    assert not (tmp_path / "out" / "features.npz").exists()
+
+
+def test_a_karpathy_filepath_outside_the_image_folder_is_refused(tmp_path):
+    from grounded_text.data.sources import karpathy_source
+
+    images = tmp_path / "images"
+    images.mkdir()
+    split = tmp_path / "dataset_coco.json"
+    split.write_text(json.dumps({"images": [{"filename": "passwd", "filepath": "../../../../etc", "split": "train",
+                                             "sentences": [{"raw": "a dog runs"}]}]}))
+    source = karpathy_source(split, images)
+    with pytest.raises(ValueError, match=r"names '\.\./\.\./\.\./\.\./etc/passwd', not a file inside the image folder"):
+        source.image_path("passwd")

@@ -50,6 +50,14 @@ SPLIT_NAMES = (*SPLITS, None)
 # --------------------------------------------------------------------------- helpers
 
 
+def leaves_folder(name: str) -> bool:
+    """Whether an image id or relative image path would name a file outside its image folder:
+    an absolute path or one with a ``..`` part. The same rule as the feature extractor's ids
+    (``vision.extractor.list_image_files``); symlinks inside the folder are followed."""
+    path = Path(str(name))
+    return path.is_absolute() or ".." in path.parts
+
+
 def _read_json(path: Path, what: str):
     if not path.is_file():
         raise FileNotFoundError(f"{what} {str(path)!r} does not exist.")
@@ -153,9 +161,10 @@ def read_coco_captions(
     Raises:
       FileNotFoundError: the file is missing.
       ValueError (naming the file and the entry): not UTF-8 or not JSON; a missing
-        key; two images with one ``id`` or one ``file_name``; two annotations with one
-        ``id``; an annotation whose ``image_id`` has no image entry; an empty or
-        non-string caption; ``split="auto"`` on a file name that names no split.
+        key; two images with one ``id`` or one ``file_name``; a ``file_name`` that leaves
+        the image folder (absolute or with ``..``); two annotations with one ``id``; an
+        annotation whose ``image_id`` has no image entry; an empty or non-string caption;
+        ``split="auto"`` on a file name that names no split.
     """
     path = Path(path)
     data = _read_json(path, "COCO captions file")
@@ -165,6 +174,9 @@ def read_coco_captions(
     for n, image in enumerate(data["images"]):
         _require(image, ["id", "file_name"], f"images[{n}]", path)
         image_id, name = image["id"], image["file_name"]
+        if isinstance(name, str) and leaves_folder(name):
+            raise ValueError(f"{path}: file name {name!r} of images[{n}] is not a file name inside the image folder "
+                             "(an absolute path or a '..' would read any file the process can read).")
         if image_id in file_of:
             raise ValueError(f"{path}: duplicate image id {image_id!r} (images[{n}]).")
         if name in seen_names:
@@ -347,9 +359,19 @@ class CaptionSource:
         return list(dict.fromkeys(c.image_id for c in self.captions))
 
     def image_path(self, image_id: str) -> Path:
+        """The file of ``image_id`` under ``image_dir``.
+
+        Raises:
+          ValueError: no image folder; the id or its recorded path leaves the folder
+            (absolute or with ``..``: ``leaves_folder``).
+        """
         if self.image_dir is None:
             raise ValueError(f"The {self.name} source has no image folder.")
         rel = (self.image_paths or {}).get(image_id, image_id)
+        outside = [str(n) for n in (image_id, rel) if leaves_folder(n)]
+        if outside:
+            raise ValueError(f"The {self.name} source's image {image_id!r} names {outside[-1]!r}, not a file inside "
+                             f"the image folder {str(self.image_dir)!r}; refusing to read it.")
         path = self.image_dir / rel
         if not path.is_file() and rel != image_id and (self.image_dir / image_id).is_file():
             path = self.image_dir / image_id  # all images flat in one folder
@@ -368,6 +390,7 @@ class CaptionSource:
         Raises:
           FileNotFoundError: an image file is missing (``missing="error"``), naming
             how many and the first few.
+          ValueError: an image's path leaves the image folder (``image_path``).
         """
         import tensorflow as tf
 
