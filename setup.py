@@ -6,7 +6,8 @@ wheel carries them (``grounded_text.tuning.space.tuner_dir`` finds them there).
 
 The shipped trained models (``grounded_text/pretrained/<name>/``: a text and an image
 SavedModel, a card and ``model.json``) are package data, so ``gt.load(NAME)`` works offline
-straight after ``pip install``.
+straight after ``pip install``, and so are the weights of the image network their image
+towers read (``grounded_text/shipped/``), so that photos reach them offline too.
 """
 
 from setuptools import find_packages, setup
@@ -21,5 +22,7 @@ setup(
     package_dir={"grounded_text.tuner": "tuner"},
     package_data={"grounded_text.tuner": ["*.toml", "README.md"], "grounded_text.pretrained": _SHIPPED,
                   # the SHA-256 of every unpacked file of each dataset's release
-                  "grounded_text.data.download": ["manifest.json"]},
+                  "grounded_text.data.download": ["manifest.json"],
+                  # Google's EfficientNet-Lite0 ImageNet weights (grounded_text.vision.lite0)
+                  "grounded_text": ["shipped/*.weights.h5"]},
 )

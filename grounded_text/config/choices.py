@@ -7,4 +7,5 @@ module checks against; ``tests/test_packaging.py`` fails when the two differ.
 """
 
 #: ``grounded_text.vision.networks.NETWORK_NAMES`` (that module imports TensorFlow).
-NETWORK_NAMES = ("inception_v3", "resnet152", "resnet50", "vgg19", "efficientnet_b0", "efficientnet_lite0")
+NETWORK_NAMES = ("inception_v3", "resnet152", "resnet50", "vgg19", "efficientnet_b0", "efficientnet_lite0",
+                 "efficientnet_lite0_ra")

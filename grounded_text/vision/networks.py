@@ -16,20 +16,25 @@ vgg19              224 px  "caffe"                                  512     Kiro
 efficientnet_b0    224 px  none (rescaling is inside the model)      1280    Tan & Le 2019
 efficientnet_lite0 224 px  (x - 127) / 128 → about [-1, 1]          1280    Tan & Le 2019 (Lite variant);
                                                                             the package's default features
+                                                                            (Google's weights, shipped)
+efficientnet_lite0_ra 224  (x - 127) / 128                           1280    keras-hub's RandAugment Lite0
 =================  ======  =======================================  ======  ==============================
 
 Input to every network here is float32 RGB in [0, 255]; :func:`FeatureNetwork.__call__`
 applies the network's own ``preprocess_input``.
 
-``efficientnet_lite0`` is not in ``keras.applications``: it is keras-hub's
-``EfficientNetBackbone`` (the ``[images]`` extra) in the Lite0 configuration (width and
-depth 1.0, ReLU6, no squeeze-and-excitation, 1280-d head), global-average pooled. Its
-ImageNet weights are keras-hub's ``efficientnet_lite0_ra_imagenet`` preset, fetched by
-keras-hub on first use (from Kaggle Models, cached under ``$KAGGLEHUB_CACHE``, by default
-``~/.cache/kagglehub``). The scaling (x - 127) / 128 is the one of the features the package
-ships for Flickr8k (EfficientNet-Lite0 pre-logits); that shipped file was made with another
-port of the Lite0 ImageNet weights, so features made here are close to it, not bitwise equal.
-``--weights none`` builds the same architecture offline with random weights.
+``efficientnet_lite0`` is the network of the Flickr8k features in the data root and of the
+shipped models' image towers: Google's EfficientNet-Lite0 ImageNet checkpoint, converted once
+into Keras weights that ship inside the package (:mod:`grounded_text.vision.lite0`; built from core
+Keras layers, no extra, nothing downloaded, the file's SHA-256 checked at load). On the 1,000
+test photos of the data root it reproduces ``efficientnet_lite0.npz`` (docs/features.md gives the
+figures).
+
+``efficientnet_lite0_ra`` is another network of the same architecture: keras-hub's
+``efficientnet_lite0_ra_imagenet`` preset (timm's RandAugment training; the ``[images]`` extra,
+fetched from Kaggle Models on first use and cached under ``$KAGGLEHUB_CACHE``, by default
+``~/.cache/kagglehub``). Its features live in an unrelated basis: a tower trained on
+``efficientnet_lite0`` features cannot read them, and the pairing check refuses them.
 
 Weights: ``"imagenet"`` (the Keras ImageNet checkpoint, downloaded once into
 ``$KERAS_HOME/models`` or ``~/.keras/models``; offline and not cached this fails fast
@@ -51,6 +56,7 @@ import numpy as np
 import tensorflow as tf
 
 from grounded_text.config.choices import NETWORK_NAMES
+from grounded_text.vision import lite0 as _lite0
 from grounded_text.utils.compat import keras_application_weight_hash, keras_home
 
 _GCS = "https://storage.googleapis.com/"
@@ -81,6 +87,8 @@ class NetworkSpec:
       notop_origin: its download URL.
       notop_hash: its sha256 / md5 as listed by Keras, or ``None`` where Keras lists none.
       source: the paper.
+      shipped: weights that ship inside the package (``"imagenet"`` loads them, offline, after
+        checking their SHA-256), or ``None``.
       preset: for a keras-hub network, the preset its ImageNet weights come from
         (``keras_hub.models.EfficientNetBackbone.from_preset``); ``None`` for
         ``keras.applications`` networks, whose weights are ``notop_file``.
@@ -97,6 +105,7 @@ class NetworkSpec:
     notop_hash: str | None
     source: str
     preset: str | None = None
+    shipped: Path | None = None
 
 
 def _resnet_hash(name: str) -> str | None:
@@ -155,9 +164,10 @@ def _pooled(backbone, size: int, name: str) -> keras.Model:
     return keras.Model(inputs, outputs, name=name)
 
 
-def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_shape=(224, 224, 3)) -> keras.Model:
-    """EfficientNet-Lite0, global-average pooled: float32 [N, S, S, 3] already scaled by
-    :func:`_lite_preprocess` → float32 [N, 1280]. Same call as a ``keras.applications``
+def efficientnet_lite0_ra(*, include_top=False, weights=None, pooling="avg", input_shape=(224, 224, 3)) -> keras.Model:
+    """keras-hub's RandAugment EfficientNet-Lite0, global-average pooled: float32 [N, S, S, 3]
+    already scaled by :func:`_lite_preprocess` → float32 [N, 1280]. Not the network of the
+    package's features (that is :func:`efficientnet_lite0`). Same call as a ``keras.applications``
     constructor, for :class:`FeatureNetwork`.
 
     Args:
@@ -176,11 +186,11 @@ def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_
     if include_top or pooling != "avg" or weights not in (None, "imagenet"):
         raise ValueError("efficientnet_lite0 builds pooled features only (include_top=False, pooling='avg', "
                          f"weights None or 'imagenet'), got {include_top=}, {pooling=}, {weights=}.")
-    hub = require("keras_hub", "the efficientnet_lite0 network")
+    hub = require("keras_hub", "the efficientnet_lite0_ra network")
     if weights is None:
         backbone = hub.models.EfficientNetBackbone(input_shape=tuple(input_shape), **LITE0_CONFIG)
     else:
-        hint = (f"ImageNet weights for efficientnet_lite0 (keras-hub preset {LITE0_PRESET!r}, fetched from Kaggle "
+        hint = (f"ImageNet weights for efficientnet_lite0_ra (keras-hub preset {LITE0_PRESET!r}, fetched from Kaggle "
                 "Models into $KAGGLEHUB_CACHE, by default ~/.cache/kagglehub) are not available")
         advice = (". Connect once to download them, pass --weights PATH to a .weights.h5 file for the same "
                   "architecture, or use --weights none (random initialisation, for testing only).")
@@ -193,7 +203,24 @@ def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_
             backbone = hub.models.EfficientNetBackbone.from_preset(LITE0_PRESET, input_shape=tuple(input_shape))
         except Exception as e:  # noqa: BLE001 — no Kaggle access, a damaged cache: the same advice.
             raise WeightsUnavailableError(f"{hint} ({type(e).__name__}: {e}){advice}") from e
-    return _pooled(backbone, int(input_shape[0]), "efficientnet_lite0")
+    return _pooled(backbone, int(input_shape[0]), "efficientnet_lite0_ra")
+
+
+def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_shape=(224, 224, 3)) -> keras.Model:
+    """Google's EfficientNet-Lite0, global-average pooled (:mod:`grounded_text.vision.lite0`):
+    float32 [N, S, S, 3] already scaled by :func:`_lite_preprocess` → float32 [N, 1280]. Same call
+    as a ``keras.applications`` constructor; built with random weights (``FeatureNetwork`` loads
+    the shipped file into it).
+
+    Raises:
+      ValueError: another ``include_top``/``pooling``, or ``weights`` other than ``None``.
+    """
+    from grounded_text.vision import lite0
+
+    if include_top or pooling != "avg" or weights is not None:
+        raise ValueError("efficientnet_lite0 builds pooled features only (include_top=False, pooling='avg', "
+                         f"weights loaded afterwards), got {include_top=}, {pooling=}, {weights=}.")
+    return lite0.build_lite0(int(input_shape[0]))
 
 
 def _specs() -> dict[str, NetworkSpec]:
@@ -243,8 +270,17 @@ def _specs() -> dict[str, NetworkSpec]:
         "efficientnet_lite0": NetworkSpec(
             "efficientnet_lite0", efficientnet_lite0, _lite_preprocess, 224, 1280,
             "(x - 127) / 128 (range about [-1, 1])",
+            _lite0.CHECKPOINT, "shipped in the package", _lite0.CHECKPOINT_SHA256,
+            "Tan & Le 2019 (ICML), Lite variant (no squeeze-and-excitation, ReLU6); Google's ImageNet "
+            "weights, the network of the package's features and shipped image towers",
+            shipped=_lite0.WEIGHTS_FILE,
+        ),
+        "efficientnet_lite0_ra": NetworkSpec(
+            "efficientnet_lite0_ra", efficientnet_lite0_ra, _lite_preprocess, 224, 1280,
+            "(x - 127) / 128 (range about [-1, 1])",
             LITE0_PRESET, "kaggle://keras/efficientnet/keras/efficientnet_lite0_ra_imagenet", None,
-            "Tan & Le 2019 (ICML), Lite variant (no squeeze-and-excitation, ReLU6); keras-hub weights",
+            "Tan & Le 2019 (ICML), Lite variant; keras-hub's RandAugment (timm) weights, another network "
+            "than efficientnet_lite0",
             preset=LITE0_PRESET,
         ),
     }
@@ -335,6 +371,8 @@ def _resolve_weights(spec: NetworkSpec, weights) -> str | None:
     if weights is None or (isinstance(weights, str) and weights.lower() == "none"):
         return None
     if isinstance(weights, str) and weights == "imagenet":
+        if spec.shipped is not None:  # inside the package: checked, never downloaded
+            return str(_lite0.check_weights_file(spec.shipped))
         if spec.preset is not None:
             return "imagenet"  # keras-hub fetches and caches the preset itself
         return str(imagenet_weights_path(spec))
@@ -375,7 +413,8 @@ def feature_provenance(cnn: str, crops: int, weights="imagenet", seed: int = DEF
 
     Returns:
       ``{"cnn", "weights", "crops", "image_size", "preprocessing"}`` (str/int values):
-      ``weights`` is ``"imagenet:<cache file or keras-hub preset>"``, ``"random:seed=<n>"`` or
+      ``weights`` is ``"imagenet:<cache file or keras-hub preset>"`` (for a network whose weights
+      ship in the package, ``"imagenet:<checkpoint> sha256:<its digest>"``), ``"random:seed=<n>"`` or
       ``"sha256:<digest> (<file name>)"``.
 
     Raises:
@@ -385,7 +424,12 @@ def feature_provenance(cnn: str, crops: int, weights="imagenet", seed: int = DEF
     if weights is None or (isinstance(weights, str) and weights.lower() == "none"):
         recorded = f"random:seed={int(seed)}"
     elif isinstance(weights, str) and weights == "imagenet":
-        recorded = f"imagenet:keras-hub preset {spec.preset}" if spec.preset else f"imagenet:{spec.notop_file}"
+        if spec.shipped is not None:  # the checkpoint's digest: the same weights in any file format
+            recorded = f"imagenet:{spec.notop_file} sha256:{spec.notop_hash}"
+        elif spec.preset:
+            recorded = f"imagenet:keras-hub preset {spec.preset}"
+        else:
+            recorded = f"imagenet:{spec.notop_file}"
     else:
         path = Path(weights)
         if not path.is_file():
@@ -413,7 +457,9 @@ class FeatureNetwork:
         file, not ``--weights``).
       FileNotFoundError: ``weights`` is a path that does not exist.
       WeightsUnavailableError: ``"imagenet"`` while offline and not cached.
-      MissingExtraError: ``efficientnet_lite0`` without keras-hub (the ``[images]`` extra).
+      MissingExtraError: ``efficientnet_lite0_ra`` without keras-hub (the ``[images]`` extra).
+      WeightsIntegrityError (a ValueError): the shipped ``efficientnet_lite0`` weights are missing
+        or damaged.
     """
 
     def __init__(self, cnn: str, weights="imagenet", mixed_precision: bool = False,
