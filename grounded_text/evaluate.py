@@ -379,23 +379,13 @@ def _suite(a, p, argv) -> int:
                                  baseline_encoder(name, data_dir=root, seed=a.sample_seed), None, source))
     if not specs:
         p.error("nothing to evaluate: give --run-dir, --model or --baseline")
-    transfer = None
-    if a.transfer is not None:
-        from grounded_text.evaluation.transfer import ClassifierConfig
+    from grounded_text.data.provenance import FeaturePairingError
 
-        transfer = {"tasks": a.transfer or None, "senteval_dir": a.senteval_dir or str(root / "senteval"),
-                    "sts_dir": a.sts_dir or str(root / "sts"), "max_examples": a.max_examples,
-                    "config": ClassifierConfig(seed=a.seed, kfold=a.kfold, n_jobs=a.n_jobs,
-                                               pair_feature_set=a.pair_features)}
-    report = evaluate_encoders(
-        specs, root, features=features or "efficientnet_lite0", sts_dir=a.sts_dir,
-        sections=a.sections or (list(EVALUATION_SECTIONS) if a.full else ["sts"]), coco_captions=a.coco_captions,
-        years=a.years, same_image_n=a.same_image_n, seed=a.sample_seed, mnno_ks=a.mnno_k,
-        retrieval_protocol=a.retrieval_protocol, supervised_model=a.supervised_model,
-        retrieval_coco=a.retrieval_coco, coco_protocols=a.coco_protocol,
-        transfer=transfer, plots_dir=a.out if a.out and (a.full or a.plots) else None, run_dir=a.run_dir,
-        command="python -m grounded_text.evaluate " + " ".join(shlex.quote(x) for x in recorded_args(argv)),
-        progress=not a.no_progress)
+    try:
+        report = _evaluate(evaluate_encoders, specs, root, features, a, argv)
+    except FeaturePairingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     title = "Evaluation report: " + ", ".join(s.name for s in specs)
     print(format_report_markdown(report, title))
     if a.out:
@@ -404,6 +394,30 @@ def _suite(a, p, argv) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2, default=float))
     return 0
+
+
+def _evaluate(evaluate_encoders, specs, root, features, a, argv) -> dict:
+    """``evaluate_encoders`` with the command line's settings."""
+    from grounded_text.evaluation.suite import EVALUATION_SECTIONS
+    from grounded_text.utils.progress import recorded_args
+
+    transfer = None
+    if a.transfer is not None:
+        from grounded_text.evaluation.transfer import ClassifierConfig
+
+        transfer = {"tasks": a.transfer or None, "senteval_dir": a.senteval_dir or str(root / "senteval"),
+                    "sts_dir": a.sts_dir or str(root / "sts"), "max_examples": a.max_examples,
+                    "config": ClassifierConfig(seed=a.seed, kfold=a.kfold, n_jobs=a.n_jobs,
+                                               pair_feature_set=a.pair_features)}
+    return evaluate_encoders(
+        specs, root, features=features or "efficientnet_lite0", sts_dir=a.sts_dir,
+        sections=a.sections or (list(EVALUATION_SECTIONS) if a.full else ["sts"]), coco_captions=a.coco_captions,
+        years=a.years, same_image_n=a.same_image_n, seed=a.sample_seed, mnno_ks=a.mnno_k,
+        retrieval_protocol=a.retrieval_protocol, supervised_model=a.supervised_model,
+        retrieval_coco=a.retrieval_coco, coco_protocols=a.coco_protocol,
+        transfer=transfer, plots_dir=a.out if a.out and (a.full or a.plots) else None, run_dir=a.run_dir,
+        command="python -m grounded_text.evaluate " + " ".join(shlex.quote(x) for x in recorded_args(argv)),
+        progress=not a.no_progress)
 
 
 if __name__ == "__main__":

@@ -199,7 +199,9 @@ def load_image_encoder(path: str | Path, batch_size: int = 4096) -> ImageEncoder
     """Loads an image-tower SavedModel (``grounded_text.serving.export.export_image_tower``).
 
     Returns:
-      A callable float [n, d] → float32 [n, N] (batched, NumPy).
+      A callable float [n, d] → float32 [n, N] (batched, NumPy), with attributes
+      ``feature_dim``, ``path`` and ``record`` (what made its training features:
+      ``grounded_text.serving.images.tower_record``, or ``None``).
 
     Raises:
       FileNotFoundError: not a SavedModel directory. ValueError (when called):
@@ -222,8 +224,25 @@ def load_image_encoder(path: str | Path, batch_size: int = 4096) -> ImageEncoder
             raise ValueError("image encoder returned NaN/Inf.")
         return out
 
+    from grounded_text.serving.images import tower_record
+
     encode.feature_dim = dim
+    encode.record = tower_record(path)  # what made its training features, for the pairing check
+    encode.path = str(path)
     return encode
+
+
+def check_tower_features(image_encoder, store_path: str | Path) -> None:
+    """Refuses a feature store made by another network (or weights, crops, image size) than the
+    one an image tower (``load_image_encoder``) was trained on.
+
+    Raises:
+      grounded_text.data.provenance.FeaturePairingError (a ValueError): one line naming both.
+    """
+    from grounded_text.data.provenance import check_pairing, store_provenance
+
+    check_pairing(getattr(image_encoder, "record", None), store_provenance(store_path),
+                  repr(getattr(image_encoder, "path", "")), str(store_path))
 
 
 def run_dir_specs(run_dir: str | Path, batch_size: int = 512) -> tuple[EncoderSpec, dict]:

@@ -41,6 +41,7 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported)
     EncoderSpec,
     ImageEncoder,
     cached,
+    check_tower_features,
     load_image_encoder,
     run_dir_specs,
 )
@@ -258,6 +259,12 @@ def evaluate_encoders(
         len(planned_sections(sections, sts_dir=sts_dir, test_pairs=test_pairs, image_encoder=spec.image_encoder,
                              same_image_sets=same_sets))
         + bool(retrieval_coco and spec.image_encoder is not None) + (transfer is not None) for spec in specs)
+    # A tower fed another network's features scores at chance without a word: refused before any work.
+    for spec in specs:
+        if spec.image_encoder is not None and test_pairs is not None and flickr.store.path:
+            check_tower_features(spec.image_encoder, flickr.store.path)
+        if spec.image_encoder is not None and retrieval_coco:
+            check_tower_features(spec.image_encoder, retrieval_coco[1])
     with SectionProgress(total, "evaluate", enabled=progress) as shown:
         if flickr is not None:
             with shown.section("contamination"):

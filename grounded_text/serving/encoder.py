@@ -15,7 +15,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -150,7 +152,19 @@ def _as_input(sentences) -> tuple[Iterable, bool]:
         return sentences.tolist(), False
     if isinstance(sentences, dict) or not isinstance(sentences, Iterable):
         raise TypeError(f"encode: a str or a list of str is expected, got {type(sentences).__name__}.")
+    if isinstance(sentences, io.IOBase):
+        return _file_lines(sentences), False
     return sentences, False
+
+
+def _file_lines(f):
+    """The lines of an open file without their terminators (``\\n``, ``\\r\\n``, ``\\r``): a
+    character model would embed the newline as a character of the sentence."""
+    for line in f:
+        if isinstance(line, bytes):
+            yield line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith((b"\n", b"\r")) else line
+        else:
+            yield line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
 
 
 def _length_order(items) -> np.ndarray:
@@ -159,9 +173,63 @@ def _length_order(items) -> np.ndarray:
 
 
 def _check_items(items: list, offset: int) -> None:
+    """Every element is a str or UTF-8 bytes that UTF-8 can carry to the module.
+
+    Raises:
+      TypeError: an element that is not a str/bytes (its index and type are given).
+      ValueError: bytes that are not UTF-8, or a str holding a lone surrogate (U+D800 to
+        U+DFFF, which no UTF-8 string can hold); the message gives the sentence's index.
+    """
     for i, s in enumerate(items):
         if not isinstance(s, (str, bytes)):
             raise TypeError(f"encode: sentence {offset + i} is a {type(s).__name__}, not a str.")
+        if s.isascii():
+            continue
+        try:
+            s.decode("utf-8") if isinstance(s, bytes) else s.encode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"encode: sentence {offset + i} is not valid UTF-8 (byte 0x{s[e.start]:02x} at "
+                             f"position {e.start}); decode it first, e.g. with errors='replace'.") from None
+        except UnicodeEncodeError as e:
+            raise ValueError(f"encode: sentence {offset + i} holds a lone surrogate (U+{ord(s[e.start]):04X} at "
+                             f"position {e.start}), which UTF-8 cannot encode; was it decoded with "
+                             "errors='surrogateescape'?") from None
+
+
+#: ``TextEncoder.max_batch_chars`` of a character-level model (``load`` sets it from the
+#: export's config): the characters one call of the module may hold, rows times the longest
+#: row (padding included). The character model's recurrent layers keep about 35 KB per
+#: character of a padded batch, so 32,768 characters stay under about 1.2 GB above the loaded
+#: model (about 1 GB): its largest input, one sentence at the 16,384-byte cap, goes alone.
+CHARACTER_BATCH_CHARS = 32768
+
+
+def _char_cost(text) -> int:
+    """The characters a character model reads from ``text`` (an upper bound): NFKC may expand
+    a character (U+FB01 is two), and the model adds a start and an end token."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return (len(text) if text.isascii() else len(unicodedata.normalize("NFKC", text))) + 2
+
+
+def _padded_size(n: int, rows: int) -> int:
+    """Rows of a call of ``n`` sentences: a power of two (8 … ``rows``), at least ``n``."""
+    return max(n, min(rows, max(8, 1 << (n - 1).bit_length())))
+
+
+def _budget_groups(texts: list, batch_size: int, budget: int):
+    """``(indices, padded rows)`` of the calls that encode ``texts`` with at most ``budget``
+    characters each (rows times the longest, padding rows included), longest first; a
+    sentence longer than ``budget`` goes alone. Within the budget: one call, as without it."""
+    cost = np.array([_char_cost(t) for t in texts], dtype=np.int64)
+    order = np.argsort(-cost, kind="stable")
+    pos = 0
+    while pos < len(order):
+        fit = max(1, budget // int(cost[order[pos]]))
+        rows = min(batch_size, 1 << (fit.bit_length() - 1))  # a power of two: few distinct shapes
+        group = order[pos:pos + rows]
+        yield group, _padded_size(len(group), rows)
+        pos += len(group)
 
 
 def _chunks(sentences: Iterable, size: int):
@@ -234,6 +302,12 @@ class TextEncoder:
         which its export records, so that sentences end as its training captions did
         (Merkx & Frank's code appends " ." to captions, ``text_features.py:28-29``);
         ``"none"`` for exports that record none.
+      max_batch_chars: at most this many characters per call of the module (rows times the
+        longest row, padding included; ``_char_cost``): a batch over it is split, longest
+        sentences first, and a sentence over it goes alone. ``None``: no limit (a
+        bag-of-words module's cost grows with its words, not with the padded batch).
+        ``load`` sets ``CHARACTER_BATCH_CHARS`` for a character-level model, bounding its
+        memory by the input's longest sentence (docs/performance.md).
 
     Example:
       >>> import grounded_text as gt
@@ -258,20 +332,34 @@ class TextEncoder:
     dim: int
     batch_size: int = 512
     sentence_end: str = "none"
+    image_export: str | None = None
+    _images: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    max_batch_chars: int | None = None
+
+    def _call(self, texts: list, size: int) -> np.ndarray:
+        """float32 [len(texts), N]: one call of the module on ``texts`` padded with empty
+        strings to ``size`` rows, whose rows are dropped."""
+        import tensorflow as tf
+
+        padded = tf.constant(list(texts) + [""] * (size - len(texts)), dtype=tf.string)
+        return np.asarray(self.module(padded), dtype=np.float32)[:len(texts)]
 
     def _embed(self, batch: list, batch_size: int) -> np.ndarray:
         """float32 [len(batch), N]: one call of the module, padded with empty strings to a
-        power of two (8 … ``batch_size``), whose rows are dropped."""
-        import tensorflow as tf
-
+        power of two (8 … ``batch_size``); or, over ``max_batch_chars``, several calls."""
         n = len(batch)
         if self.sentence_end != "none":
             from grounded_text.data.sentence_end import apply_sentence_end
 
             batch = apply_sentence_end(batch, self.sentence_end)
-        size = max(n, min(batch_size, max(8, 1 << (n - 1).bit_length())))
-        padded = tf.constant(list(batch) + [""] * (size - n), dtype=tf.string)
-        return np.asarray(self.module(padded), dtype=np.float32)[:n]
+        if not self.max_batch_chars:
+            return self._call(batch, _padded_size(n, batch_size))
+        parts = [(group, self._call([batch[i] for i in group], size))
+                 for group, size in _budget_groups(batch, batch_size, self.max_batch_chars)]
+        out = np.empty((n, parts[0][1].shape[1]), np.float32)
+        for group, vectors in parts:
+            out[group] = vectors
+        return out
 
     def encode_iter(self, sentences, *, batch_size: int | None = None, normalize_embeddings: bool = False,
                     precision: str = "float32"):
@@ -280,7 +368,9 @@ class TextEncoder:
 
         Args:
           sentences: any iterable of ``str``/``bytes`` (a generator, a file object's lines, a
-            list, a 1-D array or ``tf.Tensor``), or one ``str``.
+            list, a 1-D array or ``tf.Tensor``), or one ``str``. The lines of an open file
+            (``open(path)``, text or binary) are embedded without their terminator
+            (``\\n``, ``\\r\\n``, ``\\r``), as the same sentences given as a list.
           batch_size, normalize_embeddings, precision: see ``encode``.
 
         Yields:
@@ -288,7 +378,8 @@ class TextEncoder:
 
         Raises:
           TypeError: an element that is not a str/bytes (its index is given); ValueError: a
-            bad ``batch_size`` or ``precision``, an input of rank above 1.
+            bad ``batch_size`` or ``precision``, an input of rank above 1, bytes that are not
+            UTF-8 or a str with a lone surrogate (its index is given).
         """
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
         if precision not in OUTPUT_PRECISIONS:
@@ -308,7 +399,8 @@ class TextEncoder:
         Args:
           sentences: one ``str`` (or ``bytes``, UTF-8; or a 0-d string array or tensor); or a
             list/tuple, 1-D NumPy array, 1-D ``tf.Tensor`` of strings, or any iterable of them
-            (a generator is read batch by batch, never held whole; B may be 0).
+            (a generator is read batch by batch, never held whole; B may be 0). An open file
+            gives its lines without their terminators (``\\n``, ``\\r\\n``).
           batch_size: sentences per call of the module (≥ 1; default: the encoder's
             ``batch_size``, set by ``load``). Each call is padded with
             empty strings to a power of two (8 … ``batch_size``), whose rows are dropped:
@@ -371,6 +463,92 @@ class TextEncoder:
         return out
 
     __call__ = encode
+
+    def _image_side(self):
+        from grounded_text.serving.images import ImageSide, NoImageTowerError
+
+        if self._images is None:
+            if self.image_export is None:
+                raise NoImageTowerError(f"{self.handle!r} has no image tower (no image_export/ beside it), so photos "
+                                        "cannot be put into its space; a model trained by grounded-text train or "
+                                        "shipped with the package has one.")
+            self._images = ImageSide.open(self.image_export, repr(self.handle))
+        return self._images
+
+    @property
+    def image_fingerprint(self) -> str:
+        """16 hex digits identifying the image side (the tower's weights and the network that makes
+        its features): an index of photos made for one value is valid for no other.
+
+        Raises:
+          NoImageTowerError (a ValueError): the model has no image tower.
+        """
+        return self._image_side().fingerprint
+
+    def encode_images(self, images, batch_size: int = 32, show_progress_bar: bool | None = None,
+                      normalize_embeddings: bool = True, convert_to_tensor: bool = False):
+        """Embeds photos into the same space as ``encode``: the network the image tower was
+        trained on (for the shipped models Google's EfficientNet-Lite0, shipped in the package:
+        offline), with its own preprocessing (the whole photo resized to 224 × 224, bilinear with
+        antialiasing, aspect ratio not kept; (x - 127) / 128), then the tower.
+
+        Args:
+          images: a file path (``str`` or ``os.PathLike``), a PIL image, a uint8 array [H, W, 3],
+            or a list of these, or a uint8 array [B, H, W, 3]. Files are JPEG, PNG, GIF (first
+            frame), BMP or WebP; grey images are made RGB, alpha is dropped.
+          batch_size: photos per call of the network (≥ 1).
+          show_progress_bar: a Keras progress bar over the photos (stderr).
+          normalize_embeddings: unit L2 rows (default, so ``similarity`` and a dot product agree
+            with the cosine; Recall@K is the same either way).
+          convert_to_tensor: return a ``tf.Tensor``.
+
+        Returns:
+          float32 [B, N] (B may be 0), N = ``dim``; [N] for a single path or image.
+
+        Raises:
+          NoImageTowerError (a ValueError): the model has no image tower, or its tower records a
+            network this package cannot build.
+          ImageReadError (a ValueError): a file that cannot be read or decoded, or an array that is
+            not uint8 [H, W, 3]; the message names it (``images[i]`` for in-memory images).
+          TypeError: ``images`` is none of the above. ValueError: ``batch_size < 1``.
+
+        Example:
+          >>> import numpy as np, grounded_text as gt
+          >>> enc = gt.load("vete_bow_flickr8k")
+          >>> photo = np.full((240, 320, 3), 128, np.uint8)       # or a path, or a PIL image
+          >>> v = enc.encode_images([photo])
+          >>> v.shape, v.dtype, round(float(np.linalg.norm(v[0])), 4)
+          ((1, 128), dtype('float32'), 1.0)
+          >>> enc.similarity(enc.encode(["a dog runs"]), v).shape
+          (1, 1)
+        """
+        from grounded_text.serving.images import _image_to_array, as_image_list
+
+        batch_size = _check_batch_size(batch_size)
+        side = self._image_side()
+        single = isinstance(images, (str, os.PathLike)) or type(images).__module__.startswith("PIL.") or (
+            isinstance(images, np.ndarray) and images.ndim in (2, 3))
+        items = as_image_list(images)
+        progress = None
+        if show_progress_bar:
+            import keras
+
+            progress = keras.utils.Progbar(len(items), unit_name="photo")
+        parts = []
+        for start in range(0, len(items), batch_size):
+            arrays = [_image_to_array(item, start + k) for k, item in enumerate(items[start:start + batch_size])]
+            out = side.embed(arrays)
+            parts.append(_normalize(out) if normalize_embeddings else out)
+            if progress is not None:
+                progress.add(len(arrays))
+        out = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+        if single:
+            out = out[0]
+        if convert_to_tensor:
+            import tensorflow as tf
+
+            return tf.constant(out)
+        return out
 
     @staticmethod
     def similarity(a, b):
@@ -436,17 +614,30 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_e
       sentence_end: the sentence-end rule applied to every sentence
         (``grounded_text.data.sentence_end``: ``"none"``, ``"space_period"``,
         ``"space_period_tokens"``); ``None`` (default): the rule the model was trained with,
-        as its export's ``assets/config.json`` records it (``"none"`` where it records none).
+        as its export's ``assets/config.json`` records it (``"none"`` where it records none,
+        or for a module with no such config); for a URL handle, the config of the folder
+        ``tensorflow_hub`` unpacks it into
+        (``grounded_text.data.sentence_end.model_sentence_end`` decides).
         The rule runs in Python before the module: a raw ``hub.load`` of the same folder
         does not apply it.
 
     Returns:
       A ``TextEncoder``.
 
+    The export is checked before TensorFlow reads it
+    (``grounded_text.serving.integrity.check_export``): against the sizes, SHA-256 digests and
+    vocabulary size its config records (exports written before that record are checked for
+    the files every SavedModel needs).
+
     Raises:
-      ValueError: an unknown ``sentence_end``.
+      ValueError: an unknown ``sentence_end``; an export whose config records an unknown
+        rule or a misspelt ``sentence_end`` key.
       FileNotFoundError: a local folder with no ``saved_model.pb``, or a name that is
         neither a folder nor a shipped model (the message lists the shipped ones).
+      DamagedExportError (a ValueError): a damaged export: a recorded file missing, cut
+        short or changed, a vocabulary of another size, a config that its SavedModel lists
+        but that is missing, unreadable or not JSON, a ``saved_model.pb`` that does not parse,
+        or a SavedModel that TensorFlow cannot load. One line naming the file.
       EncoderSignatureError (a ValueError): the module does not map string[B] to float[B, N].
 
     Example:
@@ -458,7 +649,8 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_e
         ...
       FileNotFoundError: '...runs/missing/export' is not a SavedModel directory (no saved_model.pb), nor ...
     """
-    from grounded_text.data.sentence_end import check_sentence_end, recorded_sentence_end
+    from grounded_text.data.sentence_end import check_sentence_end, model_sentence_end
+    from grounded_text.serving.integrity import check_export, read_export_config
     from grounded_text.utils.durable import recover_export
 
     if sentence_end is not None:
@@ -475,14 +667,58 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_e
                 raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb), nor "
                                         f"the name of a shipped model ({', '.join(pretrained.names()) or 'none'}).")
             raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
-        handle = str(path)
+        handle = folder = str(path)
     else:
+        import tensorflow_hub as hub
+
         handle = str(path_or_handle)
-    import tensorflow_hub as hub
+        folder = hub.resolve(handle)  # downloaded and unpacked once; hub.load reads this folder
+    config = read_export_config(folder)
+    check_export(folder, config)
+    rule = model_sentence_end(folder, sentence_end)
     import tensorflow_text  # noqa: F401  (registers the ops the module uses)
 
-    module = hub.load(handle)
+    module = _hub_load(handle)
     dim = check_text_encoder(module, handle)
-    rule = sentence_end if sentence_end is not None else (
-        recorded_sentence_end(handle) if "://" not in handle else "none")
-    return TextEncoder(module, handle, dim, batch_size, rule)
+    from grounded_text.serving.images import image_export_beside
+
+    image = image_export_beside(handle) if "://" not in handle else None
+    return TextEncoder(module, handle, dim, batch_size, rule, None if image is None else str(image),
+                       max_batch_chars=_batch_char_budget(config))
+
+
+def _hub_load(handle: str):
+    """``tensorflow_hub.load(handle)``; a SavedModel TensorFlow cannot read raises one line.
+
+    Raises:
+      DamagedExportError: any failure of ``hub.load`` (its TensorFlow error, which runs to
+        many lines, is cut to its first).
+    """
+    import tensorflow_hub as hub
+
+    from grounded_text.serving.integrity import DamagedExportError
+
+    try:
+        return hub.load(handle)
+    except Exception as e:  # TF raises many kinds; each means "this SavedModel cannot be used"
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise DamagedExportError(f"{handle!r} cannot be loaded as a SavedModel ({type(e).__name__}: {first}).") \
+            from None
+
+
+def _batch_char_budget(config: dict | None) -> int | None:
+    """``TextEncoder.max_batch_chars`` of the model an export's config describes:
+    ``CHARACTER_BATCH_CHARS`` for a character-level model, else ``None``."""
+    model = (config or {}).get("model")
+    if not isinstance(model, dict):
+        return None
+    encoder = model.get("encoder")
+    if isinstance(encoder, dict) and "char_dim" in encoder:
+        return CHARACTER_BATCH_CHARS
+    try:
+        from grounded_text.papers.presets import get_preset
+
+        builder = get_preset(model.get("name")).builder
+    except Exception:  # an unknown or foreign name: not one of ours, no budget
+        return None
+    return CHARACTER_BATCH_CHARS if builder == "char_gru_attention" else None

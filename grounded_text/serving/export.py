@@ -301,7 +301,8 @@ class ImageTowerModule(tf.Module):
         return tf.cast(self.image_tower(features, training=False), tf.float32)
 
 
-def export_image_tower(image_tower: keras.Model, export_dir: str | Path, config: dict | None = None) -> Path:
+def export_image_tower(image_tower: keras.Model, export_dir: str | Path, config: dict | None = None,
+                       image_features: dict | None = None) -> Path:
     """Writes the image tower (float32 [B, d] → float32 [B, N]) as a SavedModel.
 
     Used by retrieval (``grounded_text.evaluation.retrieval``): captions go through
@@ -312,6 +313,10 @@ def export_image_tower(image_tower: keras.Model, export_dir: str | Path, config:
       image_tower: Keras model float[B, d] → float[B, N].
       export_dir: target directory (replaced atomically if it exists, as the text tower).
       config: JSON-serialisable training config.
+      image_features: what made the training features (network, weights digest, crops, image
+        size, preprocessing: ``grounded_text.data.provenance.store_provenance``), recorded as
+        ``image_features`` beside the config: ``encode_images`` builds that network, and a store
+        made another way is refused when it meets the tower. ``None``: not known.
 
     Returns:
       ``export_dir`` as a ``Path``.
@@ -321,7 +326,10 @@ def export_image_tower(image_tower: keras.Model, export_dir: str | Path, config:
     staged = staging_dir(export_dir)
     with tempfile.TemporaryDirectory() as staging:
         staging = Path(staging)
-        (staging / CONFIG_ASSET).write_text(json.dumps(config or {}, indent=2, default=str))
+        recorded = dict(config or {})
+        if image_features is not None:
+            recorded["image_features"] = dict(image_features)
+        (staging / CONFIG_ASSET).write_text(json.dumps(recorded, indent=2, default=str))
         module = ImageTowerModule(image_tower)
         module.assets = {"config": tf.saved_model.Asset(str(staging / CONFIG_ASSET))}
         tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve})

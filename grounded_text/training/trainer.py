@@ -544,7 +544,11 @@ def export(run: TrainingRun) -> None:
     run.export_dir = export_text_tower(run.export_tower, run.out / "export", config)
     run.space_dirs = {name: str(export_text_tower(tower, run.out / f"export_{name}", config))
                       for name, tower in model.spaces.items()}
-    run.image_export_dir = export_image_tower(image_tower, run.out / IMAGE_EXPORT_DIR, config)
+    from grounded_text.data.provenance import store_provenance
+
+    store = getattr(run.setup.flickr, "store", None)
+    features = store_provenance(store.path) if store is not None and getattr(store, "path", None) else None
+    run.image_export_dir = export_image_tower(image_tower, run.out / IMAGE_EXPORT_DIR, config, image_features=features)
 
 
 def record(run: TrainingRun, *, t_start: float, evaluate: bool = True, verbose="auto") -> dict:

@@ -1,0 +1,224 @@
+"""Photos into a model's space: the image network its image tower was trained on, then the tower.
+
+A model's image tower (``image_export/``, beside its text tower ``export/``) maps CNN features
+to the text tower's space; its ``assets/config.json`` records which network made those features
+(``image_features``: network, weights digest, crops, image size, preprocessing). This module
+reads photos, runs that network with its own preprocessing, then the tower, so that a photo
+lands where the training features landed. The shipped models' network is Google's
+EfficientNet-Lite0, whose weights ship in the package (:mod:`grounded_text.vision.lite0`):
+nothing is downloaded.
+
+``TextEncoder.encode_images`` is the public door; :class:`ImageSide` is what it holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The feature record of the image tower (a key of its ``assets/config.json``).
+IMAGE_FEATURES_KEY = "image_features"
+
+
+class NoImageTowerError(ValueError):
+    """The model has no image tower, so photos cannot be put into its space."""
+
+
+class ImageReadError(ValueError):
+    """A photo could not be read or decoded; the message names it.
+
+    Attributes:
+      path: the file (or ``"images[i]"`` for an in-memory image).
+    """
+
+    def __init__(self, message: str, path: str = ""):
+        super().__init__(message)
+        self.path = path
+
+
+def image_export_beside(text_export: str | os.PathLike) -> Path | None:
+    """The image tower beside a text tower: ``<parent>/image_export`` (a run folder's and a shipped
+    model's layout), or ``None`` when there is none."""
+    folder = Path(text_export).parent / "image_export"
+    return folder if (folder / "saved_model.pb").is_file() else None
+
+
+def tower_record(image_export: str | os.PathLike) -> dict | None:
+    """What made the features an image tower was trained on (``cnn``, ``weights``, ``crops``,
+    ``image_size``, ``preprocessing``), as its ``assets/config.json`` records it. A tower
+    exported before towers recorded it, but trained on the data root's ``efficientnet_lite0``
+    features, gets that network's record; otherwise ``None``."""
+    from grounded_text.data.provenance import lite0_provenance
+
+    path = Path(image_export) / "assets" / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    record = config.get(IMAGE_FEATURES_KEY)
+    if isinstance(record, dict):
+        return record
+    if (config.get("data") or {}).get("features") == "efficientnet_lite0":
+        return lite0_provenance()
+    return None
+
+
+def _image_to_array(item, index: int) -> np.ndarray:
+    """One image (a path, a PIL image or a uint8 array [H, W, 3]) → uint8 [H, W, 3]."""
+    if isinstance(item, (str, os.PathLike)):
+        return read_image(item)
+    if type(item).__module__.startswith("PIL."):
+        try:
+            return np.asarray(item.convert("RGB"), dtype=np.uint8)
+        except Exception as e:  # noqa: BLE001 — a PIL image that cannot be converted
+            raise ImageReadError(f"images[{index}]: cannot convert this PIL image to RGB ({e}).",
+                                 f"images[{index}]") from None
+    array = np.asarray(item)
+    if array.ndim == 2:
+        array = np.repeat(array[:, :, None], 3, axis=2)
+    if array.ndim != 3 or array.shape[2] not in (3, 4) or array.shape[0] < 1 or array.shape[1] < 1:
+        raise ImageReadError(f"images[{index}]: expected a file path, a PIL image or a uint8 array [H, W, 3], "
+                             f"got {type(item).__name__} of shape {getattr(array, 'shape', None)}.",
+                             f"images[{index}]")
+    if array.dtype != np.uint8:
+        raise ImageReadError(f"images[{index}]: expected uint8 pixels in [0, 255], got dtype {array.dtype}.",
+                             f"images[{index}]")
+    return array[:, :, :3]
+
+
+def read_image(path: str | os.PathLike) -> np.ndarray:
+    """Reads a photo (JPEG, PNG, GIF: first frame, BMP, WebP) as RGB, the way the feature
+    extractor does (JPEGs with the accurate integer DCT, as PIL decodes them).
+
+    Args:
+      path: the file.
+
+    Returns:
+      uint8 [H, W, 3].
+
+    Raises:
+      ImageReadError: the file cannot be read, is not an image, is damaged, or declares more
+        than 40 million pixels (the extractor's decompression-bomb guard); the message names it.
+    """
+    import tensorflow as tf
+
+    from grounded_text.vision.crops import decode_rgb
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ImageReadError(f"{str(path)!r}: cannot read it ({e.strerror or e}).", str(path)) from None
+    try:
+        return decode_rgb(tf.constant(data)).numpy()
+    except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ValueError) as e:
+        reason = (getattr(e, "message", None) or str(e)).strip().splitlines()[0][:200]
+        raise ImageReadError(f"{str(path)!r}: not a readable image ({reason}).", str(path)) from None
+
+
+def as_image_list(images) -> list:
+    """``encode_images``' input → a list of single images (a uint8 array [B, H, W, 3] is split)."""
+    if isinstance(images, (str, os.PathLike)) or type(images).__module__.startswith("PIL."):
+        return [images]
+    if isinstance(images, np.ndarray):
+        if images.ndim == 4:
+            return list(images)
+        if images.ndim in (2, 3):
+            return [images]
+    if type(images).__module__.startswith("tensorflow"):
+        return as_image_list(images.numpy())
+    try:
+        return list(images)
+    except TypeError:
+        raise TypeError(f"encode_images: expected file paths, PIL images or uint8 arrays, got "
+                        f"{type(images).__name__}.") from None
+
+
+@dataclasses.dataclass
+class ImageSide:
+    """A model's image tower and the network that makes its features, built on first use.
+
+    Attributes:
+      export_dir: the image tower's SavedModel folder.
+      record: what made its training features (:func:`tower_record`).
+    """
+
+    export_dir: Path
+    record: dict
+    _tower: Any = None
+    _network: Any = None
+
+    @classmethod
+    def open(cls, export_dir: str | os.PathLike, what: str) -> ImageSide:
+        """Raises NoImageTowerError when the tower records no network this package can build."""
+        record = tower_record(export_dir)
+        if record is None:
+            raise NoImageTowerError(f"{what}: its image tower {str(export_dir)!r} does not record which image network "
+                                    "made its training features, so photos cannot be put into its space.")
+        return cls(Path(export_dir), record)
+
+    @property
+    def fingerprint(self) -> str:
+        """16 hex digits identifying the tower's weights and its feature network: equal for two
+        loads of one model, different for two towers or two networks."""
+        h = hashlib.sha256(json.dumps(self.record, sort_keys=True).encode())
+        for name in ("saved_model.pb", "variables/variables.index", "variables/variables.data-00000-of-00001"):
+            path = self.export_dir / name
+            if path.is_file():
+                h.update(path.read_bytes())
+        return h.hexdigest()[:16]
+
+    def network(self):
+        """The ``FeatureNetwork`` of the record (built once)."""
+        if self._network is None:
+            from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance
+
+            cnn, weights = self.record.get("cnn"), str(self.record.get("weights", ""))
+            if weights.startswith("random:seed="):
+                seed = int(weights.split("=", 1)[1])
+                built = FeatureNetwork(cnn, weights=None, seed=seed)
+                built.recorded = feature_provenance(cnn, int(self.record.get("crops", 1)), None, seed=seed)
+            elif weights == feature_provenance(cnn, int(self.record.get("crops", 1)))["weights"]:
+                built = FeatureNetwork(cnn, weights="imagenet")
+            else:
+                raise NoImageTowerError(
+                    f"the image tower {str(self.export_dir)!r} was trained on features of {cnn} with weights "
+                    f"{weights!r}, which this package cannot build; make features with them and use the tower on "
+                    f"those (seed {DEFAULT_RANDOM_SEED} is the default of a random network).")
+            if int(self.record.get("image_size", built.input_size)) != built.input_size:
+                raise NoImageTowerError(f"the image tower {str(self.export_dir)!r} was trained on {cnn} features of "
+                                        f"{self.record.get('image_size')} px images; the network takes "
+                                        f"{built.input_size} px.")
+            self._network = built
+        return self._network
+
+    def tower(self):
+        if self._tower is None:
+            from grounded_text.evaluation.encoders import load_image_encoder
+
+            self._tower = load_image_encoder(self.export_dir)
+        return self._tower
+
+    def features(self, arrays: list[np.ndarray]) -> np.ndarray:
+        """uint8 images [H, W, 3] → float32 [len(arrays), d] features of the recorded network,
+        preprocessed as the record says (whole image resized, or the ten-crop average)."""
+        import tensorflow as tf
+
+        from grounded_text.vision.crops import make_views
+
+        network = self.network()
+        crops = int(self.record.get("crops", 1))
+        views = np.stack([make_views(tf.constant(a), network.input_size, crops).numpy() for a in arrays])
+        if crops == 1:
+            return network.features(views.reshape((-1, *views.shape[-3:])))
+        flat = network.features(views.reshape((-1, *views.shape[-3:])))
+        return flat.reshape(len(arrays), crops, -1).mean(axis=1)
+
+    def embed(self, arrays: list[np.ndarray]) -> np.ndarray:
+        """uint8 images → float32 [len(arrays), N] through the network and the tower."""
+        return np.asarray(self.tower()(self.features(arrays)), dtype=np.float32)
