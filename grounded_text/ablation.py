@@ -398,7 +398,8 @@ def run_study(study_name: str, rows, out: Path, data_dir, epochs_scale: float = 
 def main(argv=None) -> int:
     """The CLI: trains the study's missing runs, then prints and writes its table.
     Exit status 0, or 2 with ``error: ...`` for an unknown run name, a row that does not fit,
-    or a run folder that holds a finished run of another config."""
+    or a run folder that holds a finished run of another config; 130 after Ctrl-C or ``SIGINT``
+    (one line: the training child was stopped and the same command continues the study)."""
     p = argparse.ArgumentParser(prog="python -m grounded_text.ablation", description=__doc__.split("\n\n")[0])
     p.add_argument("study", choices=sorted(STUDIES))
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
@@ -420,7 +421,12 @@ def main(argv=None) -> int:
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not a.table_only:
-        status = run_study(a.study, rows, out, data_dir_of(a.data_dir), a.epochs_scale)
+        try:
+            status = run_study(a.study, rows, out, data_dir_of(a.data_dir), a.epochs_scale)
+        except KeyboardInterrupt:  # the training child has ended (utils.children.run_child)
+            print(f"interrupted: the study stopped; the same command continues it (finished runs in {str(out)!r} "
+                  "are reused, the interrupted one resumes from its last checkpoint).", file=sys.stderr)
+            return 130
         if status:
             return status
     md = f"{study.title}\n\n" + table(study, out, rows)

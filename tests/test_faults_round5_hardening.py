@@ -203,3 +203,100 @@ def test_a_karpathy_filepath_outside_the_image_folder_is_refused(tmp_path):
     source = karpathy_source(split, images)
     with pytest.raises(ValueError, match=r"names '\.\./\.\./\.\./\.\./etc/passwd', not a file inside the image folder"):
         source.image_path("passwd")
+
+
+# ============================================================================ signals: a command and its training child
+
+# The child reports its pid, then waits; on SIGINT it says so and ends as the trainer does (130).
+_CHILD = ("import os, signal, sys, time\n"
+          "signal.signal(signal.SIGINT, lambda *a: (print('child interrupted', flush=True), os._exit(130)))\n"
+          "print(os.getpid(), flush=True)\n"
+          "time.sleep(300)\n")
+_PARENT = textwrap.dedent("""
+    import signal, sys
+    from grounded_text.utils.children import run_child
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal, even under nohup
+    try:
+        run_child([sys.executable, "-c", sys.argv[1]])
+    except KeyboardInterrupt:
+        print("parent interrupted", file=sys.stderr)
+        sys.exit(130)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def _start_parent(tmp_path):
+    """The parent, with no terminal (so a SIGINT to it is its alone), and its child's pid."""
+    import time
+
+    out = tmp_path / "out"
+    with open(out, "w") as f:
+        parent = subprocess.Popen([sys.executable, "-c", _PARENT, _CHILD], stdin=subprocess.DEVNULL, stdout=f,
+                                  stderr=subprocess.PIPE, text=True, env=_env(), start_new_session=True)
+    for _ in range(600):
+        if out.read_text().strip():
+            return parent, int(out.read_text().split()[0]), out
+        time.sleep(0.05)
+    parent.kill()
+    raise AssertionError("the child never started")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, /proc")
+def test_a_sigint_to_the_parent_alone_reaches_its_child_at_once(tmp_path):
+    import signal
+    import time
+
+    parent, child, out = _start_parent(tmp_path)
+    try:
+        start = time.monotonic()
+        parent.send_signal(signal.SIGINT)
+        assert parent.wait(timeout=20) == 130
+        assert time.monotonic() - start < 10  # not the 60 s grace: the child was told
+        assert "child interrupted" in out.read_text() and not _alive(child)
+        assert parent.stderr.read().strip() == "parent interrupted"
+    finally:
+        for pid in (parent.pid, child):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
+def test_a_killed_parent_leaves_no_child_behind(tmp_path):
+    import signal
+    import time
+
+    parent, child, _ = _start_parent(tmp_path)
+    try:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=20)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the child outlived its killed parent"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_ablation_interrupted_prints_one_line_and_exits_130(tmp_path, capsys, monkeypatch):
+    from grounded_text import ablation
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # what run_child raises once the training child has ended
+
+    monkeypatch.setattr(ablation, "run_study", interrupted)
+    study = sorted(ablation.STUDIES)[0]
+    try:
+        rc = ablation.main([study, "--output-dir", str(tmp_path / "out"), "--data-dir", str(tmp_path)])
+    except KeyboardInterrupt:
+        pytest.fail("the interruption escaped as a traceback")
+    assert rc == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("interrupted: ") and "same command continues" in err[0], err
