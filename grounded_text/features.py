@@ -3,13 +3,14 @@
 ::
 
     python -m grounded_text.features --images DIR --out STORE.npz \\
-        [--cnn inception_v3|resnet152|resnet50|vgg19|efficientnet_b0|efficientnet_lite0] \\
+        [--cnn efficientnet_lite0|efficientnet_lite0_ra|inception_v3|resnet152|resnet50|vgg19|efficientnet_b0] \\
         [--crops 1|10] [--weights imagenet|none|PATH] [--batch-size N] [--ids-file F] [--mixed-precision]
 
 The store is what ``python -m grounded_text.train --features STORE.npz`` reads
 (``ids`` = image file names, ``features`` float32 [n, d]); ``--cnn efficientnet_lite0``
-into ``DATA/flickr8k/features/efficientnet_lite0.npz`` makes the features the trainer reads
-by default (keras-hub, the ``[images]`` extra; ``--weights none`` builds it offline). Re-running with the same
+(the default) into ``DATA/flickr8k/features/efficientnet_lite0.npz`` makes the features the trainer
+reads by default, with Google's Lite0 ImageNet weights shipped in the package (offline; the network of
+the shipped models' image towers). Re-running with the same
 ``--out`` resumes: ids already stored (also from an interrupted run) are skipped.
 Images that cannot be decoded are listed (id and reason) and skipped, and so are
 images above ``--max-pixels`` (40 million by default; read from the header, never
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 # The CNN names without the TensorFlow side: --help answers at once.
 from grounded_text.config.choices import NETWORK_NAMES
@@ -45,9 +47,11 @@ def _parse_args(argv):
     )
     parser.add_argument("--images", required=True, help="folder of JPEG/PNG images")
     parser.add_argument("--out", required=True, help="output .npz store (resumed if present)")
-    parser.add_argument("--cnn", default="inception_v3", choices=NETWORK_NAMES,
-                        help="the network (default inception_v3); efficientnet_lite0 makes the features "
-                        "train reads by default (needs the [images] extra)")
+    parser.add_argument("--cnn", default="efficientnet_lite0", choices=NETWORK_NAMES,
+                        help="the network (default efficientnet_lite0: Google's Lite0 ImageNet weights, shipped in "
+                        "the package, offline; the features the shipped models and train read by default); "
+                        "efficientnet_lite0_ra is keras-hub's RandAugment Lite0, another network (the [images] "
+                        "extra)")
     parser.add_argument("--crops", default=1, type=int, choices=(1, 10),
                         help="1: whole image resized; 10: ten-crop average")
     parser.add_argument("--weights", default="imagenet",
@@ -73,7 +77,22 @@ def _parse_args(argv):
 
 
 def main(argv=None) -> int:
+    """The CLI. Exit status: 0 done; 2 bad input or a failed write (one ``error: ...`` line);
+    130 interrupted (Ctrl-C: one line; the batches written so far stay, and the same command
+    resumes)."""
     args = _parse_args(argv)
+    try:
+        return _extract(args)
+    except KeyboardInterrupt:
+        parts = Path(args.out).with_name(Path(args.out).name + ".parts")
+        kept = (f"the batches written so far are kept in {str(parts)!r}" if parts.is_dir()
+                else "no new batch was written")
+        print(f"interrupted: {kept}; the same command resumes, skipping the images already stored.",
+              file=sys.stderr)
+        return 130
+
+
+def _extract(args) -> int:
     from grounded_text.utils.extras import MissingExtraError
     from grounded_text.vision import extractor
     from grounded_text.vision.crops import MAX_IMAGE_PIXELS

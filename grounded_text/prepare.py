@@ -100,7 +100,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--download", action="store_true", help="tfds_coco: download and prepare when absent")
     p.add_argument("--out", required=True, help="prepared dataset folder")
     p.add_argument("--features", default=None, help="use this existing feature store instead of extracting")
-    p.add_argument("--cnn", default="inception_v3")
+    p.add_argument("--cnn", default="efficientnet_lite0",
+                   help="the network of the features (default efficientnet_lite0, shipped in the package)")
     p.add_argument("--crops", type=int, default=1, choices=[1, 10])
     p.add_argument("--weights", default="imagenet")
     p.add_argument("--batch-size", type=int, default=32)
