@@ -86,7 +86,8 @@ def test_features_cli_default_reproduces_the_shared_file_offline(data_dir, tmp_p
     """``grounded-text features --cnn efficientnet_lite0`` with no ``--weights``, on all 1,000
     test photos, without the network where ``unshare`` can take it away."""
     out = tmp_path / "lite0.npz"
-    offline = ["unshare", "-n"] if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0 else []
+    can_unshare = subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+    offline = ["unshare", "-n"] if can_unshare else []
     proc = subprocess.run([*offline, sys.executable, "-m", "grounded_text.features", "--images",
                            str(data_dir / "flickr8k" / "images"), "--out", str(out), "--cnn", "efficientnet_lite0",
                            "--no-progress"], capture_output=True, text=True, timeout=900)
@@ -126,8 +127,8 @@ def test_encode_images_takes_paths_pil_images_and_arrays_into_the_text_space(dat
     from grounded_text.evaluation.encoders import load_image_encoder
 
     raw = enc.encode_images(paths, normalize_embeddings=False)
-    np.testing.assert_allclose(raw, load_image_encoder(enc.image_export)(_shared_rows(data_dir, [p.name for p in paths])),
-                               rtol=1e-3, atol=1e-4)
+    tower = load_image_encoder(enc.image_export)
+    np.testing.assert_allclose(raw, tower(_shared_rows(data_dir, [p.name for p in paths])), rtol=1e-3, atol=1e-4)
 
 
 def test_encode_images_names_a_bad_file_and_a_bad_array(tmp_path):
