@@ -16,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -300,3 +301,44 @@ def test_ablation_interrupted_prints_one_line_and_exits_130(tmp_path, capsys, mo
     assert rc == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("interrupted: ") and "same command continues" in err[0], err
+
+
+# ============================================================================ features: Ctrl-C and a planted parts link
+
+
+def test_features_interrupted_prints_one_line_and_exits_130(tmp_path, capsys, monkeypatch):
+    from grounded_text import features
+    from grounded_text.vision import extractor
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(extractor, "extract_features", interrupted)
+    images = tmp_path / "imgs"
+    images.mkdir()
+    (images / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    try:
+        rc = features.main(["--images", str(images), "--out", str(tmp_path / "s.npz"), "--cnn", "efficientnet_b0",
+                            "--weights", "none", "--no-progress"])
+    except KeyboardInterrupt:
+        pytest.fail("the interruption escaped as a traceback")
+    assert rc == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("interrupted: ") and "resumes" in err[0], err
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file"])
+def test_a_planted_parts_link_is_refused_before_anything_is_written(tmp_path, kind):
+    from grounded_text.vision.sinks import NpzFeatureSink
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "s.npz"
+    parts = tmp_path / "s.npz.parts"
+    if kind == "symlink":
+        parts.symlink_to(elsewhere)
+    else:
+        parts.write_text("not a folder")
+    with pytest.raises(ValueError, match=r"s\.npz\.parts' is a symbolic link or not a folder"):
+        NpzFeatureSink(out, provenance=None).append(["a.png"], np.ones((1, 4)))
+    assert list(elsewhere.iterdir()) == [] and not out.exists()

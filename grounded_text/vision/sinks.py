@@ -91,10 +91,11 @@ class NpzFeatureSink:
 
     Raises:
       ValueError: ``path`` does not end in ``.npz``, is a folder or cannot be written
-        (checked at construction, before any work: :func:`check_writable`); an existing
-        store or part is unreadable or records another ``provenance`` (the message names
-        both: ``grounded_text.data.provenance.check_provenance``); on :meth:`append`: ragged
-        shapes, non-finite values, a feature dimension different from what is stored,
+        (checked at construction, before any work: :func:`check_writable`); ``STORE.parts``
+        is a symbolic link or not a folder; an existing store or part is unreadable or
+        records another ``provenance`` (the message names both:
+        ``grounded_text.data.provenance.check_provenance``); on :meth:`append`: ragged shapes,
+        non-finite values, a feature dimension different from what is stored,
         duplicate ids or ids already stored.
     """
 
@@ -106,6 +107,11 @@ class NpzFeatureSink:
             raise ValueError(f"--out {str(self.path)!r}: an npz feature store must end in .npz.")
         check_writable(self.path)
         self.parts_dir = self.path.with_name(self.path.name + ".parts")
+        if self.parts_dir.is_symlink() or (self.parts_dir.exists() and not self.parts_dir.is_dir()):
+            # A link planted there would carry every batch, and the merge's removal, elsewhere.
+            raise ValueError(f"--out {str(self.path)!r}: {str(self.parts_dir)!r} is a symbolic link or not a folder; "
+                             "the store's parts are written only into a plain folder beside it: remove it and run "
+                             "again.")
         self._ids: set[str] = set()
         self._dim: int | None = None
         self._next = 0
