@@ -5,6 +5,7 @@
     grounded-text train --data-dir DATA --output-dir runs/vete_bow [...]
     grounded-text evaluate --model runs/vete_bow/export
     grounded-text tune --space vete --show-space
+    grounded-text search --model vete_bow_flickr8k --images DIR "a dog runs on the grass"
     grounded-text data download sts sick --data-dir DATA
     grounded-text SUBCOMMAND --help
     grounded-text --verbose SUBCOMMAND ...    # keep TensorFlow's C++ start-up lines
@@ -27,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("grounded_text.evaluate", "score exported encoders: STS, SentEval transfer, the full suite"),
     "tune": ("grounded_text.tune", "hyperparameter search over a tuner/*.toml space (KerasTuner)"),
     "features": ("grounded_text.features", "CNN image features of a folder of images (.npz store)"),
+    "search": ("grounded_text.search", "search a folder of photos by a sentence (cached, incremental index)"),
     "prepare": ("grounded_text.prepare", "captions + features of COCO/Flickr30k/Karpathy into a training folder"),
     "export": ("grounded_text.export", "export a pretrained keras-hub text tower as a hub module"),
     "benchmark": ("grounded_text.benchmark", "training and serving throughput on this machine"),

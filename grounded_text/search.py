@@ -1,0 +1,276 @@
+"""CLI: search a folder of photos by a sentence, with a shipped model or a trained export.
+
+::
+
+    grounded-text search --model vete_bow_flickr8k --images DIR "a dog runs on the grass" \\
+        [--top-k 5] [--save grid.png] [--index DIR] [--batch-size 32] [--no-progress] [--json]
+
+The first run encodes every photo of ``DIR`` (recursively; .jpg .jpeg .png .gif .bmp .webp)
+into the model's space through its image tower and keeps them in an index, one per (folder,
+model), under ``$XDG_CACHE_HOME/grounded_text/image_index`` (default
+``~/.cache/grounded_text/image_index``; ``--index`` chooses another root). Later runs encode
+only new or changed photos and drop removed ones. Interrupted (Ctrl-C, a kill), the photos
+encoded so far are kept and the next run resumes. Files that cannot be decoded are listed on
+stderr and skipped (tried again only once they change). The search is exact (cosine with every
+photo). See :mod:`grounded_text.serving.image_index` and docs/search.md.
+
+Output: the top ``--top-k`` photos, best first, one per line (rank, cosine, path), then one
+line with the photos indexed (encoded, reused) and the time. ``--json`` prints one JSON object
+instead (``query``, ``model``, ``images``, ``results``: ``[{"path", "cosine"}]``, ``index``:
+the counts). ``--save GRID.png`` also writes a contact sheet of the results (thumbnails, cosine
+under each, the query as title); it needs Pillow.
+
+Exit status: 0 on success; 2 for bad arguments (an empty query, a missing ``--images``
+folder or one without photos, an unknown model, a model without image tower, an index folder
+or ``--save`` path that cannot be written, Pillow missing for ``--save``); 130 when
+interrupted (the index keeps what was encoded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from grounded_text.utils.progress import NO_PROGRESS_FLAG
+
+#: Thumbnail box of the contact sheet, in pixels, and thumbnails per row.
+THUMB = 224
+COLUMNS = 5
+
+
+def _parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="grounded-text search",
+        description="Search a folder of photos by a sentence: the photos closest to it in a model's space "
+                    "(exact cosine). The photos are indexed once and the index is kept (incremental, resumable).",
+        epilog="Example: grounded-text search --model vete_bow_flickr8k --images photos/ \"a dog runs on the grass\"")
+    parser.add_argument("query", nargs="+", help="the sentence (words after the flags are joined by spaces)")
+    parser.add_argument("--model", required=True,
+                        help="a shipped model's name (e.g. vete_bow_flickr8k) or an export folder with an image tower")
+    parser.add_argument("--images", required=True, help="the folder of photos (searched recursively)")
+    parser.add_argument("--top-k", type=int, default=5, help="photos to show (default 5)")
+    parser.add_argument("--save", metavar="GRID.png", default=None,
+                        help="also write a contact sheet of the results (needs Pillow)")
+    parser.add_argument("--index", metavar="DIR", default=None,
+                        help="where indexes are kept (default $XDG_CACHE_HOME/grounded_text/image_index, "
+                             "else ~/.cache/grounded_text/image_index)")
+    parser.add_argument("--batch-size", type=int, default=32, help="photos per network call and per index part")
+    parser.add_argument(NO_PROGRESS_FLAG, dest="no_progress", action="store_true",
+                        help="no progress while photos are encoded")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    return parser.parse_args(argv)
+
+
+def _check_save_path(path: str) -> str | None:
+    """Why ``--save`` cannot be written (Pillow missing, an extension it cannot write, a folder
+    that cannot be written), or ``None``."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return "--save needs Pillow, which is not installed: pip install pillow"
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in Image.registered_extensions():
+        return f"--save {path!r}: give an image file name such as grid.png (Pillow cannot write {suffix or 'it'!r})."
+    if target.is_dir():
+        return f"--save {path!r} is a folder; give a file name such as grid.png."
+    from grounded_text.utils.durable import check_writable_target
+
+    try:
+        check_writable_target(target.absolute().parent, "--save folder")
+    except OSError as e:
+        return str(e)
+    return None
+
+
+def usage_error(args: argparse.Namespace) -> str | None:
+    """Checks the flags before TensorFlow is imported.
+
+    Returns:
+      ``None``, or the problem (one line; the caller prints it as ``error: ...`` and exits 2).
+    """
+    from grounded_text import pretrained
+    from grounded_text.serving.image_index import PHOTO_EXTENSIONS, has_photos
+    from grounded_text.utils.durable import check_writable_target
+
+    query = " ".join(args.query).strip()
+    images = Path(args.images).expanduser()
+    if not query:
+        return "the query is empty; give a sentence, e.g. \"a dog runs on the grass\"."
+    if args.top_k < 1:
+        return f"--top-k must be >= 1, got {args.top_k}."
+    if args.batch_size < 1:
+        return f"--batch-size must be >= 1, got {args.batch_size}."
+    if not images.exists():
+        return f"--images {args.images!r} does not exist."
+    if not images.is_dir():
+        return f"--images {args.images!r} is not a folder."
+    if not has_photos(images):
+        return (f"--images {args.images!r} holds no photos (looked for {' '.join(PHOTO_EXTENSIONS)} files, "
+                "recursively, hidden names left out).")
+    model = str(args.model)
+    if not (pretrained.is_name(model) or Path(model).expanduser().exists() or "://" in model):
+        return (f"--model {model!r} is neither a shipped model ({', '.join(pretrained.names())}) "
+                "nor an existing export folder.")
+    if args.index is not None:
+        try:
+            check_writable_target(Path(args.index).expanduser(), "--index")
+        except OSError as e:
+            return str(e)
+    if args.save is not None:
+        return _check_save_path(args.save)
+    return None
+
+
+def _font(size: int):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)  # Pillow >= 10.1: a scalable default font
+    except TypeError:
+        return ImageFont.load_default()
+
+
+def _fit(draw, text: str, font, width: int) -> str:
+    """``text`` cut with an ellipsis to fit ``width`` pixels."""
+    if draw.textlength(text, font=font) <= width:
+        return text
+    while text and draw.textlength(text + "…", font=font) > width:
+        text = text[:-1]
+    return text + "…"
+
+
+def save_grid(hits, query: str, path: str | os.PathLike, *, thumb: int = THUMB, columns: int = COLUMNS) -> Path:
+    """Writes a contact sheet of search results: the query as title, then the photos in rows
+    (each fitted into a ``thumb`` square, aspect kept) with rank, cosine and file name under
+    each. Needs Pillow.
+
+    Args:
+      hits: ``(path, cosine)`` pairs, best first (``ImageIndex.search``'s result).
+      query: the title.
+      path: the image file to write (its extension chooses the format); written atomically.
+      thumb: the thumbnail box in pixels. columns: thumbnails per row.
+
+    Returns:
+      ``path`` as a ``Path``.
+
+    Raises:
+      ImportError: Pillow is not installed. OSError: ``path`` cannot be written.
+    """
+    from PIL import Image, ImageDraw, ImageOps
+
+    from grounded_text.utils.durable import atomic_save
+
+    hits = list(hits)
+    pad, caption_h, title_h = 12, 40, 48
+    cols = max(1, min(columns, len(hits)))
+    rows = max(1, -(-len(hits) // cols))
+    width = pad + cols * (thumb + pad)
+    height = title_h + rows * (thumb + caption_h + pad) + pad
+    sheet = Image.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(sheet)
+    title_font, caption_font = _font(22), _font(14)
+    draw.text((pad, pad), _fit(draw, f"\u201c{query}\u201d", title_font, width - 2 * pad), fill="black",
+              font=title_font)
+    for i, (photo, cosine) in enumerate(hits):
+        x = pad + (i % cols) * (thumb + pad)
+        y = title_h + (i // cols) * (thumb + caption_h + pad)
+        try:
+            with Image.open(photo) as im:
+                im = ImageOps.exif_transpose(im).convert("RGB")
+                im.thumbnail((thumb, thumb))
+                sheet.paste(im, (x + (thumb - im.width) // 2, y + (thumb - im.height) // 2))
+        except (OSError, ValueError):  # a format this Pillow cannot open: a grey box keeps the layout
+            draw.rectangle([x, y, x + thumb - 1, y + thumb - 1], fill=(200, 200, 200))
+        draw.text((x, y + thumb + 3), f"{i + 1}. cosine {cosine:.3f}", fill="black", font=caption_font)
+        draw.text((x, y + thumb + 20), _fit(draw, Path(photo).name, caption_font, thumb), fill=(90, 90, 90),
+                  font=caption_font)
+    target = Path(path)
+    fmt = Image.registered_extensions()[target.suffix.lower()]
+    atomic_save(target, lambda tmp: sheet.save(tmp, format=fmt), suffix=target.suffix)
+    return target
+
+
+def main(argv=None) -> int:
+    """``grounded-text search``; returns the exit status (see the module docstring)."""
+    start = time.perf_counter()
+    args = _parse_args(argv)
+    problem = usage_error(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    query = " ".join(args.query).strip()
+    index_dir = None
+    try:
+        import grounded_text as gt
+        from grounded_text.serving.image_index import ImageIndex, IndexBusyError
+
+        try:
+            encoder = gt.load(args.model)
+            index = ImageIndex(args.images, encoder, args.index, batch_size=args.batch_size)
+        except (FileNotFoundError, NotADirectoryError, ValueError) as e:  # NoImageTowerError is a ValueError
+            print(f"error: --model {args.model!r}: {e}", file=sys.stderr)
+            return 2
+        index_dir = index.index_dir
+        try:
+            report = index.update(show_progress_bar=not args.no_progress)
+        except IndexBusyError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:  # the index cannot be written (a full disk, permissions): finished batches stay
+            print(f"error: cannot write the index {str(index_dir)!r} ({e}).", file=sys.stderr)
+            return 2
+        for entry in report.discarded:
+            print(f"warning: ignored an unreadable index file, its photos encoded again: {entry}", file=sys.stderr)
+        for rel, reason in report.failed:
+            print(f"skipped {rel}: {reason}", file=sys.stderr)
+        for rel, reason in report.known_failed:
+            print(f"skipped {rel} (unreadable when last tried, unchanged since): {reason}", file=sys.stderr)
+        if report.photos == 0:
+            print(f"error: no readable photos in {args.images!r}.", file=sys.stderr)
+            return 2
+        t_search = time.perf_counter()
+        hits = index.search(query, top_k=args.top_k)
+        t_search = time.perf_counter() - t_search
+        grid = None
+        if args.save is not None:
+            try:
+                grid = save_grid(hits, query, args.save)
+            except OSError as e:
+                print(f"error: --save {args.save!r}: {e}", file=sys.stderr)
+                return 2
+    except KeyboardInterrupt:
+        where = f" in {str(index_dir)!r}" if index_dir is not None else ""
+        print(f"interrupted: the photos encoded so far are kept{where}; run the same command again to resume.",
+              file=sys.stderr)
+        return 130
+    total = time.perf_counter() - start
+    line = f"{report.summary()}; search {t_search:.2f} s; {total:.1f} s in all"
+    if args.json:
+        print(json.dumps({
+            "query": query, "model": args.model, "images": str(index.folder),
+            "results": [{"path": h.path, "cosine": h.cosine} for h in hits],
+            "index": {"dir": str(report.index_dir), "photos": report.photos, "encoded": report.encoded,
+                      "reused": report.reused, "dropped": report.dropped,
+                      "skipped": [{"path": p, "reason": r} for p, r in report.failed + report.known_failed],
+                      "seconds": round(report.seconds, 3)},
+            "grid": None if grid is None else str(grid), "seconds": round(total, 3)}, indent=2))
+        print(line, file=sys.stderr)
+        return 0
+    print(f"Top {len(hits)} of {report.photos} photos for \"{query}\" ({args.model}):")
+    for rank, hit in enumerate(hits, 1):
+        print(f"{rank:3d}  {hit.cosine:.4f}  {hit.path}")
+    if grid is not None:
+        print(f"Grid: {grid}")
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    from grounded_text.utils.extras import run_command
+
+    raise SystemExit(run_command(main))
