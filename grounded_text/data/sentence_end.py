@@ -30,7 +30,6 @@ every sentence its character model reads, in two different ways:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -95,17 +94,115 @@ def pairs_with_sentence_end(pairs, rule: str):
     return dataclasses.replace(pairs, captions=captions)
 
 
-__all__ = ["SENTENCE_ENDS", "add_sentence_end", "apply_sentence_end", "check_sentence_end", "space_period",
-           "space_period_tokens", "pairs_with_sentence_end"]
+__all__ = ["SENTENCE_ENDS", "add_sentence_end", "apply_sentence_end", "check_sentence_end", "model_sentence_end",
+           "pairs_with_sentence_end", "recorded_sentence_end", "rule_from_config", "space_period",
+           "space_period_tokens"]
+
+
+def rule_from_config(config: dict | None, where: str = "the export") -> str:
+    """The sentence-end rule a training config records (``text.sentence_end``).
+
+    Args:
+      config: an export's ``assets/config.json`` as a dict, or ``None`` (no config).
+      where: names the config in error messages.
+
+    Returns:
+      The rule; ``"none"`` for no config, a config with no ``text`` section (not a model of
+      this package's trainer) or a ``text`` section without the key (trained before the
+      option existed).
+
+    Raises:
+      ValueError: a rule that is not one of ``SENTENCE_ENDS``; a ``text`` section whose key is
+        misspelt (``sentence_ends``, ``sentenceend``...: a near miss of ``sentence_end``, which
+        would otherwise silently mean ``"none"``); a ``text`` that is not an object.
+
+    Example:
+      >>> rule_from_config({"text": {"sentence_end": "space_period"}})
+      'space_period'
+      >>> rule_from_config(None), rule_from_config({"model": {}}), rule_from_config({"text": {}})
+      ('none', 'none', 'none')
+      >>> rule_from_config({"text": {"sentence_end": "space_perod"}})
+      Traceback (most recent call last):
+        ...
+      ValueError: the export records text.sentence_end = 'space_perod', which is not one of [...].
+    """
+    import difflib
+
+    if config is None or "text" not in config:
+        return "none"
+    text = config["text"]
+    if not isinstance(text, dict):
+        raise ValueError(f"{where} records a 'text' section that is a {type(text).__name__}, not an object.")
+    if "sentence_end" not in text:
+        near = difflib.get_close_matches("sentence_end", [str(k) for k in text], n=1, cutoff=0.75)
+        if near:
+            raise ValueError(f"{where} records text.{near[0]}, not text.sentence_end: its sentence-end rule cannot "
+                             "be read (a misspelt key); correct the key in assets/config.json or pass the rule "
+                             "(sentence_end=... / --sentence-end).")
+        return "none"
+    rule = text["sentence_end"]
+    if rule not in _RULES:
+        raise ValueError(f"{where} records text.sentence_end = {rule!r}, which is not one of "
+                         f"{list(SENTENCE_ENDS)}.")
+    return rule
+
+
+def _local_folder(model) -> Path | None:
+    """The folder ``model`` (a shipped name, a folder or a TF Hub URL handle) is read from;
+    ``None`` for a handle that is not a folder and not a URL."""
+    import os
+
+    from grounded_text import pretrained
+
+    if pretrained.is_name(model) and not Path(model).exists():
+        return pretrained.export_dir(model)
+    text = os.fspath(model)
+    if "://" in str(text) and not Path(text).exists():
+        import tensorflow_hub as hub
+
+        return Path(hub.resolve(str(text)))  # the folder hub unpacked (and hub.load reads)
+    return Path(text).expanduser()
+
+
+def model_sentence_end(model, sentence_end: str | None = None) -> str:
+    """The sentence-end rule a loaded model's sentences get: the one function that decides it
+    for ``grounded_text.load``, the evaluate command, the trainer's end-of-run scoring and the
+    experiments.
+
+    Args:
+      model: a shipped model's name, a SavedModel folder, or a TF Hub URL handle (the rule
+        is read from the folder ``tensorflow_hub`` unpacks it into, as ``hub.load`` does).
+      sentence_end: a rule given explicitly (``load(sentence_end=...)``, ``--sentence-end``):
+        it wins; ``None``: the rule the model was trained with.
+
+    Returns:
+      ``sentence_end`` when given; else ``text.sentence_end`` of the model's
+      ``assets/config.json`` (``rule_from_config``), ``"none"`` for a SavedModel with no such
+      config (a TF Hub module from elsewhere).
+
+    Raises:
+      ValueError: an unknown ``sentence_end``; a config that this package's export lists but
+        that is missing, unreadable or not JSON (``grounded_text.serving.integrity.DamagedExportError``),
+        or that records an unknown rule or a misspelt key. Such an export never silently gets
+        ``"none"``.
+
+    Example:
+      >>> model_sentence_end("char_gru_attention_flickr8k")
+      'space_period'
+      >>> model_sentence_end("char_gru_attention_flickr8k", "none")
+      'none'
+      >>> model_sentence_end("vete_bow_flickr8k")
+      'none'
+    """
+    from grounded_text.serving.integrity import read_export_config
+
+    if sentence_end is not None:
+        return check_sentence_end(sentence_end)
+    folder = _local_folder(model)
+    return rule_from_config(read_export_config(folder), f"export {str(folder)!r}")
 
 
 def recorded_sentence_end(model_dir) -> str:
-    """The sentence-end rule a model was trained with: ``text.sentence_end`` of the training
-    config its export records (``assets/config.json``); ``"none"`` for an export that records
-    none (trained before the option existed, or not ours) or a handle that is not a folder."""
-    try:
-        config = json.loads((Path(model_dir) / "assets" / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return "none"
-    rule = (config.get("text") or {}).get("sentence_end", "none") if isinstance(config, dict) else "none"
-    return rule if rule in _RULES else "none"
+    """``model_sentence_end(model_dir)``: the rule ``model_dir``'s export records (kept for
+    callers of its older name)."""
+    return model_sentence_end(model_dir)

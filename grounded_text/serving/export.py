@@ -17,7 +17,9 @@ text-embedding convention (``docs/common_saved_model_apis/text.md``):
 * the text processing (tensorflow-text ops) is inside the graph: callers pass raw strings
   and must ``import tensorflow_text`` before ``hub.load``;
 * ``assets/vocab.txt`` (one token per line, id = 1 + num_oov_buckets + line) where the
-  tower has a ``TextPreprocessor``, and ``assets/config.json`` (the training config);
+  tower has a ``TextPreprocessor``, and ``assets/config.json`` (the training config, and
+  under ``"integrity"`` the vocabulary size and each file's size and SHA-256 digest, which
+  ``grounded_text.load`` checks: ``grounded_text.serving.integrity``);
 * ``model_card.md`` beside ``saved_model.pb``: TF Hub model-card metadata
   (module-type text-embedding, fine-tunable, format saved_model_2, architecture, training
   data, evaluation table) — see ``grounded_text.serving.model_card.write_model_card``.
@@ -58,6 +60,7 @@ import tensorflow as tf
 
 from grounded_text.layers.bow_encoder import bag_of_words_chain, pool_bag_of_words
 from grounded_text.layers.text_preprocessor import TextPreprocessor, write_vocabulary
+from grounded_text.serving.integrity import record_integrity
 from grounded_text.serving.model_card import write_model_card
 from grounded_text.utils import compat as _compat
 from grounded_text.utils.durable import fsync_tree, install_dir, kill_while_writing, recover_export, staging_dir
@@ -241,7 +244,8 @@ def export_text_tower(
       text_tower: Keras model string[B] → float[B, N].
       export_dir: target directory.
       config: JSON-serialisable training config, stored as ``assets/config.json`` with
-        ``"input_limits": {"max_bytes", "max_words"}`` added.
+        ``"input_limits": {"max_bytes", "max_words"}`` and the files' record
+        (``"integrity"``, ``grounded_text.serving.integrity.record_integrity``) added.
       evaluation: optional headline figures for the model card (``write_model_card``).
       max_bytes, max_words: the input limits (module docstring).
 
@@ -271,6 +275,7 @@ def export_text_tower(
             tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve}, options=options)
     write_model_card(staged, config, evaluation, embedding_dim=int(tower.output.shape[-1]),
                      parameters=int(tower.count_params()))
+    record_integrity(staged)  # last: it describes the files as they are installed
     fsync_tree(staged)
     install_dir(staged, export_dir)
     return export_dir
