@@ -342,3 +342,32 @@ def test_a_planted_parts_link_is_refused_before_anything_is_written(tmp_path, ki
     with pytest.raises(ValueError, match=r"s\.npz\.parts' is a symbolic link or not a folder"):
         NpzFeatureSink(out, provenance=None).append(["a.png"], np.ones((1, 4)))
     assert list(elsewhere.iterdir()) == [] and not out.exists()
+
+
+# ============================================================ data: overflowing features, stores, spaces, STS
+
+
+def _flickr(root: Path, rows) -> Path:
+    text = root / "flickr8k" / "Flickr8k_text"
+    text.mkdir(parents=True)
+    (text / "Flickr8k.token.txt").write_text("a.jpg#0\ta dog\nb.jpg#0\ta cat\nc.jpg#0\ta car\n")
+    for split, ids in (("train", "a.jpg\nb.jpg\n"), ("dev", "c.jpg\n"), ("test", "")):
+        (text / f"Flickr_8k.{split}Images.txt").write_text(ids)
+    (root / "flickr8k" / "features").mkdir()
+    np.savez(root / "flickr8k" / "features" / "f.npz", ids=np.array(["a.jpg", "b.jpg", "c.jpg"]),
+             features=np.asarray(rows, np.float32))
+    return root
+
+
+def test_overflowing_image_features_are_a_data_error_naming_the_file(tmp_path):
+    from grounded_text.config.schema import DataConfig
+    from grounded_text.training.preparation import _data
+
+    rows = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    rows[1] = 3e38  # finite in float32; any square of it is not
+    root = _flickr(tmp_path, rows)
+    with pytest.raises(ValueError, match=r"f\.npz: 1 of the 2 training images have features of magnitude up to "
+                                         r"3e\+38") as info:
+        _data(DataConfig(features="f", batch_size=2, one_caption_per_image=False, sampler="random",
+                         bucket_by_length=False), root)
+    assert "learning rate" not in str(info.value) and "\n" not in str(info.value)

@@ -127,11 +127,18 @@ def _data(data: DataConfig, root: Path, sentence_end: str = "none"):
     return flickr, train_pairs, dev_pairs, data_epoch, shard_by_data(train_ds), shard_by_data(dev_ds), steps
 
 
+#: The largest feature magnitude accepted for training. Image networks' pooled features stay
+#: below about 1e3; float32 arithmetic on values near 1e19 and above overflows (a row's squared
+#: norm), which the trainer would report as divergence.
+MAX_FEATURE_MAGNITUDE = 1e8
+
+
 def check_image_features(pairs, where=None) -> None:
-    """Refuses training image features that carry no signal: non-finite values, every row
-    zero, or every row the same (a failed extraction, a placeholder store). The model would
-    otherwise train towards one vector and stop as "collapsed", with advice about the
-    learning rate that cannot help.
+    """Refuses training image features that carry no signal or cannot be computed with:
+    non-finite values, values beyond ``MAX_FEATURE_MAGNITUDE`` in magnitude, every row zero,
+    or every row the same (a failed extraction, a placeholder store, a damaged file). The model
+    would otherwise diverge, or train towards one vector and stop as "collapsed", with advice
+    about the learning rate that cannot help.
 
     Args:
       pairs: the training ``CaptionPairs`` (float32 [n, d] features in memory; a streamed
@@ -157,6 +164,12 @@ def check_image_features(pairs, where=None) -> None:
     if bad.any():
         raise ValueError(f"{source}: {int(bad.sum())} of the {len(x)} training images have NaN or Inf features; "
                          "the feature file is damaged: extract the features again.")
+    huge = (np.abs(x) > MAX_FEATURE_MAGNITUDE).any(axis=1)
+    if huge.any():
+        raise ValueError(f"{source}: {int(huge.sum())} of the {len(x)} training images have features of magnitude "
+                         f"up to {float(np.abs(x).max()):.3g}, beyond {MAX_FEATURE_MAGNITUDE:.0e} (image networks' "
+                         "features stay below about 1e3; float32 arithmetic overflows on them): a data problem, not a "
+                         "training one; the feature file is damaged or not image features: extract them again.")
     if len(x) > 1 and not (x != x[:1]).any():
         what = "all zero" if not x.any() else "the same for every image"
         raise ValueError(f"{source} are {what} ({len(x)} training images, width {x.shape[1]}): a data problem "
