@@ -371,3 +371,26 @@ def test_overflowing_image_features_are_a_data_error_naming_the_file(tmp_path):
         _data(DataConfig(features="f", batch_size=2, one_caption_per_image=False, sampler="random",
                          bucket_by_length=False), root)
     assert "learning rate" not in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", [10**21, 10**8])
+def test_an_absurd_embedding_dim_is_refused_by_the_config_check(tmp_path, capsys, value):
+    import grounded_text as gt
+    from grounded_text.config.schema import MAX_EMBEDDING_DIM, ConfigError
+    from grounded_text.train import main
+
+    assert main(["--output-dir", str(tmp_path / "run"), "--data-dir", str(tmp_path), "--set",
+                 f"model.embedding_dim={value}"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"model.embedding_dim must be an integer from 1 to {MAX_EMBEDDING_DIM}, got {value}" in line
+    with pytest.raises(ConfigError, match=rf"model.embedding_dim must be an integer from 1 to {MAX_EMBEDDING_DIM}"):
+        gt.train("vete_bow", output_dir=tmp_path / "run", data_dir=tmp_path, embedding_dim=value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_count_beyond_32_bits_is_refused_naming_the_field(tmp_path, capsys):
+    from grounded_text.train import main
+
+    assert main(["--output-dir", str(tmp_path / "run"), "--data-dir", str(tmp_path), "--set",
+                 "train.epochs=1000000000000000000000"]) == 2
+    assert "train.epochs must be at most 2147483647" in _one_error_line(capsys.readouterr().err)

@@ -74,6 +74,11 @@ def positive_int(s: str) -> int:
     return _ruled("positive_int", _int(s))
 
 
+def dimension(s: str) -> int:
+    """An int from 1 to ``schema.MAX_EMBEDDING_DIM`` (a tower's output size)."""
+    return _ruled("dimension", _int(s))
+
+
 def nonnegative_int(s: str) -> int:
     """An int >= 0 (seeds)."""
     return _ruled("nonnegative_int", _int(s))
@@ -96,9 +101,9 @@ def nonnegative_float(s: str) -> float:
     return _ruled("nonnegative_float", _float(s))
 
 
-_PARSERS = {"none_or_int": none_or_int, "positive_int": positive_int, "nonnegative_int": nonnegative_int,
-            "positive_float": positive_float, "nonnegative_float": nonnegative_float, "bool_or_none": bool_or_none,
-            "key_value": key_value}
+_PARSERS = {"none_or_int": none_or_int, "dimension": dimension, "positive_int": positive_int,
+            "nonnegative_int": nonnegative_int, "positive_float": positive_float,
+            "nonnegative_float": nonnegative_float, "bool_or_none": bool_or_none, "key_value": key_value}
 
 
 def _choices_of(path: str, model_names=()):
@@ -209,4 +214,5 @@ def flags_to_dict(args: argparse.Namespace) -> tuple[dict, dict]:
 
 
 __all__ = ["ConfigError", "add_config_flags", "flags_to_dict", "key_value",
-           "bool_or_none", "none_or_int", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float"]
+           "bool_or_none", "none_or_int", "dimension", "positive_int", "nonnegative_int", "positive_float",
+           "nonnegative_float"]

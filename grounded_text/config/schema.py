@@ -71,6 +71,15 @@ SENTENCE_ENDS = ("none", "space_period", "space_period_tokens")
 SECTIONS = ("data", "text", "model", "train")
 
 
+#: The largest ``model.embedding_dim``: four times the largest the papers use (4,096). Beyond it
+#: the towers' weights alone outgrow memory (a 20,000-word vocabulary at 10**8 dimensions is
+#: 8 TB), and past 2**63 the value does not even convert to a tensor size.
+MAX_EMBEDDING_DIM = 16384
+#: The largest value of an integer field: a count or size (``positive_int``, ``none_or_int``)
+#: fits a 32-bit int, what TensorFlow's shapes and Keras' counters take without overflow; a seed
+#: (``nonnegative_int``) a 64-bit one.
+MAX_INT = {"positive_int": 2**31 - 1, "none_or_int": 2**31 - 1, "nonnegative_int": 2**63 - 1}
+
 class ConfigError(ValueError):
     """A config file, ``--set`` override or field value that does not fit the dataclasses."""
 
@@ -80,9 +89,10 @@ def _field(default=None, *, flag=None, negative=None, help="", choices=None, par
 
     ``flag`` sets the field (a bool field's ``flag`` sets True and ``negative`` False);
     ``parse`` names a value reader of ``grounded_text.config.flags`` (``none_or_int``,
-    ``positive_int``, ``nonnegative_int``, ``positive_float``, ``nonnegative_float``, ``bool_or_none``,
-    ``key_value``, ``optional_const``); its range (``RULES``) holds for every way of setting
-    the field (flag, config file, ``--set``), checked by ``check_field``."""
+    ``dimension``, ``positive_int``, ``nonnegative_int``, ``positive_float``,
+    ``nonnegative_float``, ``bool_or_none``, ``key_value``, ``optional_const``); its range
+    (``RULES``) holds for every way of setting the field (flag, config file, ``--set``),
+    checked by ``check_field``."""
     meta = {"flag": flag, "negative": negative, "help": help, "choices": choices, "parse": parse}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -187,7 +197,8 @@ class ModelConfig:
     Attributes:
       name: a preset of ``grounded_text.papers.presets.PRESETS`` (its record names the
         builder of ``grounded_text.models.registry.MODELS``).
-      embedding_dim: N, the text tower's output size; ``None`` = the preset's.
+      embedding_dim: N, the text tower's output size, 1 to ``MAX_EMBEDDING_DIM``; ``None`` =
+        the preset's.
       pooling: BOW pooling, ``"mean"`` or ``"sum"`` (vete_bow); ``None`` = the preset's.
       loss: loss name (``LOSSES``, or a baseline's objective of ``BASELINE_OBJECTIVES``);
         ``None`` = the preset's loss (the paper's).
@@ -207,8 +218,8 @@ class ModelConfig:
 
     name: str = _field("vete_bow", flag="--model", choices="presets",
                        help="preset record (grounded_text.papers.presets; docs/models.md)")
-    embedding_dim: int | None = _field(None, flag="--embedding-dim", parse="positive_int",
-                                       help="N (default: the preset's)")
+    embedding_dim: int | None = _field(None, flag="--embedding-dim", parse="dimension",
+                                       help=f"N, 1 to {MAX_EMBEDDING_DIM} (default: the preset's)")
     pooling: str | None = _field(None, flag="--pooling", choices=POOLINGS, help="BOW pooling (default: the preset's)")
     loss: str | None = _field(None, flag="--loss", choices=tuple(sorted(LOSSES)) + tuple(BASELINE_OBJECTIVES),
                               help="loss (default: the preset's; the baselines' objectives go with their presets)")
@@ -375,6 +386,7 @@ def _choices_of(path: str):
 #: A field's ``parse`` rule → (the range it allows, for messages; the check). Every way of
 #: setting a field (its flag, a config file, ``--set``) goes through ``check_field``.
 RULES = {
+    "dimension": (f"an integer from 1 to {MAX_EMBEDDING_DIM}", lambda v: 1 <= v <= MAX_EMBEDDING_DIM),
     "positive_int": ("an integer >= 1", lambda v: v >= 1),
     "none_or_int": ("an integer >= 1, or 0 or none (no limit)", lambda v: v >= 1),
     "nonnegative_int": ("an integer >= 0", lambda v: v >= 0),
@@ -398,6 +410,9 @@ def rule_value(rule: str | None, value):
     what, ok = RULES[rule]
     if not ok(value):
         raise ValueError(f"must be {what}, got {value!r}")
+    if isinstance(value, int) and value > MAX_INT.get(rule, value):
+        bits = 32 if MAX_INT[rule] < 2**32 else 64
+        raise ValueError(f"must be at most {MAX_INT[rule]} (a {bits}-bit integer), got {value!r}")
     return float(value) if rule in ("positive_float", "nonnegative_float") else value
 
 
