@@ -394,3 +394,19 @@ def test_a_count_beyond_32_bits_is_refused_naming_the_field(tmp_path, capsys):
     assert main(["--output-dir", str(tmp_path / "run"), "--data-dir", str(tmp_path), "--set",
                  "train.epochs=1000000000000000000000"]) == 2
     assert "train.epochs must be at most 2147483647" in _one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("dim, dtype", [(8, "float16"), (3, "float32")])
+def test_a_streaming_store_whose_manifest_dim_disagrees_with_its_rows_is_refused_at_open(tmp_path, dim, dtype):
+    from grounded_text.data.features import open_feature_store
+    from grounded_text.data.streaming import MANIFEST, write_feature_store
+
+    store = write_feature_store(tmp_path / "store", ["a.jpg", "b.jpg", "c.jpg"],
+                                np.arange(12, dtype=np.float32).reshape(3, 4), dtype="float16", rows_per_shard=2)
+    assert open_feature_store(store).dim == 4
+    manifest = json.loads((store / MANIFEST).read_text())
+    (store / MANIFEST).write_text(json.dumps({**manifest, "dim": dim, "dtype": dtype}))
+    with pytest.raises(ValueError, match=rf"manifest.json says dim={dim} \({dtype}: \d+ bytes a row\), but the rows "
+                                         r"of shard 'shard-00000.tfrecord' hold 8 bytes") as info:
+        open_feature_store(store)
+    assert "\n" not in str(info.value)

@@ -353,7 +353,39 @@ class StreamingFeatureStore:
                 )
             self.shards.append((str(f), int(s["rows"]), offset))
             offset += int(s["rows"])
+        self._check_row_width(directory)
         self._ids = None
+
+    def _check_row_width(self, directory: Path) -> None:
+        """Checks the first record of every shard against the manifest's ``dim`` and ``dtype``
+        (one small read per shard), so that a manifest that disagrees with its rows is refused
+        here, naming the files, and not by a shape check deep inside a ``tf.data`` stream.
+
+        Raises:
+          ValueError: a shard's rows hold another number of bytes than ``dim`` values of
+            ``dtype``, or its first record is not a feature row.
+        """
+        width = self.dim * np.dtype(DTYPES[self.dtype][0]).itemsize
+        for file, rows, _ in self.shards:
+            if rows < 1:
+                continue
+            try:
+                with open(file, "rb") as f:
+                    head = f.read(12)  # TFRecord framing: uint64 length, uint32 its CRC, data, uint32 CRC
+                    length = int.from_bytes(head[:8], "little")
+                    data = f.read(length) if len(head) == 12 and length <= 1 << 30 else b""
+                example = tf.train.Example.FromString(data) if len(data) == length and data else None
+                found = example.features.feature["features"].bytes_list.value if example is not None else []
+            except Exception:  # any unreadable first record: reported below
+                found = []
+            if len(found) != 1:
+                raise ValueError(f"{directory}: the first record of shard {Path(file).name!r} is not a feature row "
+                                 "(no 'features' bytes); the store is damaged: write it again.")
+            if len(found[0]) != width:
+                values = len(found[0]) / np.dtype(DTYPES[self.dtype][0]).itemsize
+                raise ValueError(f"{directory / MANIFEST} says dim={self.dim} ({self.dtype}: {width} bytes a row), but "
+                                 f"the rows of shard {Path(file).name!r} hold {len(found[0])} bytes ({values:g} "
+                                 f"values): the manifest does not match its rows; write the store again.")
 
     # --- the ImageFeatureStore protocol (grounded_text.data.features) -------------
     @property
