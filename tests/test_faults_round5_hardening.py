@@ -410,3 +410,27 @@ def test_a_streaming_store_whose_manifest_dim_disagrees_with_its_rows_is_refused
                                          r"of shard 'shard-00000.tfrecord' hold 8 bytes") as info:
         open_feature_store(store)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text, named", [
+    ('[hp.lr]\nfield = "train.learning_rate"\ntype = "float"\nmin = "a"\nmax = 1e-2\n', r"\[hp.lr\]: min must be a "
+                                                                                        r"number, got 'a'"),
+    ('[hp.lr]\nfield = "train.learning_rate"\ntype = "float"\nmin = 1e-4\nmax = [1]\n', r"max must be a number"),
+    ('[hp.lr]\nfield = "train.learning_rate"\ntype = "float"\nmin = 1e-4\nmax = 1e-2\ndefault = "x"\n',
+     r"default must be a number, got 'x'"),
+    ('[hp.dim]\nfield = "model.embedding_dim"\ntype = "int"\nmin = 1.5\nmax = 8\n', r"min must be an integer, got 1.5"),
+    ('[hp.lr]\nfield = "train.learning_rate"\ntype = "choice"\nvalues = 5\n', r"values must be a list, got 5"),
+    ('[hp.lr]\nfield = 3\ntype = "fixed"\ndefault = 1\n', r"field must be a string, got 3"),
+    ("hp = 5\n", r"hp must be a table"),
+    ("[hp]\nlr = 5\n", r"\[hp.lr\]: must be a table"),
+    ("extends = 5\n", r"extends must be the path of another space file .* got 5"),
+    ('extends = "missing.toml"\n', r"extends = 'missing.toml': no such file"),
+])
+def test_a_search_space_with_values_of_the_wrong_type_is_refused_in_one_line(tmp_path, text, named):
+    from grounded_text.tuning.space import SpaceError, load_space
+
+    space = tmp_path / "mine.toml"
+    space.write_text(text + "[models.vete_bow.fixed]\n")
+    with pytest.raises(SpaceError, match=named) as info:
+        load_space(space, "vete_bow")
+    assert "\n" not in str(info.value) and str(space) in str(info.value)

@@ -111,7 +111,11 @@ def resolve_space_file(space: str | Path) -> Path:
 
 
 def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
-    """Reads a TOML space file, following ``extends``. Returns the merged tables."""
+    """Reads a TOML space file, following ``extends``. Returns the merged tables.
+
+    Raises:
+      SpaceError: not UTF-8 TOML; ``extends`` is not a string, names no file, or is circular.
+    """
     path = Path(path).resolve()
     if path in _seen:
         raise SpaceError(f"{path}: circular 'extends'.")
@@ -124,7 +128,13 @@ def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
             raise SpaceError(f"{path}: not UTF-8 text (byte {e.start}); save the file as UTF-8.") from None
     parent = doc.pop("extends", None)
     if parent is not None:
-        doc = deep_merge(read_space_file(path.parent / parent, _seen + (path,)), doc)
+        if not isinstance(parent, str) or not parent:
+            raise SpaceError(f"{path}: extends must be the path of another space file (a string, relative to this "
+                             f"file), got {parent!r}.")
+        base = path.parent / parent
+        if not base.is_file():
+            raise SpaceError(f"{path}: extends = {parent!r}: no such file ({base}).")
+        doc = deep_merge(read_space_file(base, _seen + (path,)), doc)
     doc.setdefault("_files", [])
     doc["_files"] = doc["_files"] + [str(path)]
     return doc
@@ -197,14 +207,46 @@ class HParam:
         return hp.Fixed(self.name, self.default)
 
 
+def _is_number(value, integer: bool = False) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (not integer and isinstance(value, float))
+
+
+def _check_hp_types(table: dict, where: str) -> None:
+    """The value types of an ``[hp.NAME]`` table's keys, checked before any is compared.
+
+    Raises:
+      SpaceError: naming the key, what it must be and the value found.
+    """
+    integer = table.get("type") == "int"
+    rules = {"field": ("a string", lambda v: isinstance(v, str)),
+             "type": (f"one of {list(HP_TYPES)}", lambda v: isinstance(v, str)),
+             "sampling": (f"one of {list(SAMPLINGS)}", lambda v: isinstance(v, str)),
+             "paper": ("a string", lambda v: isinstance(v, str)),
+             "values": ("a list", lambda v: isinstance(v, list)),
+             "ablation_values": ("a list", lambda v: isinstance(v, list))}
+    number = "an integer" if integer else "a number"
+    for key in ("min", "max", "step"):
+        rules[key] = (number, lambda v: _is_number(v, integer))
+    if table.get("type") in ("float", "int"):
+        rules["default"] = (number, lambda v: _is_number(v, integer))
+    for key, (what, ok) in rules.items():
+        if key in table and not ok(table[key]):
+            raise SpaceError(f"{where}: {key} must be {what}, got {table[key]!r}.")
+
+
 def _parse_hp(name: str, table: dict, where: str) -> HParam:
     where = f"{where} [hp.{name}]"
+    if not isinstance(table, dict):
+        raise SpaceError(f"{where}: must be a table ([hp.{name}] with field, type, ...), got {table!r}.")
     known = {f.name for f in dataclasses.fields(HParam)} - {"name"}
     extra = set(table) - known
     if extra:
         raise SpaceError(f"{where}: unknown keys {sorted(extra)}; allowed: {sorted(known)}.")
     if "field" not in table or "type" not in table:
         raise SpaceError(f"{where}: needs 'field' and 'type'.")
+    _check_hp_types(table, where)
     h = HParam(name=name, **table)
     if h.type not in HP_TYPES:
         raise SpaceError(f"{where}: type {h.type!r} not one of {HP_TYPES}.")
@@ -328,13 +370,22 @@ def load_space(space: str | Path, model: str) -> SearchSpace:
 
     Raises:
       FileNotFoundError: no such file.
-      SpaceError: bad file, unknown field, an unknown ``[protocol]`` key or objective
-        (``check_protocol``), or ``model`` has no ``[models.<model>]`` table.
+      SpaceError: bad file (``read_space_file``), a table that is not a table, a key of an
+        ``[hp.NAME]`` table of the wrong type (``min = "a"``), unknown field, an unknown
+        ``[protocol]`` key or objective (``check_protocol``), or ``model`` has no
+        ``[models.<model>]`` table.
     """
     path = resolve_space_file(space)
     doc = read_space_file(path)
     where = str(path)
+    for table, value in (("protocol", doc.get("protocol", {})), ("fixed", doc.get("fixed", {})),
+                         ("hp", doc.get("hp", {})), ("models", doc.get("models", {}))):
+        if not isinstance(value, dict):
+            raise SpaceError(f"{where}: {table} must be a table ([{table}]), got {value!r}.")
     models = doc.get("models", {})
+    if model in models and not (isinstance(models[model], dict)
+                                and all(isinstance(models[model].get(k, {}), dict) for k in ("fixed", "hp"))):
+        raise SpaceError(f"{where}: [models.{model}] must be a table holding the tables fixed and hp.")
     if model not in models:
         raise SpaceError(f"{where}: no [models.{model}] table; this protocol covers {sorted(models)}.")
     unknown = set(doc) - {"protocol", "fixed", "hp", "models", "_files"}
