@@ -434,3 +434,23 @@ def test_a_search_space_with_values_of_the_wrong_type_is_refused_in_one_line(tmp
     with pytest.raises(SpaceError, match=named) as info:
         load_space(space, "vete_bow")
     assert "\n" not in str(info.value) and str(space) in str(info.value)
+
+
+@pytest.mark.parametrize("encoding, named", [
+    ("utf-16", r"is UTF-16 text \(it starts with a UTF-16 byte-order mark\)"),
+    ("utf-16-le", r"holds NUL bytes \(the first at byte 1; UTF-16 text without a byte-order mark\?\)"),
+    ("utf-32", r"is UTF-32 text"),
+])
+def test_an_sts_input_saved_as_utf16_is_named_as_an_encoding_problem(tmp_path, encoding, named):
+    from grounded_text.data.sts import read_sts_year
+
+    year = tmp_path / "STS16-en-test"
+    year.mkdir()
+    (year / "STS2016.input.news.txt").write_bytes("a dog\ta hound\na cat\ta car\n".encode(encoding))
+    (year / "STS2016.gs.news.txt").write_text("4.0\n1.0\n")
+    with pytest.raises(ValueError, match=r"STS2016\.input\.news\.txt: the file " + named) as info:
+        read_sts_year(year)
+    message = str(info.value)
+    assert "line" not in message and "\n" not in message and "iconv" in message
+    (year / "STS2016.input.news.txt").write_text("a dog\ta hound\na cat\ta car\n")  # the same text as UTF-8
+    assert [len(p) for p in read_sts_year(year).values()] == [2]

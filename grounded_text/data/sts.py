@@ -12,7 +12,8 @@
   an error names both files and their line counts. A gold score that is not a finite
   number (text, NaN, Inf) or lies outside 0..5 is an error naming the file and line. A
   subset without a scored pair is skipped with a warning (and recorded by the
-  evaluation report); a path that is a folder is an error naming it.
+  evaluation report); a path that is a folder is an error naming it, and so is a file in
+  UTF-16 or UTF-32 (a byte-order mark, or NUL bytes), named as an encoding problem.
 * ``STSBenchmark/sts-{train,dev,test}.csv``: tab-separated
   ``genre, file, year, id, score, sentence1, sentence2[, extra...]``; scores 0..5.
 * ``SICK/SICK_{train,trial,test_annotated}.txt``: header row, then
@@ -75,12 +76,20 @@ STS_SCALE = (0.0, 5.0)
 SICK_SCALE = (1.0, 5.0)
 
 
+# Byte-order marks of the encodings that are not UTF-8 (UTF-32 first: its LE mark starts with UTF-16's).
+_OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+               (b"\xfe\xff", "UTF-16"))
+
+
 def _read_text(path: Path) -> str:
     """The file decoded as UTF-8 with replacement (a leading BOM dropped).
 
     Raises:
       ValueError: ``path`` is not a regular file (a folder, say) or cannot be read; the
-        message names it (an ``OSError`` here would end the CLI in a traceback).
+        message names it (an ``OSError`` here would end the CLI in a traceback). The file
+        is UTF-16 or UTF-32 (a byte-order mark) or holds NUL bytes (UTF-16 without one):
+        decoded as UTF-8 its lines would be miscounted, and the error would name a line
+        count instead of the encoding.
     """
     if not path.is_file():
         what = "a folder" if path.is_dir() else "missing or not a regular file"
@@ -89,6 +98,13 @@ def _read_text(path: Path) -> str:
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(f"{path}: cannot be read ({e.strerror}).") from None
+    encoding = next((name for bom, name in _OTHER_BOMS if data.startswith(bom)), None)
+    nul = data.find(b"\x00")
+    if encoding is not None or nul >= 0:
+        found = (f"is {encoding} text (it starts with a {encoding} byte-order mark)" if encoding is not None
+                 else f"holds NUL bytes (the first at byte {nul}; UTF-16 text without a byte-order mark?)")
+        raise ValueError(f"{path}: the file {found}; these files are UTF-8 text: convert it, e.g. "
+                         f"`iconv -f {encoding or 'UTF-16'} -t UTF-8`.")
     return data.decode("utf-8-sig", errors="replace")
 
 
