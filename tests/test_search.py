@@ -344,3 +344,28 @@ def test_the_default_index_root_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
     assert image_index_lib.default_index_root() == Path("~/.cache/grounded_text/image_index").expanduser()
     assert os.path.basename(index_folder(tmp_path / "My Photos", "f")).startswith("My_Photos-")
+
+
+def test_a_model_without_image_tower_is_one_error_line(photos, tmp_path, capsys):
+    import grounded_text as gt
+    from grounded_text import pretrained
+    from grounded_text.serving.images import NoImageTowerError
+
+    text_only = tmp_path / "text_only" / "export"  # the shipped text tower, no image_export/ beside it
+    shutil.copytree(pretrained.export_dir("vete_bow_flickr8k"), text_only)
+    with pytest.raises(NoImageTowerError):
+        ImageIndex(photos, gt.load(text_only), index_dir=tmp_path / "idx")
+    assert search.main(["--model", str(text_only), "--images", str(photos), QUERY,
+                        "--index", str(tmp_path / "idx")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "image tower" in err[0], err
+
+
+def test_one_process_at_a_time_updates_an_index(enc, photos, tmp_path):
+    fcntl = pytest.importorskip("fcntl")
+    index = ImageIndex(photos, enc, index_dir=tmp_path / "idx")
+    index.index_dir.mkdir(parents=True)
+    with open(index.index_dir / image_index_lib.LOCK_FILE, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(image_index_lib.IndexBusyError, match="another process"):
+            index.update(show_progress_bar=False)
