@@ -205,6 +205,7 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
       ``predictions[name]`` (``scoring.predictions``, for ``paired_tests``). Runs without
       ``metrics.json`` are left out.
     """
+    from grounded_text.data.sentence_end import model_sentence_end
     from grounded_text.evaluation.encoders import load_image_encoder
     from grounded_text.experiments.comparison import read_ours
     from grounded_text.experiments.runner import read_metrics
@@ -220,7 +221,9 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
         if metrics is None:
             continue
         config = metrics.get("config") or {}
-        rule = rule or (config.get("text") or {}).get("sentence_end", "none")
+        if rule is None:  # the rule its export records; a run whose export is gone: its config's
+            rule = (model_sentence_end(run_dir / "export") if (run_dir / "export").is_dir()
+                    else (config.get("text") or {}).get("sentence_end", "none"))
         cache = _Cache(Path(out_dir) / f"{name}.arm", run_dir / "metrics.json", rule)
         if cache.valid():
             arms[name], predictions[name] = cache.read()

@@ -242,8 +242,6 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
 
     run_dir = Path(run_dir)
     data_cfg = ((metrics or {}).get("config") or {}).get("data", {})
-    # The run's test sentences end as its training captions did (text.sentence_end).
-    sentence_end = (((metrics or {}).get("config") or {}).get("text") or {}).get("sentence_end", "none")
     image_encoder = None
     if "retrieval" in protocol.sections and (run_dir / "image_export" / "saved_model.pb").is_file():
         image_encoder = load_image_encoder(run_dir / "image_export")
@@ -254,7 +252,10 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
             out[space] = {"status": "missing", "reason": f"the run has no {' or '.join(c + '/' for c in candidates)}"}
             continue
         held: dict | None = {} if keep is not None else None
-        encoder = load(export, sentence_end=sentence_end)
+        # The run's test sentences end as its training captions did: the rule its export
+        # records (model_sentence_end decides, as for every loaded model).
+        encoder = load(export)
+        log.info("sentence ends of %s: %s", export, encoder.sentence_end)
         res = score_encoder(f"{run_dir.name}:{space}", encoder, protocol, settings, data,
                             data_cfg=data_cfg, image_encoder=image_encoder, source=str(export), keep=held)
         if held:

@@ -635,8 +635,10 @@ def _evaluate(run: TrainingRun, metrics: dict, verbose) -> None:
     from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
     from grounded_text.serving.encoder import load
 
-    def encoder(path):  # the sentences end as the training captions do (TextConfig.sentence_end)
-        return load(path, sentence_end=run.config.text.sentence_end)
+    def encoder(path):  # the rule the export records (model_sentence_end): the training captions'
+        enc = load(path)
+        log.info("sentence ends of %s: %s", path, enc.sentence_end)
+        return enc
 
     t_eval = time.perf_counter()
     report = evaluate_sts(encoder(run.export_dir), run.sts_dir)
