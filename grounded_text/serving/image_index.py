@@ -16,7 +16,8 @@
 left out, and links to folders are not followed (a link to a file is indexed as that file).
 Each photo is keyed by its path relative to the folder, its size and its modification time
 (``st_mtime_ns``): a photo whose size or time changed is encoded again, a photo that is gone
-is dropped, an unchanged one is reused without being read. A file that cannot be decoded is
+is dropped, an unchanged one is reused without being read (a rewrite that keeps both the size and
+the time is not seen, as with rsync's quick check). A file that cannot be decoded is
 reported, skipped and remembered with its size and time: it is tried again only once it
 changes.
 
@@ -34,8 +35,8 @@ point (Ctrl-C, SIGKILL, a power cut) keeps every batch it finished and the next 
 from there. At the end of a run the parts are merged into ``index.npz`` (again an atomic
 rename), then removed. Files are read with ``np.load(allow_pickle=False)`` after their
 declared sizes are checked (:func:`grounded_text.data.features.check_npz_members`): an index
-file never runs code. One process at a time updates an index (a lock file; another gets
-:class:`IndexBusyError`).
+file never runs code. One process at a time updates an index (a POSIX ``flock`` on its ``lock`` file;
+another gets :class:`IndexBusyError`; no lock is taken where ``fcntl`` is missing, on Windows).
 
 **Size.** Per photo: N float32 (the embedding: 512 bytes for the 128-d shipped models), plus
 two int64 (size and time, 16 bytes), plus an int64 end offset and the UTF-8 bytes of its
@@ -317,6 +318,37 @@ def _reason(error: Exception, path: Path) -> str:
     return " ".join(text.split())[:300]
 
 
+def _gather(tables: list, keep: dict[str, tuple[int, int]], new_rows: list[PhotoFile], new_vectors: list,
+            failed: list, dim: int) -> _Table:
+    """The live index: the reused rows (``keep``: path → (table, row)), gathered table by table,
+    and the new ones, sorted by path.
+
+    Args:
+      tables: the stored tables. keep: the reused rows. new_rows, new_vectors: the photos encoded
+        now and their float32 [b, N] batches. failed: ``(rel, size, mtime_ns, reason)`` of the
+        unreadable files. dim: N.
+    """
+    rels, embeddings = [], [np.zeros((0, dim), np.float32)]
+    sizes, mtimes = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    by_table: dict[int, list[int]] = {}
+    for t, i in keep.values():
+        by_table.setdefault(t, []).append(i)
+    for t, rows in by_table.items():
+        index = np.asarray(rows, np.int64)
+        embeddings.append(tables[t].embeddings[index])
+        sizes.append(tables[t].sizes[index])
+        mtimes.append(tables[t].mtimes[index])
+        rels.extend(tables[t].rels[i] for i in rows)
+    embeddings.extend(v for v in new_vectors if len(v))
+    sizes.append(np.array([p.size for p in new_rows], np.int64))
+    mtimes.append(np.array([p.mtime_ns for p in new_rows], np.int64))
+    rels.extend(p.rel for p in new_rows)
+    order = sorted(range(len(rels)), key=rels.__getitem__)
+    index = np.asarray(order, np.int64)
+    return _Table([rels[i] for i in order], np.concatenate(sizes)[index], np.concatenate(mtimes)[index],
+                  np.concatenate(embeddings).astype(np.float32, copy=False)[index], failed)
+
+
 # --- progress ------------------------------------------------------------------------------------
 
 
@@ -573,46 +605,21 @@ class ImageIndex:
             report.encoded = len(new_rows)
             report.failed = [(f[0], f[3]) for f in new_failed]
 
-            # The live rows, sorted by path: reused ones gathered table by table, then the new ones.
             dim = self._dim(np.concatenate(new_vectors) if new_vectors else None, tables)
-            pieces = [np.zeros((0, dim), np.float32)]
-            sizes = [np.zeros(0, np.int64)]
-            mtimes = [np.zeros(0, np.int64)]
-            by_table: dict[int, list[int]] = {}
-            for t, i in keep_rows.values():
-                by_table.setdefault(t, []).append(i)
-            order_rels = []
-            for t, rows in by_table.items():
-                rows_arr = np.asarray(rows, np.int64)
-                pieces.append(tables[t].embeddings[rows_arr])
-                sizes.append(tables[t].sizes[rows_arr])
-                mtimes.append(tables[t].mtimes[rows_arr])
-                order_rels.extend(tables[t].rels[i] for i in rows)
-            pieces.extend(v for v in new_vectors if len(v))
-            sizes.append(np.array([p.size for p in new_rows], np.int64))
-            mtimes.append(np.array([p.mtime_ns for p in new_rows], np.int64))
-            order_rels.extend(p.rel for p in new_rows)
-            embeddings = np.concatenate(pieces).astype(np.float32, copy=False)
-            sizes_all, mtimes_all = np.concatenate(sizes), np.concatenate(mtimes)
-            order = sorted(range(len(order_rels)), key=order_rels.__getitem__)
-            rels = [order_rels[i] for i in order]
-            order_arr = np.asarray(order, np.int64)
-            embeddings, sizes_all, mtimes_all = embeddings[order_arr], sizes_all[order_arr], mtimes_all[order_arr]
-            failed_all = sorted(known_failed + new_failed)
+            merged = _gather(tables, keep_rows, new_rows, new_vectors, sorted(known_failed + new_failed), dim)
 
             changed = bool(report.encoded or report.failed or report.dropped or report.discarded or parts
                            or not (self.index_dir / INDEX_FILE).is_file())
             if changed:
-                _write_table(self.index_dir / INDEX_FILE, self.folder, self.fingerprint,
-                             _Table(rels, sizes_all, mtimes_all, embeddings, failed_all))
+                _write_table(self.index_dir / INDEX_FILE, self.folder, self.fingerprint, merged)
                 # Oldest first: a run killed while removing them keeps only parts newer than the rest,
                 # whose rows the merged file holds as well.
                 for part in self._part_files():
                     part.unlink()
                 with contextlib.suppress(OSError):
                     (self.index_dir / PARTS_DIR).rmdir()
-        self._rels, self._embeddings = rels, embeddings
-        report.photos = len(rels)
+        self._rels, self._embeddings = merged.rels, merged.embeddings
+        report.photos = len(merged.rels)
         report.seconds = time.perf_counter() - start
         return report
 
