@@ -302,6 +302,9 @@ class TextEncoder:
         which its export records, so that sentences end as its training captions did
         (Merkx & Frank's code appends " ." to captions, ``text_features.py:28-29``);
         ``"none"`` for exports that record none.
+      image_export: the model's image tower (``image_export/`` beside the text tower: a shipped
+        model's and a training run's layout), or ``None``; ``encode_images`` puts photos into
+        the same space through it.
       max_batch_chars: at most this many characters per call of the module (rows times the
         longest row, padding included; ``_char_cost``): a batch over it is split, longest
         sentences first, and a sentence over it goes alone. ``None``: no limit (a
