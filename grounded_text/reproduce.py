@@ -5,6 +5,7 @@ Usage::
     python -m grounded_text.reproduce PAPER [--budget full|cpu|smoke] --output-dir DIR \\
         [--data-dir D] [--only NAME ...] [--from-runs RUNS] [--write-docs docs/reproduction.md] [--no-progress]
     python -m grounded_text.reproduce PAPER --charts-only --write-docs docs/reproduction.md
+    python -m grounded_text.reproduce PAPER --verdicts-only --write-docs docs/reproduction.md
 
 ``PAPER`` is ``vete`` (Kurach et al. 2017), ``bordes`` (Bordes et al., EMNLP 2019),
 ``kolluru`` (Kolluru's two-branch network), ``merkx_frank`` (Merkx & Frank 2019) or ``all``.
@@ -32,7 +33,9 @@ This module is the plan (data); the work is done by ``grounded_text.experiments`
   reproduction report: the paper's figures, ours, the difference, the command, the budget and
   what differs in the data, with the forest plot in ``figures/<FILE stem>-<paper>.png`` beside
   it. ``--charts-only --write-docs FILE`` only redraws those plots from the report's own
-  tables (no ``--output-dir``, no training, no scoring).
+  tables (no ``--output-dir``, no training, no scoring); ``--verdicts-only --write-docs FILE``
+  renders each section's verdict (and its table of what differs) again by the current rules,
+  from the section's own tables.
 
 Budgets (``BUDGETS``): ``full`` = the records as the papers train them; ``cpu`` = what fits a
 2-core machine; ``cycle`` = 4 epochs of every run (one cosine cycle; the character model at
@@ -156,9 +159,19 @@ PAPERS: dict[str, Paper] = {
         published=papers.PUBLISHED["merkx_frank"],
         derived_means=("Table 5", "char-GRU (Flickr8k)", ("STS12", "STS13", "STS16")),
         baselines=(("Table 2", "row"), ("Table 5", "column")),
-        data_differences=(("training data", "Flickr8k (and MS COCO, not compared here)", "{dataset}"),
+        data_differences=(("training data", "Flickr8k train, 6,000 images × 5 captions (and MS COCO, not compared "
+                                            "here)", "{dataset}"),
                           ("image features", "ResNet-152, 2048-d, mean of 10 crops", "{features}"),
-                          ("STS years", "STS12–16 (Table 5)", "{sts_years}")),
+                          ("STS years", "STS12–16 (Table 5)", "{sts_years}"),
+                          # §3.3: "For ensembling we use the two snapshots with the highest performance
+                          # on the development data"; the budget decides how many snapshots we have.
+                          ("model scored", "an ensemble of the 2 best of 8 snapshots (32 epochs, one every 4th; "
+                           "§3.3)", "each run's export (a run of one cycle has one snapshot)"),
+                          # Their SentEval batcher (evaluate_char.py:58-60) ends every sentence in " .";
+                          # score_run applies the rule each run was trained with.
+                          ("test-time sentence ends", "\" .\" unless the last token is \".\" (their SentEval "
+                           "batcher)", "each run's training rule (the record: \" .\" unless the sentence ends in "
+                           "\".\")")),
     ),
 }
 PAPER_NAMES = tuple(PAPERS)
@@ -467,6 +480,22 @@ def redraw_docs_charts(path: str | Path, papers) -> Path:
     return update_sections(path, updated, PAPER_NAMES, header=paper_report.DOCS_HEADER, tag="reproduce")
 
 
+def rerender_docs_verdicts(path: str | Path, papers) -> Path:
+    """``--verdicts-only``: renders again, by the current rules, the data-differences table and
+    the verdict of each of ``papers`` that has a section in the report ``path``, from that
+    section's own tables (``paper_report.rerender_verdicts``: no training, no scoring).
+
+    Raises:
+      FileNotFoundError: no report at ``path``.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    sections = read_sections(text, "reproduce")
+    updated = {p: paper_report.rerender_verdicts(sections[p], PAPERS[p]) for p in papers if p in sections}
+    for paper in sorted(set(papers) - set(updated)):
+        print(f"[{paper}] no section in {path}: no verdict to render", flush=True)
+    return update_sections(path, updated, PAPER_NAMES, header=paper_report.DOCS_HEADER, tag="reproduce")
+
+
 #: Paper keys kept for one release after a rename: old key → new key (a warning names the new one).
 DEPRECATED_PAPER_KEYS = {"merckx_frank": "merkx_frank"}  # misspelt Merkx before 0.2
 
@@ -496,13 +525,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--charts-only", action="store_true",
                    help="only redraw the forest plots of the --write-docs report from its own tables (no training, "
                         "no scoring)")
+    p.add_argument("--verdicts-only", action="store_true",
+                   help="only render the verdicts (and what differs) of the --write-docs report again from its own "
+                        "tables (no training, no scoring)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress of the runs' training and evaluation on stderr (by default: a bar in a "
                         "terminal, else a line as each starts and ends); the results are the same")
     a = p.parse_args(argv)
     if a.charts_only and not a.write_docs:
         p.error("--charts-only redraws the charts of the --write-docs FILE report: name it")
-    if not a.charts_only and a.output_dir is None:
+    if a.verdicts_only and not a.write_docs:
+        p.error("--verdicts-only renders the verdicts of the --write-docs FILE report: name it")
+    if not (a.charts_only or a.verdicts_only) and a.output_dir is None:
         p.error("the following arguments are required: --output-dir")
     a.papers = list(PAPER_NAMES) if a.paper == "all" else [a.paper]
     bad = sorted(set(a.only or ()) - valid_only_names(a.papers))
@@ -523,6 +557,9 @@ def main(argv=None) -> int:
     command = public_command("python -m grounded_text.reproduce", recorded_args(argv))
     if a.charts_only:
         print(f"wrote {redraw_docs_charts(a.write_docs, a.papers)}")
+        return 0
+    if a.verdicts_only:
+        print(f"wrote {rerender_docs_verdicts(a.write_docs, a.papers)}")
         return 0
     results = {}
     for paper in a.papers:

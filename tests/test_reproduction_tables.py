@@ -237,7 +237,7 @@ def test_verdict_judges_every_same_test_figure_and_names_documented_differences(
     assert "Williams' test" in text and "ResNet-152" in text and "efficientnet_lite0" in text
     assert "training budget (`cpu`" in text
     md = paper_report.format_paper_markdown(res)
-    assert "Verdict:" in md and "Verdict per figure" in md and "assumed r₂₃" in md
+    assert "Verdict:" in md and "Verdict per figure" in md and "r₂₃ from our models" in md and "p at r₂₃ = 0.7" in md
     assert "0.000" not in md
 
 
@@ -416,3 +416,78 @@ def test_a_measure_named_alike_in_two_tables_carries_its_table_in_the_verdict():
     assert [r["test"] for r in judged] == ["Williams' test", "paper inside our 95 % interval",
                                            "paper inside our 95 % interval"]
     assert all(r["verdict"] == "below the paper (worse)" for r in judged)
+
+
+def test_a_verdict_significant_only_at_the_measured_r23_is_not_distinguishable():
+    # STS16 answer-answer as the n = 1,024 record had it: 0.589 against the paper's 0.538 on
+    # 254 pairs. At the r₂₃ measured between two of our models (0.953) Williams' test rejects;
+    # at the conservative r₂₃ it does not, so the figure is neither above nor below the paper.
+    res = fake_results("merkx_frank")
+    _question_question(res, ours=0.589, n=254)
+    row = _row(res, "Table 5", "STS 2016 Question-Question")
+    row["paper"] = 53.8
+    mc = {"STS16/question-question": {"pearson": 0.953, "spearman": 0.95, "pair": ["a", "b"], "models": 2,
+                                      "n": 254}}
+    res["model_correlations"], res["r23_fallback"] = mc, verdicts.r23_fallback(mc)
+    judged = next(r for r in verdicts.verdict_rows(res) if r["measure"] == "STS 2016 Question-Question")
+    assert judged["p"] < 0.05 <= judged["p_conservative"]
+    assert judged["p"] == pytest.approx(williams_test(0.589, 0.538, 0.953, 254)["p_value"])
+    assert judged["p_conservative"] == pytest.approx(
+        williams_test(0.589, 0.538, verdicts.CONSERVATIVE_R23, 254)["p_value"])
+    assert judged["verdict"] == verdicts.NOT_DISTINGUISHABLE == "not distinguishable"
+    assert "above the paper only at the measured r₂₃" in judged["why"]
+    res["verdict"] = verdicts.verdict(rp.PAPERS["merkx_frank"], res)
+    md = paper_report.format_paper_markdown(res)
+    line = next(x for x in md.splitlines() if x.startswith("| STS 2016 Question-Question | 58.9 | 53.8 | 254 |"))
+    assert "| not distinguishable (above the paper only at the measured r₂₃" in line
+    assert "above the paper (better)" not in line
+    group = " ".join(res["verdict"]).split("not distinguishable: ")[1].split(";")[0]
+    assert "STS 2016 Question-Question" in group
+    # Significant at both: above; at neither: agrees.
+    assert verdicts.williams_verdict(0.70, 0.538, 254, 0.953, "m")["verdict"] == "above the paper (better)"
+    assert verdicts.williams_verdict(0.545, 0.538, 254, 0.953, "m")["verdict"] == "agrees"
+    # A measured r₂₃ below the conservative one is used as it is for both tests.
+    low = verdicts.williams_verdict(0.589, 0.538, 254, 0.5, "m")
+    assert low["r23_conservative"] == 0.5 and low["p"] == low["p_conservative"]
+
+
+def test_verdicts_render_again_from_the_sections_own_tables():
+    res = fake_results("merkx_frank")
+    _question_question(res, ours=0.589, n=254)
+    _row(res, "Table 5", "STS 2016 Question-Question")["paper"] = 53.8
+    mc = {"STS16/question-question": {"pearson": 0.953, "spearman": 0.95, "pair": ["a", "b"], "models": 2,
+                                      "n": 254}}
+    res["model_correlations"], res["r23_fallback"] = mc, verdicts.r23_fallback(mc)
+    res["verdict"] = verdicts.verdict(rp.PAPERS["merkx_frank"], res)
+    md = paper_report.format_paper_markdown(res)
+    again = paper_report.rerender_verdicts(md, rp.PAPERS["merkx_frank"])
+    assert paper_report.rerender_verdicts(again, rp.PAPERS["merkx_frank"]) == again  # idempotent
+    want = {r["measure"]: r["verdict"] for r in verdicts.verdict_rows(res)}
+    lines = again.splitlines()
+    i = next(k for k, x in enumerate(lines) if x.startswith("| measure | ours | paper | n | test | r₂₃"))
+    table, _ = paper_report._table_rows(lines, i)
+    got = {r["measure"]: r["verdict"] for r in paper_report.verdict_rows_from_markdown(table)}
+    assert got == want and got["STS 2016 Question-Question"] == "not distinguishable"
+    # The Merkx & Frank training data is the paper's (Flickr8k train, 6,000 images): no difference;
+    # the ensemble and the test-time sentence ends are.
+    diffs = next(x for x in lines if x.startswith("* Documented differences"))
+    assert "training data" not in diffs and "model scored" in diffs and "test-time sentence ends" in diffs
+
+
+def test_an_old_verdict_table_renders_with_both_r23():
+    old = ["| measure | ours | paper | n | test | assumed r₂₃ | p | verdict |",
+           "|---|---:|---:|---:|---|---|---:|---|",
+           "| STS 2012 MSRvid | 79.5 | 79.9 | 750 | Williams' test | 0.983: lowest of our 2 models on it (a vs b) "
+           "| 0.381 | agrees |",
+           "| STS 2016 Answer-Answer | 58.9 | 53.8 | 254 | Williams' test | 0.953: lowest of our 2 models on it "
+           "(a vs b) | 0.0013 | above the paper (better) |",
+           "| caption→image R@1 | 15.6 | 27.5 | 1,000 | paper inside our 95 % interval | – | – | below the paper "
+           "(worse) |"]
+    table, _ = paper_report._table_rows(old, 0)
+    rows = {r["measure"]: r for r in paper_report.verdict_rows_from_markdown(table)}
+    # The printed p is reproduced from our r refined within its printed digit (79.45–79.55):
+    # the printed 79.5 alone would give p = 0.32 at r₂₃ = 0.983.
+    assert round(rows["STS 2012 MSRvid"]["p"], 3) == 0.381 and rows["STS 2012 MSRvid"]["verdict"] == "agrees"
+    aa = rows["STS 2016 Answer-Answer"]
+    assert f"{aa['p']:.2g}" == "0.0013" and aa["p_conservative"] > 0.05 and aa["verdict"] == "not distinguishable"
+    assert rows["caption→image R@1"]["verdict"] == "below the paper (worse)"

@@ -157,7 +157,7 @@ def expected_scores(probabilities: np.ndarray, lo: int) -> np.ndarray:
 
 def fit_senteval(train: tuple, dev: tuple, test: tuple, *, classes: tuple[int, int], seed: int = 1111,
                  batch_size: int = 64, epochs_per_round: int = 50, max_epochs: int = 1000,
-                 patience: int = 4, learning_rate: float = 1e-3) -> dict:
+                 patience: int = 4, learning_rate: float = 1e-3, keep_predictions: bool = False) -> dict:
     """SentEval's relatedness classifier (module docstring): a softmax over the score classes
     trained on train, the round with the best dev Pearson r kept, scored on test.
 
@@ -169,6 +169,8 @@ def fit_senteval(train: tuple, dev: tuple, test: tuple, *, classes: tuple[int, i
       batch_size, epochs_per_round, max_epochs, patience, learning_rate: SentEval's 64, 50,
         1000, 4 (training stops at the patience-th round without a new best dev r, counted over
         the whole run) and Adam's 1e-3.
+      keep_predictions: also return ``"test_predictions"`` (float [n]), the predicted test
+        scores, for a paired test of two encoders on the same test pairs.
 
     Returns:
       ``{"test": {"pearson", "spearman", "n", ...}, "dev": {...}, "epochs": int (trained),
@@ -227,8 +229,11 @@ def fit_senteval(train: tuple, dev: tuple, test: tuple, *, classes: tuple[int, i
             if stale >= patience:
                 break
     model.set_weights(best_weights)
+    predicted = predict(x_te)
+    kept = {"test_predictions": predicted.astype(np.float64).tolist()} if keep_predictions else {}
     return {
-        "test": correlations(predict(x_te), test[1]),
+        **kept,
+        "test": correlations(predicted, test[1]),
         "dev": correlations(predict(x_dev), dev[1]),
         "epochs": epoch,
         "best_epoch": best_epoch,
@@ -246,7 +251,8 @@ def _featurise(cache: EmbeddingCache, pairs: SentencePairs, features=relatedness
     return features(cache(pairs.sentences1), cache(pairs.sentences2)), pairs.scores
 
 
-def evaluate_supervised_sts(encoder: Encoder, sts_dir: str | Path, model: str = "ridge", seed: int = 1111) -> dict:
+def evaluate_supervised_sts(encoder: Encoder, sts_dir: str | Path, model: str = "ridge", seed: int = 1111, *,
+                            keep_predictions: bool = False) -> dict:
     """Supervised STS-B and SICK-R (whichever folders exist under ``sts_dir``).
 
     Args:
@@ -255,6 +261,7 @@ def evaluate_supervised_sts(encoder: Encoder, sts_dir: str | Path, model: str = 
       model: ``"ridge"`` (``fit_select_score``) or ``"senteval"`` (``fit_senteval``, SentEval's
         relatedness classifier); see the module docstring.
       seed: the SentEval classifier's seed (the ridge has no randomness).
+      keep_predictions: (``"senteval"`` only) each result also holds ``"test_predictions"``.
 
     Returns:
       ``{"STSBenchmark": result, "SICK": result}``, each ``fit_select_score``'s or
@@ -278,7 +285,7 @@ def evaluate_supervised_sts(encoder: Encoder, sts_dir: str | Path, model: str = 
         data = [_featurise(cache, p, features) for p in splits]
         if model == "ridge":
             return fit_select_score(*data)
-        return fit_senteval(*data, classes=SCORE_CLASSES[task], seed=seed)
+        return fit_senteval(*data, classes=SCORE_CLASSES[task], seed=seed, keep_predictions=keep_predictions)
 
     out = {}
     if (sts_dir / "STSBenchmark").is_dir():

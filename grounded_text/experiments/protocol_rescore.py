@@ -1,0 +1,174 @@
+"""One model's export scored twice, with two sentence-end rules at test time, and the two
+scorings compared on the same sentence pairs and queries. Nothing is trained.
+
+The character model of Merkx & Frank (2019) is trained on captions ending in " ." (our
+``space_period``); the authors' SentEval batcher gives every test sentence " ." unless its
+last token is "." (``space_period_tokens``, ``SentEval/evaluate_char.py:58-60`` at
+``DannyMerkx/caption2image`` ``8a4dc2c``). The paper's Table 5 was scored with theirs, so a
+comparison with the paper is on their protocol only when our figures are scored with it too.
+
+::
+
+    python -m grounded_text.experiments.protocol_rescore char_gru_attention_flickr8k \\
+        --data-dir "$GROUNDED_TEXT_DATA" --output-dir runs/protocol_rescore
+
+writes ``OUTPUT_DIR/<model>.json`` (every figure with its 95 % interval per rule, and the paired
+tests) and ``OUTPUT_DIR/<model>.md`` (the table). Figures: cosine Pearson r per STS12/13/16
+subset found and on the STS-B and SICK-R test sets (Fisher z intervals), supervised STS-B and
+SICK-R with SentEval's relatedness classifier (the paper's regressor; Fisher z intervals), and
+caption↔image retrieval on the Flickr8k test split (1,000 images; bootstrap intervals over
+images). Paired tests, rule A against rule B: Williams' test per STS set (on the cosines; for
+the supervised sets on the classifier's test predictions, each rule's classifier trained on its
+own embeddings) and a paired bootstrap over images for R@K (``comparison.paired_sts``,
+``comparison.paired_retrieval``). Each rule's scoring is cached beside the outputs (it takes
+minutes on a CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+#: The two rules compared: the authors' SentEval rule first (the paper's protocol), then ours.
+RULES = ("space_period_tokens", "space_period")
+RULE_WORDS = {"space_period_tokens": "the authors' SentEval sentence ends (\" .\" unless the last token is \".\")",
+              "space_period": "our rule (\" .\" unless the sentence ends in \".\", as the training captions)",
+              "none": "sentences as they are"}
+SUPERVISED = {"STSBenchmark": "STS-B test r (supervised)", "SICK": "SICK-R test r (supervised)"}
+
+
+def _score(model: str, rule: str, data_dir: Path, cache_dir: Path) -> tuple[dict, dict]:
+    """``(figures, predictions)`` of ``model`` with ``rule``, from the cache when it holds them."""
+    import numpy as np
+
+    stem = f"{Path(model).name}.{rule}"
+    js, npz = cache_dir / f"{stem}.json", cache_dir / f"{stem}.npz"
+    if js.is_file() and npz.is_file():
+        figures = json.loads(js.read_text())
+        pred: dict = {"sts": {}, "gold": {}, "ranks": {}, "groups": {}}
+        with np.load(npz, allow_pickle=False) as z:
+            for flat in z.files:
+                part, _, key = flat.partition("|")
+                pred[part][key] = z[flat]
+        return figures, pred
+
+    from grounded_text import pretrained
+    from grounded_text.evaluation.encoders import cached, load_image_encoder
+    from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
+    from grounded_text.experiments.comparison import read_ours, sts_label
+    from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
+    from grounded_text.serving.encoder import load
+
+    export = pretrained.export_dir(model) if pretrained.is_name(model) else Path(model) / "export"
+    image_dir = pretrained.image_export_dir(model) if pretrained.is_name(model) else Path(model) / "image_export"
+    config = json.loads((export / "assets" / "config.json").read_text()) if (
+        export / "assets" / "config.json").is_file() else {}
+    text = cached(load(export, sentence_end=rule))
+    image = load_image_encoder(image_dir) if image_dir else None
+    keep: dict = {}
+    res = score_encoder(f"{model}:{rule}", text, Protocol(sections=("sts", "retrieval")), EvalSettings(),
+                        TestData(data_dir), data_cfg=(config.get("data") or {}), image_encoder=image, keep=keep)
+    pred = keep["predictions"]
+    figures: dict = {}
+    for key in pred["sts"]:
+        fig = read_ours(res, key)
+        figures[sts_label(key)] = {"value": fig["value"], "ci": fig["ci"], "n": int(len(pred["sts"][key]))}
+    for direction, words in (("caption_to_image", "caption→image"), ("image_to_caption", "image→caption")):
+        for k in ("R@1", "R@5", "R@10"):
+            fig = read_ours(res, f"flickr8k_1k/{direction}/{k}")
+            figures[f"{words} {k}"] = {"value": fig["value"], "ci": fig["ci"], "n": fig["n"]}
+    sup = evaluate_supervised_sts(text, data_dir / "sts", model="senteval", keep_predictions=True)
+    for task, label in SUPERVISED.items():
+        if task in sup:
+            test = sup[task]["test"]
+            figures[label] = {"value": test["pearson"], "ci": test.get("pearson_ci95"), "n": test["n"]}
+            pred["sts"][f"supervised/{task}"] = np.asarray(sup[task]["test_predictions"], np.float32)
+            pred["gold"][f"supervised/{task}"] = _supervised_gold(data_dir / "sts", task)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    np.savez(npz, **{f"{part}|{key}": np.asarray(v) for part, d in pred.items() for key, v in d.items()})
+    js.write_text(json.dumps(figures, indent=1))
+    return figures, pred
+
+
+def _supervised_gold(sts_dir: Path, task: str):
+    import numpy as np
+
+    from grounded_text.data.sts import read_sick, read_sts_benchmark
+
+    pairs = read_sts_benchmark(sts_dir, "test") if task == "STSBenchmark" else read_sick(sts_dir, "test")
+    return np.asarray(pairs.scores, np.float32)
+
+
+def paired(a: dict, b: dict) -> dict:
+    """Williams' test per STS set (cosine and supervised) and the paired bootstrap of R@K,
+    rule A (``a``) against rule B (``b``): ``{label: {"a", "b", "n", "p"}}``."""
+    from grounded_text.experiments.comparison import paired_retrieval, paired_sts, sts_label
+
+    names = {sts_label(f"supervised/{task}"): label for task, label in SUPERVISED.items()}
+    out = {names.get(label, label): test for label, test in paired_sts(a, b).items()}
+    return {**out, **paired_retrieval(a, b)}
+
+
+def rescore(model: str, data_dir: str | Path, output_dir: str | Path, rules=RULES) -> dict:
+    """Scores ``model`` (a shipped name, or a run folder with ``export/`` and ``image_export/``)
+    with each of ``rules`` and compares the first with the second.
+
+    Returns:
+      ``{"model", "rules", "figures": {rule: {label: {"value", "ci", "n"}}}, "paired": {label:
+      {"a", "b", "n", "p"}}}`` (a = ``rules[0]``), also written to ``OUTPUT_DIR/<model>.json``.
+    """
+    out_dir = Path(output_dir)
+    name = Path(model).name
+    scored = {rule: _score(model, rule, Path(data_dir), out_dir / "cache") for rule in rules}
+    result = {"model": model, "rules": list(rules), "figures": {r: f for r, (f, _) in scored.items()},
+              "paired": paired(scored[rules[0]][1], scored[rules[1]][1])}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(result, indent=1))
+    (out_dir / f"{name}.md").write_text(markdown(result) + "\n")
+    return result
+
+
+def markdown(result: dict) -> str:
+    """The table: each figure under each rule with its 95 % interval, the difference and its p."""
+    from grounded_text.evaluation.stats import format_p
+    from grounded_text.reporting.tables import markdown_table
+
+    a, b = result["rules"]
+    fa, fb = result["figures"][a], result["figures"][b]
+
+    def cell(fig, digits):
+        if not fig or fig.get("value") is None:
+            return "–"
+        ci = fig.get("ci")
+        return f"{fig['value']:.{digits}f}" + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "")
+
+    body = []
+    for label in fa:
+        digits = 1 if " R@" in label else 3
+        test = result["paired"].get(label)
+        diff = "–" if not test else f"{test['a'] - test['b']:+.{digits}f}"
+        body.append([label, f"{fa[label]['n']:,}" if fa[label].get("n") else "–", cell(fa[label], digits),
+                     cell(fb.get(label), digits), diff, format_p(test["p"]) if test else "–",
+                     "–" if not test else ("paired bootstrap over images" if " R@" in label else "Williams' test")])
+    return "\n".join(markdown_table(["measure", "n", f"`{a}` [95 % CI]", f"`{b}` [95 % CI]", f"`{a}` − `{b}`",
+                                     "p (two-sided)", "paired test"], body,
+                                    ["---", "---:", "---", "---", "---:", "---:", "---"]))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m grounded_text.experiments.protocol_rescore",
+                                description="Score one model with two test-time sentence-end rules, paired.")
+    p.add_argument("model", help="a shipped model's name, or a run folder (export/, image_export/)")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--rules", nargs=2, default=list(RULES), metavar="RULE")
+    a = p.parse_args(argv)
+    result = rescore(a.model, a.data_dir, a.output_dir, tuple(a.rules))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
