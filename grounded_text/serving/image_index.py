@@ -318,6 +318,51 @@ def _reason(error: Exception, path: Path) -> str:
     return " ".join(text.split())[:300]
 
 
+def _plan(photos: list[PhotoFile], tables: list, report: IndexReport) -> tuple[dict, list, list]:
+    """What to reuse and what to encode: each photo against the newest stored row of its path.
+
+    Fills ``report``'s ``reused``, ``resumed``, ``known_failed`` and ``dropped``.
+
+    Returns:
+      (the reused rows, path → (table, row); ``(rel, size, mtime_ns, reason)`` of unreadable
+      files unchanged since they failed; the photos to encode).
+    """
+    # The newest stored row of each path: ("ok", table, row) or ("failed", size, mtime, reason).
+    latest: dict[str, tuple] = {}
+    from_part: set[str] = set()
+    for t, table in enumerate(tables):
+        if table is None:
+            continue
+        for i, rel in enumerate(table.rels):
+            latest[rel] = ("ok", t, i)
+            if t > 0:  # tables[0] is index.npz; the others are an interrupted run's parts
+                from_part.add(rel)
+            else:
+                from_part.discard(rel)
+        for rel, size, mtime, reason in table.failed:
+            latest[rel] = ("failed", size, mtime, reason)
+            from_part.discard(rel)
+    keep: dict[str, tuple[int, int]] = {}
+    known_failed: list[tuple] = []
+    todo: list[PhotoFile] = []
+    for photo in photos:
+        entry = latest.get(photo.rel)
+        if entry is not None and entry[0] == "ok":
+            table = tables[entry[1]]
+            if (int(table.sizes[entry[2]]), int(table.mtimes[entry[2]])) == (photo.size, photo.mtime_ns):
+                keep[photo.rel] = (entry[1], entry[2])
+                continue
+        elif entry is not None and (entry[1], entry[2]) == (photo.size, photo.mtime_ns):
+            known_failed.append((photo.rel, photo.size, photo.mtime_ns, entry[3]))
+            continue
+        todo.append(photo)
+    report.reused = len(keep)
+    report.resumed = sum(1 for rel in keep if rel in from_part)
+    report.known_failed = [(f[0], f[3]) for f in known_failed]
+    report.dropped = len(latest) - len(keep) - len(known_failed)
+    return keep, known_failed, todo
+
+
 def _gather(tables: list, keep: dict[str, tuple[int, int]], new_rows: list[PhotoFile], new_vectors: list,
             failed: list, dim: int) -> _Table:
     """The live index: the reused rows (``keep``: path → (table, row)), gathered table by table,
@@ -545,72 +590,15 @@ class ImageIndex:
         self.index_dir.mkdir(parents=True, exist_ok=True)
         with self._lock():
             tables, parts = self._read_stored(report)
-            # The newest stored row of each path: ("ok", table, row) or ("failed", size, mtime, reason).
-            latest: dict[str, tuple] = {}
-            from_part: set[str] = set()
-            for t, table in enumerate(tables):
-                if table is None:
-                    continue
-                for i, rel in enumerate(table.rels):
-                    latest[rel] = ("ok", t, i)
-                    if t > 0:  # tables[0] is index.npz; the others are an interrupted run's parts
-                        from_part.add(rel)
-                    else:
-                        from_part.discard(rel)
-                for rel, size, mtime, reason in table.failed:
-                    latest[rel] = ("failed", size, mtime, reason)
-                    from_part.discard(rel)
-            keep_rows: dict[str, tuple[int, int]] = {}
-            known_failed: list[tuple] = []
-            todo: list[PhotoFile] = []
-            for photo in photos:
-                entry = latest.get(photo.rel)
-                if entry is not None and entry[0] == "ok":
-                    table = tables[entry[1]]
-                    if (int(table.sizes[entry[2]]), int(table.mtimes[entry[2]])) == (photo.size, photo.mtime_ns):
-                        keep_rows[photo.rel] = (entry[1], entry[2])
-                        continue
-                elif entry is not None and (entry[1], entry[2]) == (photo.size, photo.mtime_ns):
-                    known_failed.append((photo.rel, photo.size, photo.mtime_ns, entry[3]))
-                    continue
-                todo.append(photo)
-            report.reused = len(keep_rows)
-            report.resumed = sum(1 for rel in keep_rows if rel in from_part)
-            report.known_failed = [(f[0], f[3]) for f in known_failed]
-            report.dropped = len(latest) - len(keep_rows) - len(known_failed)
-
-            new_rows: list[PhotoFile] = []
-            new_vectors: list[np.ndarray] = []
-            new_failed: list[tuple] = []
+            keep, known_failed, todo = _plan(photos, tables, report)
             next_part = max((int(_PART.match(p.name).group(1)) + 1 for p in parts), default=0)
-            progress = _Progress(len(todo), show_progress_bar)
-            try:
-                for b in range(0, len(todo), self.batch_size):
-                    batch = todo[b:b + self.batch_size]
-                    good, vectors, failed = self._encode(batch)
-                    table = _Table([p.rel for p in good], np.array([p.size for p in good], np.int64),
-                                   np.array([p.mtime_ns for p in good], np.int64),
-                                   vectors if good else np.zeros((0, self._dim(vectors, tables)), np.float32),
-                                   failed)
-                    (self.index_dir / PARTS_DIR).mkdir(exist_ok=True)
-                    _write_table(self.index_dir / PARTS_DIR / f"part-{next_part:06d}.npz", self.folder,
-                                 self.fingerprint, table)
-                    next_part += 1
-                    new_rows.extend(good)
-                    new_vectors.append(vectors if good else table.embeddings)
-                    new_failed.extend(failed)
-                    progress.add(len(batch))
-            finally:
-                progress.close()
+            new_rows, new_vectors, new_failed = self._encode_all(todo, tables, next_part, show_progress_bar)
             report.encoded = len(new_rows)
             report.failed = [(f[0], f[3]) for f in new_failed]
-
             dim = self._dim(np.concatenate(new_vectors) if new_vectors else None, tables)
-            merged = _gather(tables, keep_rows, new_rows, new_vectors, sorted(known_failed + new_failed), dim)
-
-            changed = bool(report.encoded or report.failed or report.dropped or report.discarded or parts
-                           or not (self.index_dir / INDEX_FILE).is_file())
-            if changed:
+            merged = _gather(tables, keep, new_rows, new_vectors, sorted(known_failed + new_failed), dim)
+            if (report.encoded or report.failed or report.dropped or report.discarded or parts
+                    or not (self.index_dir / INDEX_FILE).is_file()):
                 _write_table(self.index_dir / INDEX_FILE, self.folder, self.fingerprint, merged)
                 # Oldest first: a run killed while removing them keeps only parts newer than the rest,
                 # whose rows the merged file holds as well.
@@ -622,6 +610,36 @@ class ImageIndex:
         report.photos = len(merged.rels)
         report.seconds = time.perf_counter() - start
         return report
+
+    def _encode_all(self, todo: list[PhotoFile], tables: list, next_part: int,
+                    show_progress_bar: bool | None) -> tuple[list[PhotoFile], list[np.ndarray], list[tuple]]:
+        """Encodes ``todo`` batch by batch, each batch written as part ``next_part``, ``next_part + 1``, ...
+        before the next one starts.
+
+        Returns:
+          (the photos encoded, their float32 [b, N] batches, ``(rel, size, mtime_ns, reason)`` of
+          the unreadable ones).
+        """
+        new_rows, new_vectors, new_failed = [], [], []
+        progress = _Progress(len(todo), show_progress_bar)
+        try:
+            for b in range(0, len(todo), self.batch_size):
+                batch = todo[b:b + self.batch_size]
+                good, vectors, failed = self._encode(batch)
+                if not good:
+                    vectors = np.zeros((0, self._dim(None, tables)), np.float32)
+                table = _Table([p.rel for p in good], np.array([p.size for p in good], np.int64),
+                               np.array([p.mtime_ns for p in good], np.int64), vectors, failed)
+                (self.index_dir / PARTS_DIR).mkdir(exist_ok=True)
+                _write_table(self.index_dir / PARTS_DIR / f"part-{next_part + b // self.batch_size:06d}.npz",
+                             self.folder, self.fingerprint, table)
+                new_rows.extend(good)
+                new_vectors.append(vectors)
+                new_failed.extend(failed)
+                progress.add(len(batch))
+        finally:
+            progress.close()
+        return new_rows, new_vectors, new_failed
 
     def _dim(self, vectors: np.ndarray | None, tables: list) -> int:
         """N: from encoded vectors, else a stored table, else the encoder's ``dim``."""
