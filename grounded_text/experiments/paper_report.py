@@ -473,6 +473,16 @@ def verdict_rows_from_markdown(table: list[dict]) -> list[dict]:
     return out
 
 
+def verdict_table(section: str) -> list[dict]:
+    """The rows of a section's verdict-per-figure table, as dicts by its header cells (``[]``
+    where it has none)."""
+    lines = section.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("Verdict per figure") and i + 2 < len(lines):
+            return _table_rows(lines, i + 2)[0]
+    return []
+
+
 def _section_inputs(lines: list[str]) -> dict:
     """What ``verdicts._differences`` reads, from a section's own tables: the budget, the
     data differences, our data and features, and the paper's training data and features of

@@ -157,6 +157,70 @@ def markdown(result: dict) -> str:
                                     ["---", "---:", "---", "---", "---:", "---:", "---"]))
 
 
+#: Merkx & Frank's Table 5 rows with no STS subset key: the supervised figures (SentEval's classifier).
+_SUPERVISED_ROWS = {"STS-B STS 12-16": "STS-B test r (supervised)", "SICK Relatedness": "SICK-R test r (supervised)"}
+
+
+def beside_paper(result: dict, report: str | Path) -> list[dict]:
+    """Each rule's figures beside Merkx & Frank's Table 5 (char-GRU, Flickr8k), judged by
+    ``verdicts.williams_verdict`` at the r₂₃ that the report's Merkx & Frank section measured
+    between two of our models on that set (its verdict table) and at the conservative r₂₃.
+
+    Returns:
+      ``[{"measure", "label", "paper", "paper_ci", "n", "r23", "r23_how", rule: {"value", "ci",
+      "verdict": williams_verdict(...)}}]`` in Table 5's order, for the sets both hold.
+    """
+    from grounded_text.experiments import paper_report
+    from grounded_text.experiments.comparison import sts_label
+    from grounded_text.experiments.verdicts import williams_verdict
+    from grounded_text.papers.published import figures
+    from grounded_text.reporting.tables import read_sections
+
+    section = read_sections(Path(report).read_text(encoding="utf-8"), "reproduce")["merkx_frank"]
+    measured = {r["measure"]: r for r in paper_report.verdict_rows_from_markdown(paper_report.verdict_table(section))}
+    out = []
+    for fig in figures("merkx2019_char_grounding", "Table 5"):
+        measure = f"{fig.block} {fig.row}"
+        label = sts_label(fig.ours) if fig.ours else _SUPERVISED_ROWS.get(measure)
+        ours = {rule: result["figures"][rule].get(label) for rule in result["rules"]}
+        if fig.column != "char-GRU (Flickr8k)" or measure not in measured or None in ours.values():
+            continue
+        m = measured[measure]
+        row = {"measure": measure, "label": label, "paper": fig.value / 100, "paper_ci": [c / 100 for c in fig.ci95],
+               "n": ours[result["rules"][0]]["n"], "r23": m["r23"], "r23_how": m["r23_how"]}
+        for rule, fig_ in ours.items():
+            row[rule] = {**fig_, "verdict": williams_verdict(fig_["value"], fig.value / 100, fig_["n"], m["r23"],
+                                                             m["r23_how"])}
+        out.append(row)
+    return out
+
+
+def beside_paper_markdown(result: dict, rows: list[dict]) -> str:
+    """The table of ``beside_paper``: the paper's figure, then each rule's with its verdict."""
+    from grounded_text.evaluation.stats import format_p
+    from grounded_text.experiments.verdicts import CONSERVATIVE_R23
+    from grounded_text.reporting.tables import markdown_table
+
+    def cell(fig):
+        return f"{fig['value']:.3f} [{fig['ci'][0]:.3f}, {fig['ci'][1]:.3f}]"
+
+    def judged(v):
+        return f"{v['verdict']} (p = {format_p(v['p'])} / {format_p(v['p_conservative'])})".replace("= <", "<")
+
+    rules = result["rules"]
+    head = ["Table 5 (char-GRU, Flickr8k)", "n", "paper [95 % CI]"]
+    for rule in rules:
+        head += [f"ours, `{rule}` [95 % CI]", f"verdict, `{rule}` (p at the measured r₂₃ / at {CONSERVATIVE_R23})"]
+    head.append("measured r₂₃")
+    body = []
+    for r in rows:
+        line = [r["measure"], f"{r['n']:,}", cell({"value": r["paper"], "ci": r["paper_ci"]})]
+        for rule in rules:
+            line += [cell(r[rule]), judged(r[rule]["verdict"])]
+        body.append(line + [f"{r['r23']:.3f}"])
+    return "\n".join(markdown_table(head, body))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m grounded_text.experiments.protocol_rescore",
                                 description="Score one model with two test-time sentence-end rules, paired.")
@@ -164,9 +228,16 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--output-dir", required=True)
     p.add_argument("--rules", nargs=2, default=list(RULES), metavar="RULE")
+    p.add_argument("--beside-paper", metavar="REPORT",
+                   help="also judge each rule's figures against Merkx & Frank's Table 5 at the r₂₃ measured in "
+                        "REPORT's Merkx & Frank section (e.g. docs/reproduction.md) and at the conservative one")
     a = p.parse_args(argv)
     result = rescore(a.model, a.data_dir, a.output_dir, tuple(a.rules))
     print(markdown(result))
+    if a.beside_paper:
+        md = beside_paper_markdown(result, beside_paper(result, a.beside_paper))
+        (Path(a.output_dir) / f"{Path(a.model).name}.paper.md").write_text(md + "\n")
+        print("\n" + md)
     return 0
 
 
