@@ -41,7 +41,6 @@ def _copy(name, tmp_path) -> Path:
 
 
 def _env(**extra):
-    sys.path.insert(0, str(Path(__file__).parent))
     from train_cli import env_for_subprocess
 
     return env_for_subprocess(**extra)
