@@ -145,6 +145,37 @@ def test_a_real_file_size_limit_on_an_hdf5_write_gives_one_line(tmp_path):
     assert _one_error_line(proc.stderr).startswith("error: file-size limit (ulimit -f) exceeded writing in ")
 
 
+def test_h5py_destructor_echoes_of_a_storage_failure_are_not_printed(tmp_path, monkeypatch):
+    """A failed HDF5 write fails again when h5py frees its objects; Python would print those
+    with tracebacks around the one storage line. Other unraisable errors are still reported."""
+    from types import SimpleNamespace
+
+    from grounded_text.training.run_dir import StorageFull, guard_run
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # restored after the test
+    out = tmp_path / "run"
+    echo = RuntimeError(f"Can't decrement id ref count (file write failed: filename = '{out}/checkpoints/b.h5', "
+                        "errno = 27, error message = 'File too large')")
+
+    def unraisable(exc, where):
+        return SimpleNamespace(exc_type=type(exc), exc_value=exc, exc_traceback=None, err_msg=None, object=where)
+
+    with guard_run(out):
+        other = unraisable(KeyError("x"), "h5py._objects.ObjectID.__dealloc__")
+        sys.unraisablehook(other)
+    assert seen == [other] and sys.unraisablehook == seen.append  # restored after a run without failure
+    with pytest.raises(StorageFull):
+        with guard_run(out):
+            sys.unraisablehook(unraisable(echo, "h5py._objects.ObjectID.__dealloc__"))
+            raise echo
+    sys.unraisablehook(unraisable(echo, "h5py._objects.ObjectID.__dealloc__"))  # freed later: still quiet
+    foreign = unraisable(echo, "some other object")
+    sys.unraisablehook(foreign)
+    assert seen == [other, foreign]
+
+
 def test_a_run_folder_made_unwritable_mid_run_gives_one_line(tmp_path):
     from grounded_text.training.run_dir import StorageFull, guard_run, is_usage_error, write_state
 

@@ -87,6 +87,7 @@ import re
 import shlex
 import shutil
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -618,6 +619,20 @@ def exit_after_storage_error(e: BaseException, status: int) -> None:
         os._exit(status)
 
 
+def _h5py_storage_echo(exc, tb, out: Path, where=None) -> bool:
+    """Whether ``exc`` is a storage failure (``storage_error``) raised in h5py's code (its
+    traceback or ``where``, the object an unraisable exception was ignored in, names h5py)."""
+    if exc is None or storage_error(exc, out) is None:
+        return False
+    if "h5py" in repr(where):
+        return True
+    while tb is not None:
+        if "h5py" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _open_lock(path: Path) -> int:
     """Opens (creates) the lock file without following a link: a symlink planted at its name
     is refused (``O_NOFOLLOW``), and so is anything but a regular file with one link (a hard
@@ -690,9 +705,12 @@ def guard_run(out: str | Path, *, enabled: bool = True):
       (with ``out`` when the run created it and left it empty).
     * ``TrainingDiverged``: the state's status becomes the error's (``diverged``/``failed``)
       with the message, so it never stays ``running``.
-    * A write that fails for lack of space (``storage_error``) becomes ``StorageFull`` (a
-      ``RunDirError``: the CLI's one ``error:`` line, exit 2); the state keeps the last
-      committed epoch.
+    * A write that fails for lack of space, over the file-size limit, on a read-only file
+      system or in the run directory made unwritable (``storage_error``) becomes
+      ``StorageFull`` (a ``RunDirError``: the CLI's one ``error:`` line, exit 2); the state
+      keeps the last committed epoch. The echoes of such a failure from h5py's destructors
+      (printed by Python with tracebacks) are dropped while the run is guarded, and after a
+      storage failure for the rest of the process.
 
     Args:
       out: the run directory.
@@ -721,6 +739,21 @@ def guard_run(out: str | Path, *, enabled: bool = True):
             raise StorageFull(storage_message(out, found[0], found[1]), found[1]) from None
         raise RunDirError(f"--output-dir {str(out)!r}: cannot create it or its lock file ({e.strerror or e}).") \
             from None
+    # A failed HDF5 write fails again in h5py's destructors, which print it with a traceback
+    # (sys.excepthook, then "Exception ignored in ..." through sys.unraisablehook); the one
+    # storage line says it all, so those echoes are dropped (any other error is printed).
+    previous_hook, previous_excepthook = sys.unraisablehook, sys.excepthook
+
+    def quiet_unraisable(unraisable) -> None:
+        if not _h5py_storage_echo(unraisable.exc_value, unraisable.exc_traceback, out, unraisable.object):
+            previous_hook(unraisable)
+
+    def quiet_excepthook(kind, value, tb) -> None:
+        if not _h5py_storage_echo(value, tb, out):
+            previous_excepthook(kind, value, tb)
+
+    sys.unraisablehook, sys.excepthook = quiet_unraisable, quiet_excepthook
+    storage_failed = False
     try:
         yield
     except TrainingDiverged as e:
@@ -729,11 +762,17 @@ def guard_run(out: str | Path, *, enabled: bool = True):
         raise
     except Exception as e:
         found = storage_error(e, out)
+        storage_failed = found is not None
         if found is None or isinstance(e, StorageFull):
             raise
         code, path, hdf5 = found
         raise StorageFull(storage_message(out, code, path), path, hdf5) from e
     finally:
+        if not storage_failed:  # after one, h5py's objects may be freed later still: the filters stay
+            if sys.unraisablehook is quiet_unraisable:
+                sys.unraisablehook = previous_hook
+            if sys.excepthook is quiet_excepthook:
+                sys.excepthook = previous_excepthook
         with contextlib.suppress(OSError):
             (out / LOCK_FILE).unlink()  # while still locked: a waiting opener sees another inode
         os.close(fd)
