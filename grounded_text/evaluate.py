@@ -368,8 +368,7 @@ def _suite(a, p, argv) -> int:
         run_dir_specs,
     )
     from grounded_text.evaluation.report import format_report_markdown, write_evaluation_report
-    from grounded_text.evaluation.suite import EVALUATION_SECTIONS, evaluate_encoders
-    from grounded_text.utils.progress import recorded_args
+    from grounded_text.evaluation.suite import evaluate_encoders
 
     root = resolve_data_dir(a.data_dir)
     specs: list[EncoderSpec] = []

@@ -56,8 +56,8 @@ import numpy as np
 import tensorflow as tf
 
 from grounded_text.config.choices import NETWORK_NAMES
-from grounded_text.vision import lite0 as _lite0
 from grounded_text.utils.compat import keras_application_weight_hash, keras_home
+from grounded_text.vision import lite0 as _lite0
 
 _GCS = "https://storage.googleapis.com/"
 _KERAS_APPS = _GCS + "tensorflow/keras-applications/"
