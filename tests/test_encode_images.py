@@ -212,3 +212,29 @@ def test_retrieval_from_photos_equals_retrieval_from_the_feature_file(name, data
           f"embeddings {float((from_photos * from_file).sum(1).min()):.6f}")
     for k in (1, 5, 10):
         assert abs(a[k] - b[k]) <= 1.0
+
+
+def test_evaluate_refuses_a_planted_store_of_another_network_in_one_line(data_dir, tmp_path):
+    """A feature store made by keras-hub's RandAugment Lite0 (recorded in the store) meets the
+    shipped image tower, trained on Google's Lite0: ``evaluate`` stops before any work."""
+    from grounded_text import pretrained
+    from grounded_text.data.provenance import lite0_provenance
+
+    root = tmp_path / "data"
+    (root / "flickr8k" / "features").mkdir(parents=True)
+    (root / "flickr8k" / "Flickr8k_text").symlink_to(data_dir / "flickr8k" / "Flickr8k_text")
+    with np.load(data_dir / "flickr8k" / "features" / "efficientnet_lite0.npz", allow_pickle=False) as z:
+        ids, rows = z["ids"], z["features"]
+    other = dict(lite0_provenance(), cnn="efficientnet_lite0_ra",
+                 weights="imagenet:keras-hub preset efficientnet_lite0_ra_imagenet")
+    np.savez(root / "flickr8k" / "features" / "planted.npz", ids=ids, features=rows,
+             provenance=np.array(json.dumps(other)))
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.evaluate", "--model", "vete_bow_flickr8k",
+                           "--image-model", str(pretrained.image_export_dir("vete_bow_flickr8k")),
+                           "--data-dir", str(root), "--features", "planted", "--sections", "retrieval",
+                           "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and "efficientnet_lite0_ra" in errors[0] and "(cnn, weights differ)" in errors[0], lines
+    assert "Traceback" not in proc.stderr
