@@ -21,6 +21,7 @@ import grounded_text
 
 MODULES = [
     "grounded_text.serving.encoder",
+    "grounded_text.serving.image_index",
     "grounded_text.api",
     "grounded_text.evaluation.retrieval",
     "grounded_text.evaluation.sts",

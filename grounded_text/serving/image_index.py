@@ -82,7 +82,12 @@ _MEMBERS = ("format", "folder", "fingerprint", "paths_utf8", "path_ends", "sizes
 
 
 class IndexBusyError(RuntimeError):
-    """Another process is updating the same index (it holds its lock file)."""
+    """Another process is updating the same index (it holds its lock file).
+
+    Example:
+      >>> issubclass(IndexBusyError, RuntimeError)
+      True
+    """
 
 
 class PhotoFile(NamedTuple):
@@ -92,6 +97,10 @@ class PhotoFile(NamedTuple):
       rel: the path relative to the folder, with ``/`` separators.
       size: ``st_size`` in bytes.
       mtime_ns: ``st_mtime_ns``.
+
+    Example:
+      >>> PhotoFile("holiday/beach.jpg", 48213, 1733300000000000000).rel
+      'holiday/beach.jpg'
     """
 
     rel: str
@@ -105,6 +114,11 @@ class SearchHit(NamedTuple):
     Attributes:
       path: the photo's absolute path (``str``).
       cosine: its cosine similarity with the query (``float``, in [-1, 1]).
+
+    Example:
+      >>> path, cosine = SearchHit("/photos/dog.jpg", 0.41)
+      >>> cosine
+      0.41
     """
 
     path: str
@@ -130,6 +144,10 @@ class IndexReport:
       discarded: stored index files that could not be read (damaged, another format, folder or
         model); ignored, and their photos encoded again.
       seconds: the run's wall time.
+
+    Example:
+      >>> IndexReport(Path("photos"), Path("idx"), photos=3, encoded=1, reused=2, seconds=0.5).summary()
+      'Index: 3 photos (1 encoded, 2 reused) in 0.5 s; idx'
     """
 
     folder: Path
@@ -159,7 +177,12 @@ class IndexReport:
 
 def default_index_root() -> Path:
     """``$XDG_CACHE_HOME/grounded_text/image_index`` (an absolute ``XDG_CACHE_HOME`` only, as
-    the XDG specification says), else ``~/.cache/grounded_text/image_index``."""
+    the XDG specification says), else ``~/.cache/grounded_text/image_index``.
+
+    Example:
+      >>> default_index_root().parts[-2:]
+      ('grounded_text', 'image_index')
+    """
     base = os.environ.get("XDG_CACHE_HOME", "")
     root = Path(base) if base and os.path.isabs(base) else Path("~/.cache").expanduser()
     return root / "grounded_text" / "image_index"
@@ -175,6 +198,13 @@ def index_folder(folder: str | os.PathLike, fingerprint: str, index_dir: str | o
 
     Returns:
       ``ROOT/<folder name>-<16 hex digits of SHA-256(absolute folder, fingerprint)>``.
+
+    Example:
+      >>> index_folder("/photos/Summer 2024", "db39509ff269b1c7", "/cache").name
+      'Summer_2024-...'
+      >>> a = index_folder("/photos/Summer 2024", "db39509ff269b1c7", "/cache")
+      >>> a == index_folder("/photos/Summer 2024", "0123456789abcdef", "/cache")   # another model
+      False
     """
     folder = Path(folder).expanduser().resolve()
     root = default_index_root() if index_dir is None else Path(index_dir).expanduser()
@@ -193,6 +223,18 @@ def scan_photos(folder: str | os.PathLike) -> list[PhotoFile]:
 
     Raises:
       FileNotFoundError: ``folder`` does not exist. NotADirectoryError: it is not a folder.
+
+    Example:
+      >>> import tempfile
+      >>> folder = Path(tempfile.mkdtemp())
+      >>> for name in ["a.jpg", "sub/b.PNG", ".hidden/c.jpg", "notes.txt"]:
+      ...     (folder / name).parent.mkdir(parents=True, exist_ok=True)
+      ...     _ = (folder / name).write_bytes(b"not decoded here")
+      >>> [p.rel for p in scan_photos(folder)]
+      ['a.jpg', 'sub/b.PNG']
+      >>> has_photos(folder), has_photos(folder / "sub"), has_photos(folder / "missing")
+      (True, True, False)
+      >>> import shutil; shutil.rmtree(folder)
     """
     folder = Path(folder).expanduser()
     if not folder.exists():
@@ -218,7 +260,13 @@ def scan_photos(folder: str | os.PathLike) -> list[PhotoFile]:
 
 
 def has_photos(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds at least one photo (:func:`scan_photos`' rule); stops at the first."""
+    """Whether ``folder`` holds at least one photo (:func:`scan_photos`' rule); stops at the first.
+
+    Example:
+      >>> import tempfile
+      >>> has_photos(tempfile.mkdtemp())
+      False
+    """
     for top, dirs, files in os.walk(folder, followlinks=False):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         if any(_is_photo(name) and os.path.isfile(os.path.join(top, name)) for name in files):
@@ -455,9 +503,21 @@ class ImageIndex:
       ValueError: ``batch_size`` < 1.
 
     Example:
-      >>> index = ImageIndex("photos", gt.load("vete_bow_flickr8k"))   # doctest: +SKIP
-      >>> index.search("a dog runs on the grass", top_k=2)               # doctest: +SKIP
-      [SearchHit(path='/home/me/photos/dog.jpg', cosine=0.41), SearchHit(path=..., cosine=0.37)]
+      >>> import tempfile
+      >>> import numpy as np, tensorflow as tf
+      >>> import grounded_text as gt
+      >>> folder = Path(tempfile.mkdtemp())
+      >>> for name, colour in [("red.png", (220, 30, 30)), ("green.png", (30, 200, 40))]:
+      ...     _ = tf.io.write_file(str(folder / name), tf.io.encode_png(np.full((64, 64, 3), colour, np.uint8)))
+      >>> index = ImageIndex(folder, gt.load("vete_bow_flickr8k"), index_dir=folder / ".index")
+      >>> index.update(show_progress_bar=False).encoded
+      2
+      >>> hits = index.search("a red wall", top_k=2)
+      >>> sorted(Path(h.path).name for h in hits), hits[0].cosine >= hits[1].cosine
+      (['green.png', 'red.png'], True)
+      >>> index.update(show_progress_bar=False).reused      # unchanged photos: nothing encoded
+      2
+      >>> import shutil; shutil.rmtree(folder)
     """
 
     def __init__(self, folder: str | os.PathLike, encoder, index_dir: str | os.PathLike | None = None,
