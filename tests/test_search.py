@@ -369,3 +369,18 @@ def test_one_process_at_a_time_updates_an_index(enc, photos, tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(image_index_lib.IndexBusyError, match="another process"):
             index.update(show_progress_bar=False)
+
+
+def test_a_damaged_or_pickled_index_file_is_ignored_and_rebuilt(enc, photos, tmp_path):
+    index = ImageIndex(photos, enc, index_dir=tmp_path / "idx", batch_size=8)
+    index.update(show_progress_bar=False)
+    (index.index_dir / INDEX_FILE).write_bytes(b"PK\x03\x04 torn")
+    (index.index_dir / PARTS_DIR).mkdir()
+    np.savez(index.index_dir / PARTS_DIR / "part-000000.npz", embeddings=np.array([{"x": 1}], dtype=object))
+    counter = Counting(enc)
+    again = ImageIndex(photos, counter, index_dir=tmp_path / "idx", batch_size=8)
+    report = again.update(show_progress_bar=False)
+    assert len(report.discarded) == 2 and any("objects" in d for d in report.discarded), report.discarded
+    assert (report.encoded, report.photos, counter.photos) == (N_PHOTOS, N_PHOTOS, N_PHOTOS)
+    assert not (index.index_dir / PARTS_DIR).exists()
+    np.testing.assert_allclose(again.embeddings, index.embeddings, atol=1e-6)
