@@ -385,3 +385,34 @@ def test_torch_weight_init_draws_what_their_code_draws(fx):
         assert stats.ks_2samp(theirs[law], default[law]).pvalue < 1e-6, law
     w = default["orthogonal"][0]
     assert np.abs(w @ w.T - np.eye(w.shape[0])).max() > 0.1
+
+
+def test_masked_path_where_their_code_must_agree(fx):
+    """The record's own attention path (the masked softmax, our default; the fixtures above run
+    the unmasked one) against their code where the two must agree. A caption as long as its
+    batch's longest has no padded step, so their softmax over every step of the padded batch is
+    the masked one: its embedding must equal the fixture's. Every shorter caption of the batch,
+    through the masked path, must equal the same caption alone (B = 1, no padding) through the
+    unmasked path, which the tests above hold to their code. A change to the masked softmax
+    (e.g. the valid logits scaled) fails the first comparison; one to how it treats padded
+    steps fails the second."""
+    import tensorflow as tf
+
+    pre, enc, img, _ = build_ours(fx, include_padding=False)
+    pre_u, enc_u, _, _ = build_ours(fx, include_padding=True)
+    compared = 0
+    for b in (0, 1):
+        order = fx[f"batch{b}.order"]
+        lengths = fx[f"batch{b}.lengths"][order]
+        captions = [str(fx[f"batch{b}.captions"][i]) for i in order]
+        _, text, _, _, _ = forward(fx, b, pre, enc, img)
+        text = text.numpy()
+        longest = lengths == lengths.max()
+        np.testing.assert_allclose(text[longest], fx[f"batch{b}.caption_embeddings"][longest], rtol=0, atol=EMB_TOL)
+        compared += int(longest.sum())
+        for i in np.flatnonzero(~longest):
+            alone = enc_u(pre_u(tf.constant([captions[i]])), training=True).numpy()[0]
+            np.testing.assert_allclose(text[i], alone, rtol=0, atol=EMB_TOL, err_msg=f"batch {b}, caption {i}")
+        # Padding is really there: the masked batch differs from theirs on the shorter captions.
+        assert np.abs(text[~longest] - fx[f"batch{b}.caption_embeddings"][~longest]).max() > 100 * EMB_TOL
+    assert compared >= 2
