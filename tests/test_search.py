@@ -148,7 +148,7 @@ def test_a_second_run_reuses_the_index_without_encoding(enc, photos, tmp_path):
     assert index.index_dir == folder and (folder / INDEX_FILE).is_file() and not (folder / PARTS_DIR).exists()
 
 
-def test_new_photos_are_added_and_removed_or_changed_ones_dropped(enc, photos, source_photos, tmp_path):
+def test_new_photos_are_added_and_removed_or_changed_ones_dropped(enc, photos, source_photos, tmp_path, capsys):
     ImageIndex(photos, enc, index_dir=tmp_path / "idx", batch_size=8).update(show_progress_bar=False)
     removed = sorted(photos.rglob("*.jpg"))[:2]
     changed = sorted(photos.rglob("*.jpg"))[-1]
@@ -159,9 +159,12 @@ def test_new_photos_are_added_and_removed_or_changed_ones_dropped(enc, photos, s
     shutil.copyfile(source_photos[-1], changed)  # other bytes under the same name
     counter = Counting(enc)
     index = ImageIndex(photos, counter, index_dir=tmp_path / "idx", batch_size=8)
-    report = index.update(show_progress_bar=False)
+    capsys.readouterr()
+    report = index.update(show_progress_bar=True)
     assert (report.encoded, report.dropped, report.reused, report.photos) == (4, 3, N_PHOTOS - 3, N_PHOTOS + 1)
     assert counter.photos == 4
+    # Progress counts only the photos to encode; in a log (no terminal) as plain lines.
+    assert capsys.readouterr().err.splitlines() == ["indexing 4 photos ...", "indexing photos: 4/4"]
     paths = sorted(str(p) for p in photos.rglob("*.jpg"))
     assert index.paths == paths
     assert not {str(p) for p in removed} & set(index.paths)
