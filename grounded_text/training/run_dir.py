@@ -563,7 +563,7 @@ def storage_error(e: BaseException, out: str | Path | None = None) -> tuple[int,
       out: the run directory; given, a permission error (``EACCES``, ``EPERM``) on a path
         inside it counts too (a run directory made unwritable while the run writes).
     """
-    inside = None if out is None else Path(os.path.abspath(out))
+    inside = None if out is None else Path(out)
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -583,12 +583,13 @@ def storage_error(e: BaseException, out: str | Path | None = None) -> tuple[int,
 
 
 def _names_inside(path, text: str, out: Path | None) -> bool:
-    """Whether a permission error names a path inside ``out`` (its path, else its message)."""
+    """Whether a permission error names a path inside ``out`` (its path, else its message,
+    which may give the folder as it was passed, absolute or resolved)."""
     if out is None:
         return False
     if path is not None:
-        return Path(os.path.abspath(path)).is_relative_to(out)
-    return str(out) in text or str(out.resolve()) in text
+        return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(out))
+    return any(str(name) in text for name in (out, os.path.abspath(out), out.resolve()))
 
 
 def storage_message(out: str | Path, code: int, path: str | None) -> str:
