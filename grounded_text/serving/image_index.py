@@ -40,8 +40,9 @@ another gets :class:`IndexBusyError`; no lock is taken where ``fcntl`` is missin
 
 **Size.** Per photo: N float32 (the embedding: 512 bytes for the 128-d shipped models), plus
 two int64 (size and time, 16 bytes), plus an int64 end offset and the UTF-8 bytes of its
-relative path (about 8 + 30 bytes): about 570 bytes per photo for a 128-d model, 0.57 GB for a
-million photos. The whole matrix is held in memory to search.
+relative path (about 8 + 30 bytes): 565 bytes per photo measured on the 1,000 Flickr8k test
+photos with a 128-d model, about 0.57 GB for a million photos. The whole matrix is held in
+memory to search.
 
 **Search** is exact: one float32 matrix product of the query's unit vector with every
 photo's unit vector (so the score is the cosine, the same as
@@ -66,7 +67,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["PHOTO_EXTENSIONS", "ImageIndex", "IndexBusyError", "IndexReport", "PhotoFile", "SearchHit",
-           "default_index_root", "index_folder", "scan_photos"]
+           "default_index_root", "has_photos", "index_folder", "scan_photos"]
 
 #: The file extensions indexed (compared in lower case).
 PHOTO_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
