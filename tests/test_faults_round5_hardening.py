@@ -402,6 +402,11 @@ def test_overflowing_image_features_are_a_data_error_naming_the_file(tmp_path):
         _data(DataConfig(features="f", batch_size=2, one_caption_per_image=False, sampler="random",
                          bucket_by_length=False), root)
     assert "learning rate" not in str(info.value) and "\n" not in str(info.value)
+    rows[1], rows[2] = 1.0, -3e38  # the dev image: its scores would be NaN
+    _flickr(tmp_path / "dev", rows)
+    with pytest.raises(ValueError, match=r"1 of the 1 dev images have features of magnitude up to 3e\+38"):
+        _data(DataConfig(features="f", batch_size=2, one_caption_per_image=False, sampler="random",
+                         bucket_by_length=False), tmp_path / "dev")
 
 
 @pytest.mark.parametrize("value", [10**21, 10**8])

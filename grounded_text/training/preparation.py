@@ -122,6 +122,7 @@ def _data(data: DataConfig, root: Path, sentence_end: str = "none"):
     if len(dev_pairs) == 0:
         raise ValueError(f"No dev (validation) pairs: {flickr.describe_split('dev')}.")
     check_image_features(train_pairs, flickr.store.path)
+    check_image_features(dev_pairs, flickr.store.path, "dev")
     data_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
     train_ds, dev_ds, steps = _datasets(data, train_pairs, dev_pairs, epoch=data_epoch)
     return flickr, train_pairs, dev_pairs, data_epoch, shard_by_data(train_ds), shard_by_data(dev_ds), steps
@@ -133,7 +134,7 @@ def _data(data: DataConfig, root: Path, sentence_end: str = "none"):
 MAX_FEATURE_MAGNITUDE = 1e8
 
 
-def check_image_features(pairs, where=None) -> None:
+def check_image_features(pairs, where=None, split: str = "training") -> None:
     """Refuses training image features that carry no signal or cannot be computed with:
     non-finite values, values beyond ``MAX_FEATURE_MAGNITUDE`` in magnitude, every row zero,
     or every row the same (a failed extraction, a placeholder store, a damaged file). The model
@@ -144,12 +145,17 @@ def check_image_features(pairs, where=None) -> None:
       pairs: the training ``CaptionPairs`` (float32 [n, d] features in memory; a streamed
         store is checked on its first 256 rows).
       where: the feature file, for the message.
+      split: the split's name in the message (``"training"``, ``"dev"``); the dev split is
+        checked for non-finite and overflowing values only (its scores would be NaN), and
+        only in memory (a streamed store's training check is its one pass).
 
     Raises:
       ValueError: one line naming the file and what is wrong.
     """
     import numpy as np
 
+    if pairs.streamed and split != "training":
+        return  # gathering rows of a streamed store is a pass over it: the training check makes one
     rows = np.unique(np.asarray(pairs.feature_rows))
     if pairs.streamed:
         rows = rows[:256]
@@ -162,15 +168,15 @@ def check_image_features(pairs, where=None) -> None:
     source = f"the image features in {where}" if where else "the image features"
     bad = ~np.isfinite(x).all(axis=1)
     if bad.any():
-        raise ValueError(f"{source}: {int(bad.sum())} of the {len(x)} training images have NaN or Inf features; "
+        raise ValueError(f"{source}: {int(bad.sum())} of the {len(x)} {split} images have NaN or Inf features; "
                          "the feature file is damaged: extract the features again.")
     huge = (np.abs(x) > MAX_FEATURE_MAGNITUDE).any(axis=1)
     if huge.any():
-        raise ValueError(f"{source}: {int(huge.sum())} of the {len(x)} training images have features of magnitude "
+        raise ValueError(f"{source}: {int(huge.sum())} of the {len(x)} {split} images have features of magnitude "
                          f"up to {float(np.abs(x).max()):.3g}, beyond {MAX_FEATURE_MAGNITUDE:.0e} (image networks' "
                          "features stay below about 1e3; float32 arithmetic overflows on them): a data problem, not a "
                          "training one; the feature file is damaged or not image features: extract them again.")
-    if len(x) > 1 and not (x != x[:1]).any():
+    if split == "training" and len(x) > 1 and not (x != x[:1]).any():
         what = "all zero" if not x.any() else "the same for every image"
         raise ValueError(f"{source} are {what} ({len(x)} training images, width {x.shape[1]}): a data problem "
                          "(a failed or placeholder extraction), not a training one; extract the features again.")
