@@ -9,6 +9,7 @@ grounded_text`` imports no TensorFlow::
     import grounded_text as gt
     enc = gt.load("vete_bow_flickr8k")          # a shipped model (gt.models()), or an export folder
     enc.encode(["a dog runs", "a cat sleeps"])   # float32 [2, N]
+    gt.ImageIndex("photos", enc).search("a dog runs on the grass")   # the best photos, with their cosine
 """
 
 import sys
@@ -23,7 +24,7 @@ quiet_startup()
 
 __version__ = "0.1.0"
 
-_API = ("TextEncoder", "load", "models", "Run", "train", "evaluate", "presets")
+_API = ("TextEncoder", "ImageIndex", "load", "models", "Run", "train", "evaluate", "presets")
 __all__ = [*_API, "__version__"]
 __getattr__ = lazy_getattr(__name__, {name: "api" for name in _API})
 

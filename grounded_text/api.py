@@ -9,6 +9,8 @@ keras-hub (presets as data)::
     enc = gt.load("runs/vete_bow/export")            # any TF Hub text SavedModel
     enc.encode("a dog runs").shape                   # (N,)
     enc.encode(["a dog runs", "a cat"]).shape        # (2, N)
+    enc.encode_images(["dog.jpg"]).shape             # (1, N): photos into the same space
+    gt.ImageIndex("photos", enc).search("a dog runs on the grass", top_k=5)   # [(path, cosine)]
 
     run = gt.train("vete_bow", data_dir="data", output_dir="runs/vete_bow", epochs=1)
     report = gt.evaluate(run.export_dir, data_dir="data")
@@ -27,8 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grounded_text.serving.encoder import TextEncoder, load
+from grounded_text.serving.image_index import ImageIndex
 
-__all__ = ["TextEncoder", "load", "models", "Run", "train", "evaluate", "presets"]
+__all__ = ["TextEncoder", "ImageIndex", "load", "models", "Run", "train", "evaluate", "presets"]
 
 
 # ----------------------------------------------------------------------------- train

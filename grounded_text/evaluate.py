@@ -76,7 +76,7 @@ from pathlib import Path
 # that --help and bad flags answer at once.
 from grounded_text.config.schema import SENTENCE_ENDS
 from grounded_text.data.paths import DATA_ENV_VAR
-from grounded_text.data.sentence_end import model_sentence_end
+from grounded_text.serving.integrity import model_sentence_end
 
 
 def load_text_encoder(model_dir, batch_size: int = 512, sentence_end: str | None = None):

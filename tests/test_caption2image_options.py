@@ -115,8 +115,8 @@ class Recorder:
 
 
 def test_the_evaluation_wrapper_rewrites_what_the_encoder_sees(tmp_path):
-    from grounded_text.data.sentence_end import recorded_sentence_end
     from grounded_text.evaluation.encoders import SentenceEndEncoder, with_sentence_end
+    from grounded_text.serving.integrity import recorded_sentence_end
 
     inner = Recorder()
     assert with_sentence_end(inner, "none") is inner and with_sentence_end(inner, None) is inner

@@ -73,7 +73,7 @@ def test_evaluate_by_name_keeps_the_shipped_rule_and_says_it(capsys):
 
 
 def test_the_one_rule_function_serves_names_folders_and_the_trainer_record():
-    from grounded_text.data.sentence_end import model_sentence_end
+    from grounded_text.serving.integrity import model_sentence_end
 
     assert model_sentence_end(CHAR) == "space_period"
     assert model_sentence_end(pretrained.export_dir(CHAR)) == "space_period"

@@ -6,11 +6,12 @@ two paths that depend on the machine (``DATA_ROOT``, ``RUNS_ROOT``). What stands
 internet comes from the environment, as on any offline machine: ``GROUNDED_TEXT_DOWNLOAD_BASE``
 points the notebook's ``grounded-text data download`` at a 127.0.0.1 mirror of a real slice of
 the shared data (``flickr_mirror``: a few hundred real Flickr8k photos and captions, the real
-STS/SICK archives; ``GROUNDED_TEXT_DOWNLOAD_SAMPLE=1`` accepts the sample), ``FEATURE_WEIGHTS=none``
-builds the CNN with random weights (no ImageNet download), and ``PYTHONPATH`` lets the kernel
-import this checkout (so the install cell's "auto" installs nothing). Without a GPU the notebook
-picks its CPU budget: it downloads, extracts features of the downloaded photos, trains one epoch
-on them, evaluates with plots, and encodes with ``grounded_text.load`` of the export.
+STS/SICK archives; ``GROUNDED_TEXT_DOWNLOAD_SAMPLE=1`` accepts the sample), and ``PYTHONPATH``
+lets the kernel import this checkout (so the install cell's "auto" installs nothing). The CNN is
+the real one: efficientnet_lite0's ImageNet weights ship in the package. Without a GPU the notebook
+picks its CPU budget: it downloads, searches the photos by a sentence with the shipped model,
+extracts features of the downloaded photos, trains one epoch on them, evaluates with plots, and
+encodes with ``grounded_text.load`` of the export.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def test_notebook_runs_with_its_defaults_from_an_empty_data_folder(data_dir, tmp
     empty.mkdir()
     work = tmp_path / "work"
     monkeypatch.setenv("GROUNDED_TEXT_DOWNLOAD_SAMPLE", "1")
-    monkeypatch.setenv("FEATURE_WEIGHTS", "none")
+    monkeypatch.delenv("FEATURE_WEIGHTS", raising=False)
     # The kernel imports this checkout's package even where it is not pip-installed.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env_before = os.environ.get("GROUNDED_TEXT_DATA")
@@ -92,6 +93,9 @@ def test_notebook_runs_with_its_defaults_from_an_empty_data_folder(data_dir, tmp
     assert f"photos on disk: {len(photos)}" in text
     for folder in ("STS12-en-test", "STS13-en-test", "STS16-en-test", "STSBenchmark", "SICK"):
         assert any((empty / "sts" / folder).iterdir()), folder
+    # Searched: every downloaded photo indexed by the shipped model, six best shown as a grid.
+    assert f"Index: {len(photos)} photos ({len(photos)} encoded, 0 reused)" in text
+    assert (work / "search.png").stat().st_size > 10_000
     # Extracted: every downloaded photo (fewer than the CPU budget's 400), by efficientnet_lite0.
     store_path = work / "features_efficientnet_lite0_1crop.npz"
     assert f"wrote {len(photos)} image(s)" in text
@@ -106,7 +110,7 @@ def test_notebook_runs_with_its_defaults_from_an_empty_data_folder(data_dir, tmp
     assert metrics["data"]["dev_pairs"] == 5 * N_DEV
     assert f"trained on features: {store_path}" in text
     # Evaluated: the curves and the t-SNE inline, the STS table and headline printed.
-    assert text.count("image/png") >= 2
+    assert text.count("image/png") >= 3  # the search grid, the curves, the t-SNE
     assert "text/markdown" in text and "STS16" in text and "STS headline: {" in text
     assert metrics["evaluation"]["headline"]
     # The last cell: grounded_text.load(export).encode of 4 sentences.

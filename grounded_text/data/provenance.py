@@ -59,14 +59,19 @@ def read_npz_provenance(path: str | Path) -> dict | None:
 
 
 
+#: The checkpoint of Google's EfficientNet-Lite0 ImageNet weights and its SHA-256: the identity of
+#: the network that the package's default features and the shipped image towers were made with
+#: (``grounded_text.vision.lite0`` ships them converted to Keras).
+LITE0_CHECKPOINT = "efficientnet-lite0-57934424.pth"
+LITE0_CHECKPOINT_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
+
+
 def lite0_provenance() -> dict:
     """What makes a row of the package's default features: Google's EfficientNet-Lite0 ImageNet
     weights (identified by their checkpoint's SHA-256), one crop, 224 px, (x - 127) / 128. Equal to
     ``grounded_text.vision.networks.feature_provenance("efficientnet_lite0", 1)``, without TensorFlow."""
-    from grounded_text.vision import lite0
-
-    return {"cnn": "efficientnet_lite0", "weights": f"imagenet:{lite0.CHECKPOINT} sha256:{lite0.CHECKPOINT_SHA256}",
-            "crops": 1, "image_size": lite0.INPUT_SIZE, "preprocessing": "(x - 127) / 128 (range about [-1, 1])"}
+    return {"cnn": "efficientnet_lite0", "weights": f"imagenet:{LITE0_CHECKPOINT} sha256:{LITE0_CHECKPOINT_SHA256}",
+            "crops": 1, "image_size": 224, "preprocessing": "(x - 127) / 128 (range about [-1, 1])"}
 
 
 #: Feature files of the data root written before stores recorded what made them, known by their

@@ -31,7 +31,6 @@ every sentence its character model reads, in two different ways:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 # The rules (``TextConfig.sentence_end`` for training captions, ``--sentence-end`` of the
 # evaluate command for the sentences it scores); the config system lists them.
@@ -94,9 +93,8 @@ def pairs_with_sentence_end(pairs, rule: str):
     return dataclasses.replace(pairs, captions=captions)
 
 
-__all__ = ["SENTENCE_ENDS", "add_sentence_end", "apply_sentence_end", "check_sentence_end", "model_sentence_end",
-           "pairs_with_sentence_end", "recorded_sentence_end", "rule_from_config", "space_period",
-           "space_period_tokens"]
+__all__ = ["SENTENCE_ENDS", "add_sentence_end", "apply_sentence_end", "check_sentence_end",
+           "pairs_with_sentence_end", "rule_from_config", "space_period", "space_period_tokens"]
 
 
 def rule_from_config(config: dict | None, where: str = "the export") -> str:
@@ -146,63 +144,3 @@ def rule_from_config(config: dict | None, where: str = "the export") -> str:
                          f"{list(SENTENCE_ENDS)}.")
     return rule
 
-
-def _local_folder(model) -> Path | None:
-    """The folder ``model`` (a shipped name, a folder or a TF Hub URL handle) is read from;
-    ``None`` for a handle that is not a folder and not a URL."""
-    import os
-
-    from grounded_text import pretrained
-
-    if pretrained.is_name(model) and not Path(model).exists():
-        return pretrained.export_dir(model)
-    text = os.fspath(model)
-    if "://" in str(text) and not Path(text).exists():
-        import tensorflow_hub as hub
-
-        return Path(hub.resolve(str(text)))  # the folder hub unpacked (and hub.load reads)
-    return Path(text).expanduser()
-
-
-def model_sentence_end(model, sentence_end: str | None = None) -> str:
-    """The sentence-end rule a loaded model's sentences get: the one function that decides it
-    for ``grounded_text.load``, the evaluate command, the trainer's end-of-run scoring and the
-    experiments.
-
-    Args:
-      model: a shipped model's name, a SavedModel folder, or a TF Hub URL handle (the rule
-        is read from the folder ``tensorflow_hub`` unpacks it into, as ``hub.load`` does).
-      sentence_end: a rule given explicitly (``load(sentence_end=...)``, ``--sentence-end``):
-        it wins; ``None``: the rule the model was trained with.
-
-    Returns:
-      ``sentence_end`` when given; else ``text.sentence_end`` of the model's
-      ``assets/config.json`` (``rule_from_config``), ``"none"`` for a SavedModel with no such
-      config (a TF Hub module from elsewhere).
-
-    Raises:
-      ValueError: an unknown ``sentence_end``; a config that this package's export lists but
-        that is missing, unreadable or not JSON (``grounded_text.serving.integrity.DamagedExportError``),
-        or that records an unknown rule or a misspelt key. Such an export never silently gets
-        ``"none"``.
-
-    Example:
-      >>> model_sentence_end("char_gru_attention_flickr8k")
-      'space_period'
-      >>> model_sentence_end("char_gru_attention_flickr8k", "none")
-      'none'
-      >>> model_sentence_end("vete_bow_flickr8k")
-      'none'
-    """
-    from grounded_text.serving.integrity import read_export_config
-
-    if sentence_end is not None:
-        return check_sentence_end(sentence_end)
-    folder = _local_folder(model)
-    return rule_from_config(read_export_config(folder), f"export {str(folder)!r}")
-
-
-def recorded_sentence_end(model_dir) -> str:
-    """``model_sentence_end(model_dir)``: the rule ``model_dir``'s export records (kept for
-    callers of its older name)."""
-    return model_sentence_end(model_dir)

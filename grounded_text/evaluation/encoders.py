@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from grounded_text.serving.encoder import load
+from grounded_text.serving.images import load_image_encoder  # noqa: F401 (re-exported)
 
 log = logging.getLogger("grounded_text.evaluate")
 
@@ -193,43 +194,6 @@ class EncoderSpec:
     encoder: Encoder
     image_encoder: ImageEncoder | None = None
     source: str = ""
-
-
-def load_image_encoder(path: str | Path, batch_size: int = 4096) -> ImageEncoder:
-    """Loads an image-tower SavedModel (``grounded_text.serving.export.export_image_tower``).
-
-    Returns:
-      A callable float [n, d] → float32 [n, N] (batched, NumPy), with attributes
-      ``feature_dim``, ``path`` and ``record`` (what made its training features:
-      ``grounded_text.serving.images.tower_record``, or ``None``).
-
-    Raises:
-      FileNotFoundError: not a SavedModel directory. ValueError (when called):
-      features of the wrong dimension (names both), NaN/Inf outputs.
-    """
-    import tensorflow as tf
-
-    if not (Path(path) / "saved_model.pb").is_file():
-        raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
-    module = tf.saved_model.load(str(path))
-    dim = int(module.feature_dim.numpy()) if hasattr(module, "feature_dim") else None
-
-    def encode(features: np.ndarray) -> np.ndarray:
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or (dim is not None and features.shape[1] != dim):
-            raise ValueError(f"image encoder {str(path)!r} expects features [n, {dim}], got {features.shape}.")
-        out = np.concatenate([module(tf.constant(features[i : i + batch_size])).numpy()
-                              for i in range(0, features.shape[0], batch_size)])
-        if not np.isfinite(out).all():
-            raise ValueError("image encoder returned NaN/Inf.")
-        return out
-
-    from grounded_text.serving.images import tower_record
-
-    encode.feature_dim = dim
-    encode.record = tower_record(path)  # what made its training features, for the pairing check
-    encode.path = str(path)
-    return encode
 
 
 def check_tower_features(image_encoder, store_path: str | Path) -> None:

@@ -205,12 +205,12 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
       ``predictions[name]`` (``scoring.predictions``, for ``paired_tests``). Runs without
       ``metrics.json`` are left out.
     """
-    from grounded_text.data.sentence_end import model_sentence_end
     from grounded_text.evaluation.encoders import load_image_encoder
     from grounded_text.experiments.comparison import read_ours
     from grounded_text.experiments.runner import read_metrics
     from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
     from grounded_text.serving.encoder import load
+    from grounded_text.serving.integrity import model_sentence_end
 
     protocol, settings, data = Protocol(sections=("sts", "retrieval")), EvalSettings(), TestData(data_dir)
     jobs = [(run, run, None) for run in runs] + [(r.name, r.run, r.sentence_end) for r in rescored]

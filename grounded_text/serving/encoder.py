@@ -620,7 +620,7 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_e
         as its export's ``assets/config.json`` records it (``"none"`` where it records none,
         or for a module with no such config); for a URL handle, the config of the folder
         ``tensorflow_hub`` unpacks it into
-        (``grounded_text.data.sentence_end.model_sentence_end`` decides).
+        (``grounded_text.serving.integrity.model_sentence_end`` decides).
         The rule runs in Python before the module: a raw ``hub.load`` of the same folder
         does not apply it.
 
@@ -652,8 +652,8 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_e
         ...
       FileNotFoundError: '...runs/missing/export' is not a SavedModel directory (no saved_model.pb), nor ...
     """
-    from grounded_text.data.sentence_end import check_sentence_end, model_sentence_end
-    from grounded_text.serving.integrity import check_export, read_export_config
+    from grounded_text.data.sentence_end import check_sentence_end
+    from grounded_text.serving.integrity import check_export, model_sentence_end, read_export_config
     from grounded_text.utils.durable import recover_export
 
     if sentence_end is not None:

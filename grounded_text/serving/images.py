@@ -69,6 +69,41 @@ def tower_record(image_export: str | os.PathLike) -> dict | None:
     return None
 
 
+def load_image_encoder(path: str | Path, batch_size: int = 4096):
+    """Loads an image-tower SavedModel (``grounded_text.serving.export.export_image_tower``).
+
+    Returns:
+      A callable float [n, d] → float32 [n, N] (batched, NumPy), with attributes
+      ``feature_dim``, ``path`` and ``record`` (what made its training features:
+      ``grounded_text.serving.images.tower_record``, or ``None``).
+
+    Raises:
+      FileNotFoundError: not a SavedModel directory. ValueError (when called):
+      features of the wrong dimension (names both), NaN/Inf outputs.
+    """
+    import tensorflow as tf
+
+    if not (Path(path) / "saved_model.pb").is_file():
+        raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
+    module = tf.saved_model.load(str(path))
+    dim = int(module.feature_dim.numpy()) if hasattr(module, "feature_dim") else None
+
+    def encode(features: np.ndarray) -> np.ndarray:
+        features = np.asarray(features, dtype=np.float32)
+        if features.ndim != 2 or (dim is not None and features.shape[1] != dim):
+            raise ValueError(f"image encoder {str(path)!r} expects features [n, {dim}], got {features.shape}.")
+        out = np.concatenate([module(tf.constant(features[i : i + batch_size])).numpy()
+                              for i in range(0, features.shape[0], batch_size)])
+        if not np.isfinite(out).all():
+            raise ValueError("image encoder returned NaN/Inf.")
+        return out
+
+    encode.feature_dim = dim
+    encode.record = tower_record(path)  # what made its training features, for the pairing check
+    encode.path = str(path)
+    return encode
+
+
 def _image_to_array(item, index: int) -> np.ndarray:
     """One image (a path, a PIL image or a uint8 array [H, W, 3]) → uint8 [H, W, 3]."""
     if isinstance(item, (str, os.PathLike)):
@@ -199,8 +234,6 @@ class ImageSide:
 
     def tower(self):
         if self._tower is None:
-            from grounded_text.evaluation.encoders import load_image_encoder
-
             self._tower = load_image_encoder(self.export_dir)
         return self._tower
 

