@@ -71,7 +71,7 @@ def _check_save_path(path: str) -> str | None:
     try:
         from PIL import Image
     except ImportError:
-        return "--save needs Pillow, which is not installed: pip install pillow"
+        return "--save needs Pillow, which is not installed: pip install 'grounded_text[eval]' (or pillow)"
     target = Path(path)
     suffix = target.suffix.lower()
     if suffix not in Image.registered_extensions():

@@ -337,7 +337,7 @@ def test_cli_bad_input_is_one_error_line_and_exit_2(case, tmp_path, capsys, monk
     assert len(err) == 1 and err[0].startswith("error: "), err
     expected = {"missing folder": "does not exist", "empty query": "query is empty", "blank query": "query is empty",
                 "no photos": "holds no photos", "top-k 0": "--top-k", "unknown model": "no_such_model",
-                "no pillow": "pip install pillow", "bad save extension": "grid.png"}[case]
+                "no pillow": "(or pillow)", "bad save extension": "grid.png"}[case]
     assert expected in err[0]
 
 
