@@ -60,7 +60,7 @@ def test_encode_matches_hub_load_for_every_input_kind(reference):
         assert got.shape == expected.shape and got.dtype == np.float32, type(given)
         np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
     # Batching and padding do not change a row: 7 sentences in batches of 3 (3, 3, 1).
-    np.testing.assert_allclose(enc.encode(SENTENCES, batch_size=3, show_progress=True), expected, atol=1e-6,
+    np.testing.assert_allclose(enc.encode(SENTENCES, batch_size=3, show_progress_bar=True), expected, atol=1e-6,
                                rtol=0)
     np.testing.assert_allclose(enc(np.array(SENTENCES[0])), expected[0], atol=1e-6, rtol=0)
     assert enc.encode([]).shape == (0, enc.dim)

@@ -40,7 +40,8 @@ def test_encode_takes_sentence_transformers_arguments(enc):
     assert plain.dtype == np.float32 and plain.shape == (len(SENTENCES), enc.dim)
     np.testing.assert_allclose(enc.encode(SENTENCES, normalize_embeddings=True),
                                plain / np.linalg.norm(plain, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(enc.encode(SENTENCES, show_progress=True), plain)  # the older name still works
+    with pytest.warns(DeprecationWarning, match="removed in 0.3.0; use show_progress_bar"):
+        np.testing.assert_array_equal(enc.encode(SENTENCES, show_progress=True), plain)  # the older name, one release
     half = enc.encode(SENTENCES, precision="float16")
     assert half.dtype == np.float16 and np.allclose(half, plain, rtol=1e-2, atol=1e-2)
     rows = enc.encode(SENTENCES[:3], convert_to_numpy=False)
@@ -52,6 +53,34 @@ def test_encode_takes_sentence_transformers_arguments(enc):
         enc.encode(SENTENCES, precision="int8")
     with pytest.raises(TypeError, match="sentence 1 is a int"):
         enc.encode(["a", 3])
+
+
+def test_encode_takes_mtebs_keywords_and_places_the_computation(enc):
+    plain = enc.encode(SENTENCES)
+    # Prompts and task names have no effect: these models take no instructions.
+    np.testing.assert_array_equal(enc.encode(SENTENCES, device="cpu", prompt_name=None, task_name="STSBenchmark",
+                                             prompt="query: ", prompt_type="query", hf_split="test",
+                                             hf_subset="default", task_metadata=None), plain)
+    for device in ("CPU", "cpu:0", "/CPU:0", "/device:CPU:0"):
+        np.testing.assert_array_equal(enc.encode(SENTENCES, device=device), plain)
+    with pytest.raises(ValueError, match=r"unknown device 'tpu'; expected 'cpu', 'gpu', 'gpu:N', 'cuda'"):
+        enc.encode(SENTENCES, device="tpu")
+    gpus = len(tf.config.list_logical_devices("GPU"))
+    with pytest.raises(ValueError, match=rf"device 'cuda:{gpus}' asks for GPU {gpus}, but TensorFlow sees {gpus}"):
+        enc.encode(SENTENCES, device=f"cuda:{gpus}")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'normalise_embeddings'"):
+        enc.encode(SENTENCES, normalise_embeddings=True)
+
+
+def test_similarity_pairwise_is_the_row_wise_cosine(enc):
+    a, b = enc.encode(SENTENCES[:4]), enc.encode(SENTENCES[4:])
+    pairwise = enc.similarity_pairwise(a, b)
+    assert pairwise.shape == (4,) and pairwise.dtype == np.float32
+    np.testing.assert_allclose(pairwise, np.diag(enc.similarity(a, b)), atol=1e-6)
+    assert enc.similarity_pairwise(a[0], a[0]).shape == (1,)
+    assert isinstance(enc.similarity_pairwise(tf.constant(a), b), tf.Tensor)
+    with pytest.raises(ValueError, match=r"a is \[4, \d+\] and b is \[3, \d+\]"):
+        enc.similarity_pairwise(a, b[:3])
 
 
 def test_a_0d_string_tensor_is_one_sentence(enc):

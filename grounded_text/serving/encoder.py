@@ -14,9 +14,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import os
+import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -252,6 +254,48 @@ def _chunks(sentences: Iterable, size: int):
 OUTPUT_PRECISIONS = {"float32": np.float32, "float16": np.float16}
 
 
+_DEVICE = re.compile(r"(?:/(?:device:)?)?(cpu|gpu|cuda)(?::(\d+))?", re.IGNORECASE)
+
+
+def _device_scope(device):
+    """A context placing the computation on ``device`` (``encode``'s forms), or a no-op for None.
+
+    Raises:
+      ValueError: a form not listed in ``encode``, or a GPU index this machine does not have
+        (TensorFlow would otherwise fall back to the CPU without a word).
+    """
+    if device is None:
+        return contextlib.nullcontext()
+    match = _DEVICE.fullmatch(str(device).strip())
+    if match is None:
+        raise ValueError(f"encode: unknown device {str(device)!r}; expected 'cpu', 'gpu', 'gpu:N', 'cuda' or "
+                         "'cuda:N'.")
+    import tensorflow as tf
+
+    kind = "CPU" if match.group(1).lower() == "cpu" else "GPU"
+    index = int(match.group(2) or 0)
+    found = len(tf.config.list_logical_devices(kind))
+    if index >= found:
+        raise ValueError(f"encode: device {str(device)!r} asks for {kind} {index}, but TensorFlow sees "
+                         f"{found} {kind}{'' if found == 1 else 's'} here.")
+    return tf.device(f"/{kind}:{index}")
+
+
+def _mteb_texts(inputs):
+    """The texts of MTEB's input (a PyTorch ``DataLoader`` of ``{"text": [...]}`` batches), in
+    order; any other input unchanged."""
+    if not type(inputs).__module__.startswith("torch."):
+        return inputs
+    texts: list = []
+    for batch in inputs:
+        if not isinstance(batch, dict) or "text" not in batch:
+            raise TypeError(f"encode: a DataLoader of {{'text': [...]}} batches is expected (MTEB's), got a batch "
+                            f"of {type(batch).__name__}" + (f" with keys {sorted(batch)}" if isinstance(batch, dict)
+                                                             else "") + ".")
+        texts.extend(batch["text"])
+    return texts
+
+
 def _check_batch_size(batch_size) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"encode: batch_size must be an int >= 1, got {batch_size!r}.")
@@ -286,7 +330,9 @@ class TextEncoder:
     Made by ``load``. ``encode`` (also ``__call__``) maps sentences to vectors with the
     module's own ``__call__`` (its ``serving_default`` computes the same), in batches, with
     the arguments of sentence-transformers' ``encode``; ``encode_iter`` streams any number of
-    sentences in bounded memory; ``similarity`` is the cosine of two sets of vectors.
+    sentences in bounded memory; ``similarity`` is the cosine of two sets of vectors, and
+    ``similarity_pairwise`` that of their rows in pairs. With ``mteb_model_meta`` these make
+    MTEB's encoder protocol: ``mteb.evaluate`` takes the encoder as it is (``[mteb]`` extra).
 
     One encoder may be used from several threads at once (the module's function is called
     concurrently; nothing else is shared), and one export may be loaded by several processes
@@ -396,8 +442,16 @@ class TextEncoder:
 
     def encode(self, sentences, *, batch_size: int | None = None, show_progress_bar: bool | None = None,
                normalize_embeddings: bool = False, convert_to_numpy: bool = True, convert_to_tensor: bool = False,
-               precision: str = "float32", show_progress: bool = False):
-        """Embeds sentences (the arguments of sentence-transformers' ``encode``).
+               precision: str = "float32", device: str | None = None, prompt: str | None = None,
+               prompt_name: str | None = None, task_name: str | None = None, prompt_type: Any = None,
+               task_metadata: Any = None, hf_split: str | None = None, hf_subset: str | None = None,
+               show_progress: bool | None = None):
+        """Embeds sentences (the arguments of sentence-transformers' ``encode``, and MTEB's).
+
+        The keywords accepted are exactly those below; any other raises ``TypeError``. MTEB's
+        encoder protocol passes no others (its ``**kwargs`` are ``batch_size``,
+        ``show_progress_bar`` and ``precision``), so a misspelt keyword is an error rather than
+        silently ignored.
 
         Args:
           sentences: one ``str`` (or ``bytes``, UTF-8; or a 0-d string array or tensor); or a
@@ -412,8 +466,7 @@ class TextEncoder:
             vectors do not depend on the batch (each row is encoded on its own). A list
             longer than one batch is encoded longest sentence first and returned in its
             own order (batches of like length pad little).
-          show_progress_bar: a Keras progress bar over the sentences (stderr);
-            ``show_progress`` is its older name.
+          show_progress_bar: a Keras progress bar over the sentences (stderr).
           normalize_embeddings: scale each vector to unit L2 norm (a zero vector stays zero),
             so a dot product is the cosine.
           convert_to_numpy: return a NumPy array (default); ``False`` (and no tensor): a list
@@ -421,6 +474,21 @@ class TextEncoder:
           convert_to_tensor: return a ``tf.Tensor`` (overrides ``convert_to_numpy``).
           precision: ``"float32"`` (default) or ``"float16"`` (half the memory; computed in
             float32, then rounded).
+          device: where the model runs: ``"cpu"``, ``"gpu"``, ``"gpu:1"``, or the PyTorch names
+            ``"cuda"`` and ``"cuda:1"`` (TensorFlow's GPU of that index); case is ignored, and a
+            ``torch.device`` is read by its name. ``None`` (default): TensorFlow's own choice
+            (the first GPU when there is one).
+          prompt, prompt_name, task_name, prompt_type: accepted for sentence-transformers and
+            MTEB, and without effect: these models were trained without instructions or
+            prompts, so every task gets the same vectors.
+          task_metadata, hf_split, hf_subset: passed by MTEB (2.x) with each call; without
+            effect, as above.
+          show_progress: deprecated older name of ``show_progress_bar`` (a
+            ``DeprecationWarning``; removed in 0.3.0).
+
+        MTEB (2.x) calls ``encode`` with a PyTorch ``DataLoader`` of batches
+        (``{"text": [...]}``) instead of a list: its texts are encoded in order, so that
+        ``mteb.evaluate(encoder, tasks)`` runs (``mteb_model_meta`` names the model).
 
         Returns:
           ``precision`` [N] for one sentence, [B, N] otherwise: a NumPy array, a
@@ -428,10 +496,30 @@ class TextEncoder:
 
         Raises:
           TypeError: not a str or an iterable of str, or an element that is not a str/bytes
-            (its index and type are given); a non-string array or tensor.
-          ValueError: a rank-2 input, ``batch_size < 1``, an unknown ``precision``.
+            (its index and type are given); a non-string array or tensor; a keyword not
+            listed above.
+          ValueError: a rank-2 input, ``batch_size < 1``, an unknown ``precision``, a
+            ``device`` that is not one of the forms above, or a GPU index this machine does
+            not have.
+
+        Example:
+          >>> import grounded_text as gt
+          >>> enc = gt.load("vete_bow_flickr8k")
+          >>> enc.encode(["a dog runs"], device="cpu", prompt_name=None, task_name="STSBenchmark").shape
+          (1, 128)
+          >>> enc.encode(["a dog runs"], device="tpu")
+          Traceback (most recent call last):
+            ...
+          ValueError: encode: unknown device 'tpu'; expected 'cpu', 'gpu', 'gpu:N', 'cuda' or 'cuda:N'.
         """
-        show = show_progress if show_progress_bar is None else show_progress_bar
+        if show_progress is not None:
+            import warnings
+
+            warnings.warn("encode(show_progress=...) is deprecated and will be removed in 0.3.0; use "
+                          "show_progress_bar=...", DeprecationWarning, stacklevel=2)
+        show = bool(show_progress) if show_progress_bar is None else show_progress_bar
+        placement = _device_scope(device)
+        sentences = _mteb_texts(sentences)
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
         items, single = _as_input(sentences)
         total = len(items) if isinstance(items, (list, tuple)) else None
@@ -447,11 +535,13 @@ class TextEncoder:
         # and each row is encoded on its own, so the order changes no vector.
         order = _length_order(items) if total is not None and total > batch_size else None
         parts = []
-        for part in self.encode_iter(items if order is None else [items[i] for i in order], batch_size=batch_size,
-                                     normalize_embeddings=normalize_embeddings, precision=precision):
-            parts.append(part)
-            if progress is not None:
-                progress.add(len(part))
+        with placement:
+            for part in self.encode_iter(items if order is None else [items[i] for i in order],
+                                         batch_size=batch_size, normalize_embeddings=normalize_embeddings,
+                                         precision=precision):
+                parts.append(part)
+                if progress is not None:
+                    progress.add(len(part))
         out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), OUTPUT_PRECISIONS[precision])
         if order is not None:
             out = out[np.argsort(order, kind="stable")]
@@ -579,6 +669,60 @@ class TextEncoder:
 
             return tf.constant(out)
         return out
+
+    @staticmethod
+    def similarity_pairwise(a, b):
+        """Cosine similarity of each row of ``a`` with the same row of ``b``.
+
+        Args:
+          a: float [A, N] or [N] (NumPy, ``tf.Tensor``, a list, or a CPU PyTorch tensor).
+          b: float [A, N] or [N]: as many rows as ``a``.
+
+        Returns:
+          float32 [A] (a 1-D input counts as one row): a ``tf.Tensor`` when ``a`` or ``b`` is
+          one, else a NumPy array. A zero vector has similarity 0 with everything.
+
+        Raises:
+          TypeError: an input that is not numeric (e.g. sentences: encode them first).
+          ValueError: an input of rank above 2, widths that differ, or row counts that differ.
+
+        Example:
+          >>> sims = TextEncoder.similarity_pairwise([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0], [0.0, 1.0]])
+          >>> sims.shape, [round(float(x), 4) for x in sims]
+          ((2,), [1.0, 0.7071])
+        """
+        tensor = any(type(x).__module__.startswith("tensorflow") for x in (a, b))
+        x, y = _as_matrix(a, "a"), _as_matrix(b, "b")
+        if x.shape != y.shape:
+            raise ValueError(f"similarity_pairwise: a is {list(x.shape)} and b is {list(y.shape)}; the same "
+                             "[rows, N] is expected.")
+        out = np.einsum("ij,ij->i", _normalize(x), _normalize(y)).astype(np.float32)
+        if tensor:
+            import tensorflow as tf
+
+            return tf.constant(out)
+        return out
+
+    @property
+    def mteb_model_meta(self):
+        """MTEB's description of this model (``mteb.models.ModelMeta``): the name
+        ``grounded_text/<model>``, the package version as revision, the width, cosine
+        similarity. With ``encode`` and ``similarity_pairwise`` it makes the encoder one that
+        ``mteb.evaluate`` accepts as it is.
+
+        Raises:
+          MissingExtraError (an ImportError): mteb is not installed
+            (``pip install 'grounded_text[mteb]'``).
+        """
+        from grounded_text import __version__
+        from grounded_text.utils.extras import require
+
+        model_meta = require("mteb.models", "MTEB's model description").ModelMeta
+        path = Path(str(self.handle))
+        name = path.parent.name if path.name == "export" else path.name
+        return model_meta.create_empty({"name": f"grounded_text/{name}", "revision": __version__,
+                                        "embed_dim": self.dim, "framework": ["TensorFlow"],
+                                        "similarity_fn_name": "cosine", "modalities": ["text"]})
 
 
 def resolve_model(path_or_handle: str | os.PathLike) -> str | os.PathLike:

@@ -9,7 +9,9 @@ add the rest (setup.cfg ``[options.extras_require]``):
 - ``tune``: KerasTuner (``grounded-text tune``);
 - ``images``: TensorFlow Datasets (COCO and other TFDS caption sets) and keras-hub (its
   image networks and pretrained text encoders);
-- ``all``: every extra.
+- ``mteb``: MTEB (which brings PyTorch and sentence-transformers), to score a model with
+  ``mteb.evaluate``; not part of ``all``;
+- ``all``: every extra but ``mteb``.
 
 The one rule: an API call that needs a missing extra raises ``MissingExtraError`` (an
 ``ImportError``) whose message names the package and the ``pip install`` command; a command
@@ -35,6 +37,7 @@ EXTRAS = {
     "keras_tuner": ("tune", "keras-tuner"),
     "tensorflow_datasets": ("images", "tensorflow-datasets"),
     "keras_hub": ("images", "keras-hub"),
+    "mteb": ("mteb", "mteb"),
 }
 
 
@@ -64,7 +67,8 @@ def require(module: str, what: str) -> ModuleType:
             raise
         extra, dist = EXTRAS[top]
         raise MissingExtraError(f"{what} needs {dist}, which is not installed: "
-                                f"pip install 'grounded_text[{extra}]' (or [all]).", name=e.name) from None
+                                f"pip install 'grounded_text[{extra}]'"
+                                f"{'' if extra == 'mteb' else ' (or [all])'}.", name=e.name) from None
 
 
 def run_command(main: Callable[..., int], argv=None) -> int:
