@@ -491,3 +491,15 @@ def test_an_old_verdict_table_renders_with_both_r23():
     aa = rows["STS 2016 Answer-Answer"]
     assert f"{aa['p']:.2g}" == "0.0013" and aa["p_conservative"] > 0.05 and aa["verdict"] == "not distinguishable"
     assert rows["caption→image R@1"]["verdict"] == "below the paper (worse)"
+
+
+def test_verdicts_only_renders_a_report_again(tmp_path):
+    res = fake_results("merkx_frank")
+    old = paper_report.format_paper_markdown(res).replace("r₂₃ from our models", "assumed r₂₃")
+    path = tmp_path / "report.md"
+    path.write_text(f"# r\n\n<!-- reproduce:merkx_frank:start -->\n{old}\n<!-- reproduce:merkx_frank:end -->\n")
+    assert rp.main(["merkx_frank", "--verdicts-only", "--write-docs", str(path)]) == 0
+    text = path.read_text()
+    assert "| p at r₂₃ = 0.7 |" in text and "test-time sentence ends" in text
+    with pytest.raises(SystemExit):
+        rp.parse_args(["merkx_frank", "--verdicts-only"])  # names no report
