@@ -1,7 +1,8 @@
 """``grounded-text features`` (``grounded_text.features``: ``tf.data`` reading and decoding in a
 parallel ``map``, out of order, batched and prefetched, the network called on a batch) gives the
 same features as a plain reference written here from the documented rules: each file decoded on
-its own with ``tf.io.decode_jpeg``, resized as ``grounded_text.vision.crops`` documents (crops=1:
+its own with ``tf.io.decode_jpeg`` (the accurate integer DCT, as PIL and the extractor decode),
+resized as ``grounded_text.vision.crops`` documents (crops=1:
 the whole image to S×S, bilinear with antialiasing, aspect ratio not kept, clipped to [0, 255];
 crops=10: short side to R = round(S * 256 / 224), the four corners and the centre, then their
 mirrors, features averaged), and the network called on one image (one crop) at a time.
@@ -48,7 +49,7 @@ def photo_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("photos")
     real = _real_photos()
     if real:
-        bases = [tf.io.decode_jpeg(p.read_bytes(), channels=3).numpy() for p in real]
+        bases = [tf.io.decode_jpeg(p.read_bytes(), channels=3, dct_method="INTEGER_ACCURATE").numpy() for p in real]
         for p in real:
             (folder / p.name).write_bytes(p.read_bytes())  # the photos as they are
     else:  # smooth random images (upsampled noise), not photos, but JPEG-coded the same way
@@ -71,7 +72,7 @@ def photo_folder(tmp_path_factory) -> Path:
 
 def reference_views(path: Path, size: int, crops: int) -> np.ndarray:
     """The documented views of one file, [views, S, S, 3] float32, built without the package."""
-    image = tf.cast(tf.io.decode_jpeg(path.read_bytes(), channels=3), tf.float32)
+    image = tf.cast(tf.io.decode_jpeg(path.read_bytes(), channels=3, dct_method="INTEGER_ACCURATE"), tf.float32)
     if crops == 1:
         return np.clip(tf.image.resize(image, (size, size), method="bilinear", antialias=True).numpy(),
                        0, 255)[None]
