@@ -248,6 +248,23 @@ def selection_sentence(select_on: str | None) -> str:
             "last": f"The last epoch is exported: {unseen}."}.get(select_on, f"`{select_on}` chose the epoch.")
 
 
+def _image_network(record: dict) -> list[str]:
+    """The card's section on the network photos go through (the one of the training features)."""
+    if record.get("features") != "efficientnet_lite0":
+        return []
+    from grounded_text.vision.lite0 import PROVENANCE, WEIGHTS_SHA256
+
+    return [
+        "## Image network",
+        "",
+        "Photos reach the image tower through the network of its training features, shipped inside the "
+        "package: `enc.encode_images(photos)` and `grounded-text search` run it offline. It is "
+        f"{PROVENANCE} (SHA-256 {WEIGHTS_SHA256}). The tower records it (`image_features` in "
+        "`image_export/assets/config.json`); features made by another network are refused when they meet it.",
+        "",
+    ]
+
+
 def _card(name: str, record: dict) -> str:
     from grounded_text.serving.model_card import _use_and_limits
 
@@ -271,6 +288,7 @@ def _card(name: str, record: dict) -> str:
         "unit norm. Beside it, `image_export/` maps "
         f"{record['image_dims']}-d image features into the same space (retrieval).",
         "",
+        *_image_network(record),
         *_use_and_limits("flickr8k", record["features"]),
         "## Licence of the training data",
         "",
@@ -311,6 +329,7 @@ def _card(name: str, record: dict) -> str:
         f"enc = gt.load(\"{name}\")",
         "enc.encode([\"a dog runs on the beach\"])       # float32 [1, "
         f"{record['dims']}]",
+        f"enc.encode_images([\"photo.jpg\"])               # float32 [1, {record['dims']}], the same space",
         "```",
         "",
         "## Training config",
