@@ -94,8 +94,6 @@ def store_provenance(path: str | Path) -> dict | None:
     Raises:
       ValueError: an unreadable provenance record.
     """
-    import hashlib
-
     path = Path(path)
     if path.is_dir():
         manifest = path / "manifest.json"
@@ -110,11 +108,9 @@ def store_provenance(path: str | Path) -> dict | None:
     recorded = read_npz_provenance(path) if path.suffix == ".npz" else None
     if recorded is not None:
         return recorded
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    known = KNOWN_STORES.get(h.hexdigest())
+    from grounded_text.utils.durable import file_sha256
+
+    known = KNOWN_STORES.get(file_sha256(path))
     return known() if known is not None else None
 
 

@@ -39,12 +39,12 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from grounded_text.data.sentence_end import check_sentence_end, rule_from_config
+from grounded_text.utils.durable import file_sha256
 
 __all__ = ["CONFIG_FILE", "DamagedExportError", "INTEGRITY_KEY", "check_export", "export_record",
            "read_export_config", "record_integrity", "verify_record"]
@@ -67,14 +67,6 @@ class DamagedExportError(ValueError):
     """
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _line_count(path: Path) -> int:
     with open(path, "rb") as f:
         return sum(1 for _ in f)
@@ -93,7 +85,7 @@ def export_record(export_dir: str | os.PathLike) -> dict:
         rel = path.relative_to(root).as_posix()
         if rel in _UNRECORDED or any(part.startswith(".") for part in Path(rel).parts):
             continue
-        files[rel] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        files[rel] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
     vocab = root / VOCAB_FILE
     return {"vocab_size": _line_count(vocab) if vocab.is_file() else None, "files": files}
 
@@ -197,7 +189,7 @@ def verify_record(export_dir: str | os.PathLike, record: dict) -> None:
             if size != want.get("bytes"):
                 raise DamagedExportError(f"{where} {rel} has {size} bytes; the export recorded {want.get('bytes')} "
                                          "(cut short or overwritten).")
-            if _sha256(path) != want.get("sha256"):
+            if file_sha256(path) != want.get("sha256"):
                 raise DamagedExportError(f"{where} {rel} differs from the file exported (SHA-256 mismatch).")
         except OSError as e:
             raise DamagedExportError(f"{where} {rel} cannot be read ({e.strerror or type(e).__name__}).") from None

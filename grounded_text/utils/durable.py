@@ -270,3 +270,18 @@ def install_dir(staged: Path, target: Path) -> None:
     fsync_dir(target.parent)
     kill_point("installed")
     shutil.rmtree(old, ignore_errors=True)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 (hex) of a file, read in 1 MiB blocks (any size in bounded memory).
+
+    Raises:
+      OSError: the file cannot be read.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -23,10 +23,10 @@ pre-logits, float32 [N, 1280].
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from grounded_text.data.provenance import LITE0_CHECKPOINT, LITE0_CHECKPOINT_SHA256
+from grounded_text.utils.durable import file_sha256
 
 #: The shipped Keras weights, inside the package.
 WEIGHTS_FILE = Path(__file__).resolve().parents[1] / "shipped" / "efficientnet_lite0_imagenet.weights.h5"
@@ -121,15 +121,6 @@ def torch_name(layer_name: str) -> str | None:
         if part in ("expand_conv", "bn0", "depthwise_conv", "bn1", "project_conv", "bn2"):
             return f"_blocks.{int(index)}._{part}"
     return None
-
-
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 (hex) of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def check_weights_file(path: str | Path = WEIGHTS_FILE, sha256: str = WEIGHTS_SHA256) -> Path:

@@ -57,6 +57,7 @@ import tensorflow as tf
 
 from grounded_text.config.choices import NETWORK_NAMES
 from grounded_text.utils.compat import keras_application_weight_hash, keras_home
+from grounded_text.utils.durable import file_sha256
 from grounded_text.vision import lite0 as _lite0
 
 _GCS = "https://storage.googleapis.com/"
@@ -391,16 +392,6 @@ def _resolve_weights(spec: NetworkSpec, weights) -> str | None:
 DEFAULT_RANDOM_SEED = 0
 
 
-def _file_sha256(path: str | Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def feature_provenance(cnn: str, crops: int, weights="imagenet", seed: int = DEFAULT_RANDOM_SEED) -> dict:
     """What makes a feature row, as a feature store records it (``NpzFeatureSink(provenance=)``).
 
@@ -435,7 +426,7 @@ def feature_provenance(cnn: str, crops: int, weights="imagenet", seed: int = DEF
         if not path.is_file():
             raise FileNotFoundError(f"--weights {str(weights)!r}: no such file (expected 'imagenet', 'none' or a "
                                     f"path to a .weights.h5/.h5 file for {spec.name}).")
-        recorded = f"sha256:{_file_sha256(path)} ({path.name})"
+        recorded = f"sha256:{file_sha256(path)} ({path.name})"
     return {"cnn": spec.name, "weights": recorded, "crops": int(crops), "image_size": int(spec.input_size),
             "preprocessing": spec.scaling}
 

@@ -6,7 +6,6 @@ after unpacking, every file against the committed manifest of the original relea
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import math
 import re
@@ -14,7 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from grounded_text.data.download.catalogue import CHECKSUMS_FILE, Dataset, DownloadError, Remote
 from grounded_text.data.download.unpacking import _JPEG_MAGIC, _Discard, _Head, _members, _refuse, _skipped
-from grounded_text.utils.durable import atomic_write
+from grounded_text.utils.durable import atomic_write, file_sha256
 
 #: Relative tolerance of the line counts of ``verify_structure`` (at least 2 lines): copies
 #: re-saved by redistributors differ by a blank or stray line, a wrong file by far more.
@@ -29,11 +28,7 @@ _STS_FILE = re.compile(r"^STS(?:\d{4})?\.(?P<what>input|gs)\.(?P<subset>.+)\.txt
 
 def sha256_of(path: Path) -> str:
     """The file's SHA-256 hex digest (read in 1 MiB blocks)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def _recorded(cache: Path) -> dict:
