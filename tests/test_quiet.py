@@ -4,6 +4,7 @@ CPU notices) or the pkg_resources warning; GROUNDED_TEXT_VERBOSE=1 / --verbose k
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,43 @@ def test_verbose_flag_undoes_the_quiet_start_up():
     out = subprocess.run([sys.executable, "-c", code.replace("== '3'", "== '1'")], capture_output=True, text=True,
                          env=_env(TF_CPP_MIN_LOG_LEVEL="1"), timeout=60)
     assert out.stdout.split() == ["1", "1"], out.stderr
+
+
+def _console_problems(text: str) -> list[str]:
+    """The lines of a command's output that a newcomer would read as trouble: the export's
+    staging folder, an absolute site-packages path, an absl line, a warning's echoed source
+    line or class name, and any escape code, carriage return or backspace (a log file's)."""
+    python_warning = re.compile(r":\d+: \w*Warning: ")  # "FILE:LINE: UserWarning: ...", then the source
+    bad = [line for line in text.splitlines()
+           if ".tmp-" in line or "site-packages" in line or "absl" in line or python_warning.search(line)]
+    return bad + [repr(c) for c in ("\x1b", "\r", "\b") if c in text]
+
+
+@pytest.mark.slow
+def test_train_evaluate_and_features_print_a_quiet_console(data_dir, tmp_path):
+    from PIL import Image
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for i in range(3):
+        Image.new("RGB", (64, 48), (80 * i, 100, 50)).save(photos / f"p{i}.jpg")
+    env = _env(GROUNDED_TEXT_DATA=str(data_dir), CUDA_VISIBLE_DEVICES="")
+    commands = {
+        # the default verbosity, the end-of-run STS scoring, the export: all a user sees
+        "train": ["grounded_text.train", "--data-dir", str(data_dir), "--output-dir", "run", "--epochs", "2",
+                  "--max-train-images", "64", "--max-dev-images", "32", "--embedding-dim", "16", "--all-captions",
+                  "--batch-size", "32", "--steps-per-execution", "2"],
+        "evaluate": ["grounded_text.evaluate", "--model", "run/export", "--years", "STS13", "STS16"],
+        "features": ["grounded_text.features", "--images", "photos", "--out", "photos.npz"],
+    }
+    for name, args in commands.items():
+        out = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=env, timeout=600,
+                             cwd=tmp_path)
+        assert out.returncode == 0, f"{name}: {out.stderr[-3000:]}"
+        assert _console_problems(out.stderr) == [], f"{name} stderr:\n{out.stderr}"
+        assert _console_problems(out.stdout) == [], f"{name} stdout:\n{out.stdout[-3000:]}"
+        warnings_seen = [line for line in out.stderr.splitlines() if line.startswith("warning: ")]
+        if name == "train":  # a warning is still said, on one line (the caption without features)
+            assert any("Dropped" in line for line in warnings_seen), out.stderr
+        if name == "evaluate":  # STS13's SMT subset has no input file in the data release
+            assert any("STS13: skipping subset 'SMT'" in line for line in warnings_seen), out.stderr

@@ -466,7 +466,8 @@ class TextEncoder:
             vectors do not depend on the batch (each row is encoded on its own). A list
             longer than one batch is encoded longest sentence first and returned in its
             own order (batches of like length pad little).
-          show_progress_bar: a Keras progress bar over the sentences (stderr).
+          show_progress_bar: progress over the sentences on stderr: a bar in a terminal or a
+            notebook, else a plain line every 10 s (a log file gets no escape codes).
           normalize_embeddings: scale each vector to unit L2 norm (a zero vector stays zero),
             so a dot product is the cosine.
           convert_to_numpy: return a NumPy array (default); ``False`` (and no tensor): a list
@@ -525,23 +526,20 @@ class TextEncoder:
         total = len(items) if isinstance(items, (list, tuple)) else None
         if total is not None:
             _check_items(items, 0)  # a bad element of a list is refused before any work
-        progress = None
-        if show:
-            import keras
+        from grounded_text.utils.progress import CountProgress
 
-            progress = keras.utils.Progbar(total, unit_name="sentence")
+        progress = CountProgress(total, "encode", "sentence", enabled=bool(show))
         # A list is encoded longest first, as sentence-transformers does: a batch of sentences of
         # like length pads little (a character model's cost grows with the longest of its batch),
         # and each row is encoded on its own, so the order changes no vector.
         order = _length_order(items) if total is not None and total > batch_size else None
         parts = []
-        with placement:
+        with placement, progress:
             for part in self.encode_iter(items if order is None else [items[i] for i in order],
                                          batch_size=batch_size, normalize_embeddings=normalize_embeddings,
                                          precision=precision):
                 parts.append(part)
-                if progress is not None:
-                    progress.add(len(part))
+                progress.add(len(part))
         out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), OUTPUT_PRECISIONS[precision])
         if order is not None:
             out = out[np.argsort(order, kind="stable")]
@@ -590,7 +588,7 @@ class TextEncoder:
             or a list of these, or a uint8 array [B, H, W, 3]. Files are JPEG, PNG, GIF (first
             frame), BMP or WebP; grey images are made RGB, alpha is dropped.
           batch_size: photos per call of the network (≥ 1).
-          show_progress_bar: a Keras progress bar over the photos (stderr).
+          show_progress_bar: progress over the photos on stderr, as ``encode``'s.
           normalize_embeddings: unit L2 rows (default, so ``similarity`` and a dot product agree
             with the cosine; Recall@K is the same either way).
           convert_to_tensor: return a ``tf.Tensor``.
@@ -622,17 +620,15 @@ class TextEncoder:
         single = isinstance(images, (str, os.PathLike)) or type(images).__module__.startswith("PIL.") or (
             isinstance(images, np.ndarray) and images.ndim in (2, 3))
         items = as_image_list(images)
-        progress = None
-        if show_progress_bar:
-            import keras
+        from grounded_text.utils.progress import CountProgress
 
-            progress = keras.utils.Progbar(len(items), unit_name="photo")
         parts = []
-        for start in range(0, len(items), batch_size):
-            arrays = [_image_to_array(item, start + k) for k, item in enumerate(items[start:start + batch_size])]
-            out = side.embed(arrays)
-            parts.append(_normalize(out) if normalize_embeddings else out)
-            if progress is not None:
+        with CountProgress(len(items), "encode_images", "photo", enabled=bool(show_progress_bar)) as progress:
+            for start in range(0, len(items), batch_size):
+                arrays = [_image_to_array(item, start + k)
+                          for k, item in enumerate(items[start:start + batch_size])]
+                out = side.embed(arrays)
+                parts.append(_normalize(out) if normalize_embeddings else out)
                 progress.add(len(arrays))
         out = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
         if single:

@@ -77,7 +77,8 @@ def train(
       data_dir: data root (``None``: ``$GROUNDED_TEXT_DATA``).
       output_dir: run directory (created).
       evaluate: score the export on every STS set found under ``data_dir/sts``.
-      verbose: Keras ``fit`` verbosity (``"auto"``: a progress bar). ``0`` prints nothing at
+      verbose: Keras ``fit`` verbosity (``"auto"``: a progress bar where stdout is a terminal
+        or a notebook, else one plain line per epoch, as ``2``). ``0`` prints nothing at
         all: the STS table goes to the ``grounded_text.train`` logger (DEBUG) instead.
       resume: continue the interrupted run in ``output_dir`` (same config).
       overwrite: replace the run in ``output_dir``.
@@ -436,6 +437,14 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
     from grounded_text.training.resume import RunTracker, fit_resumable
 
     callbacks = check_callbacks(callbacks)
+    if verbose == "auto":
+        import sys
+
+        from grounded_text.utils.progress import interactive
+
+        # Keras' bar (verbose 1) redraws with carriage returns and colour codes on any POSIX
+        # system, a terminal or not: a log (stdout not a terminal) gets one line per epoch.
+        verbose = 1 if interactive(sys.stdout) else 2
     ours = _watch(run)
     config, setup, cb = run.config, run.setup, run.cb
     run.tracker = tracker = RunTracker(

@@ -117,9 +117,13 @@ def check_extras(needs) -> None:
 
 def run_command(main: Callable[..., int], argv=None) -> int:
     """Runs a command's ``main(argv)``; a missing extra becomes one ``error: ...`` line on stderr
-    naming the ``pip install`` command, and exit status 2 (no traceback)."""
+    naming the ``pip install`` command, and exit status 2 (no traceback). Warnings print as one
+    line each meanwhile (``grounded_text.utils.quiet.one_line_warnings``)."""
+    from grounded_text.utils.quiet import one_line_warnings
+
     try:
-        return main(argv)
+        with one_line_warnings():  # one line each, no source echo, bars kept whole
+            return main(argv)
     except MissingExtraError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -121,3 +121,82 @@ class SectionProgress:
         else:
             self._line(f"{name} skipped: {why}")
         self.done += 1
+
+
+class CountProgress:
+    """Progress over a count of items (sentences, photos, images), on stderr.
+
+    The one rule of this module: a ``tqdm.auto`` bar in a terminal or a notebook; anywhere else
+    a plain line as it starts, every ``every`` seconds and at the end, so that a log file holds
+    no carriage returns, backspaces or colour codes (Keras' own bar writes all three whenever
+    the platform is POSIX, a terminal or not, and on stdout).
+
+    Use as a context manager, or call ``close``.
+
+    Args:
+      total: the items to come, or ``None`` when unknown (a generator).
+      desc: what is counted, at the start of each line (``"encode"``).
+      unit: the item's name (``"sentence"``), for the bar and the lines.
+      enabled: False: nothing is shown.
+      every: seconds between two plain lines.
+      file: where to write (default ``sys.stderr`` at each write).
+
+    Example:
+      >>> import io
+      >>> log = io.StringIO()
+      >>> with CountProgress(3, "encode", "sentence", file=log) as progress:
+      ...     progress.add(2)
+      ...     progress.add(1)
+      >>> print(log.getvalue(), end="")
+      encode: 3 sentences ...
+      encode: 3/3 sentences
+    """
+
+    def __init__(self, total: int | None, desc: str, unit: str = "item", *, enabled: bool = True,
+                 every: float = 10.0, file=None):
+        self.total, self.desc, self.unit, self._file = total, desc, unit, file
+        self.enabled = bool(enabled) and total != 0
+        self.done, self._every, self._bar = 0, float(every), None
+        self._last = time.perf_counter()
+        if not self.enabled:
+            return
+        if interactive(self.file):
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit=unit, file=self.file, dynamic_ncols=True)
+        else:
+            count = f"{total} {unit}s" if total is not None else f"{unit}s"
+            print(f"{desc}: {count} ...", file=self.file, flush=True)
+
+    @property
+    def file(self):
+        return sys.stderr if self._file is None else self._file
+
+    def __enter__(self) -> CountProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def add(self, n: int) -> None:
+        """Counts ``n`` more items done."""
+        self.done += int(n)
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(int(n))
+            return
+        finished = self.total is not None and self.done >= self.total
+        if finished or time.perf_counter() - self._last >= self._every:
+            self._last = time.perf_counter()
+            of = f"/{self.total}" if self.total is not None else ""
+            print(f"{self.desc}: {self.done}{of} {self.unit}s", file=self.file, flush=True)
+
+    def close(self) -> None:
+        """Ends the bar (a count of unknown total gets its last line here)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        elif self.enabled and self.total is None:
+            print(f"{self.desc}: {self.done} {self.unit}s", file=self.file, flush=True)
+            self.enabled = False

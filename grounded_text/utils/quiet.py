@@ -13,6 +13,16 @@ grounded_text``) hides them:
   only; any other line written meanwhile is passed on unchanged;
 * the ``pkg_resources is deprecated`` warning is ignored.
 
+The same goes for two log records of TensorFlow's SavedModel writer that name internal steps,
+not results (``demote_internal_logs``): ``Assets written to: <the export's staging folder>`` and
+absl's ``Function `serve` contains input name(s) ... with unsupported characters`` (the names
+of captured lookup tables, which TensorFlow renames; the export's own input is ``sentences``).
+They are logged at DEBUG instead of INFO.
+
+The commands also print each warning as one line, ``warning: <message>``, without the source
+line Python echoes under it or the file's absolute path, and through ``tqdm.write`` so that a
+progress bar on the terminal stays whole (``one_line_warnings``).
+
 ``GROUNDED_TEXT_VERBOSE=1`` (or ``grounded-text --verbose ...``) keeps everything.
 """
 
@@ -21,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -103,11 +114,102 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+#: Log records of TensorFlow's SavedModel writer that name internal steps: DEBUG, not INFO.
+INTERNAL_LOGS = re.compile(r"^Assets written to: "
+                           r"|^Function `\w+` contains input name\(s\) .* with unsupported characters")
+
+
+class _DemoteInternal(logging.Filter):
+    """Lowers the records ``INTERNAL_LOGS`` matches to DEBUG: kept only where DEBUG is logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is the handler's business, not ours
+            return True
+        if record.levelno > logging.INFO or not INTERNAL_LOGS.search(message):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def _add_demotion(logger_name: str) -> None:
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, _DemoteInternal) for f in logger.filters):
+        logger.addFilter(_DemoteInternal())
+
+
+def demote_internal_logs() -> None:
+    """Logs ``INTERNAL_LOGS``'s records (TensorFlow's ``tensorflow`` and ``absl`` loggers) at
+    DEBUG. Idempotent; imports neither: absl's logger gets its filter once absl.logging is
+    imported (absl must create that logger itself, of its own class)."""
+    _add_demotion("tensorflow")
+    if "absl.logging" in sys.modules:
+        _add_demotion("absl")
+    else:
+        import wrapt
+
+        wrapt.register_post_import_hook(lambda _module: _add_demotion("absl"), "absl.logging")
+
+
+def _recording() -> bool:
+    """Whether a ``warnings.catch_warnings(record=True)`` block (pytest's, ``pytest.warns``) is
+    collecting warnings now: they are its, not the console's."""
+    impl = getattr(warnings, "_showwarnmsg_impl", None)
+    return impl is not None and not (getattr(impl, "__module__", None) == "warnings"
+                                     and getattr(impl, "__name__", None) == "_showwarnmsg_impl")
+
+
+def format_warning(message, category) -> str:
+    """The one line a command prints for a warning.
+
+    Example:
+      >>> format_warning(UserWarning("STS13: skipping subset 'SMT'."), UserWarning)
+      "warning: STS13: skipping subset 'SMT'."
+      >>> format_warning(RuntimeWarning("overflow"), RuntimeWarning)
+      'warning: RuntimeWarning: overflow'
+    """
+    text = " ".join(str(message).split("\n"))
+    return f"warning: {text}" if category is UserWarning else f"warning: {category.__name__}: {text}"
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if _recording():
+        warnings._showwarnmsg_impl(warnings.WarningMessage(message, category, filename, lineno, file, line))
+        return
+    target = sys.stderr if file is None else file
+    try:
+        from tqdm import tqdm
+
+        tqdm.write(format_warning(message, category), file=target)  # clears and redraws any bar
+    except Exception:  # no stream to write to: a warning is never worth a crash
+        with contextlib.suppress(Exception):
+            target.write(format_warning(message, category) + "\n")
+
+
+@contextlib.contextmanager
+def one_line_warnings():
+    """Runs the block with warnings printed as one line each (``format_warning``): no echoed
+    source line, no absolute path, written with ``tqdm.write`` so that bars stay whole. A
+    ``catch_warnings(record=True)`` inside the block still records them. Kept as Python prints
+    them when ``GROUNDED_TEXT_VERBOSE`` is set."""
+    if verbose():
+        yield
+        return
+    saved = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved
+
+
 def quiet_startup() -> None:
     """Hides TensorFlow's start-up noise and the ``pkg_resources`` warning for this process,
     unless ``GROUNDED_TEXT_VERBOSE`` is set (see the module docstring). Idempotent."""
     if verbose():
         return
+    demote_internal_logs()
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
     if "tensorflow" in sys.modules:
         return

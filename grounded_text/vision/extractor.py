@@ -236,7 +236,8 @@ def extract_features(
         averaged over the crops); see :mod:`grounded_text.vision.crops`.
       weights: ``"imagenet"``, ``"none"``/``None`` (random init) or a weights file.
       batch_size: images per CNN call (with ``crops=10`` the CNN sees 10× as many).
-      progress: show a ``keras.utils.Progbar``.
+      progress: show the images done on stderr (``grounded_text.utils.progress.CountProgress``:
+        a bar in a terminal or a notebook, plain lines in a log).
       mixed_precision: run the CNN under ``mixed_float16`` (GPU); output stays float32.
       network: an already built :class:`FeatureNetwork` to use instead of building one
         (then ``weights``/``mixed_precision`` are ignored; its name must equal ``cnn``).
@@ -275,18 +276,14 @@ def extract_features(
         network = FeatureNetwork(cnn, weights=weights, mixed_precision=mixed_precision)
     size = network.input_size
     ds = _view_batches(images, todo, size, crops, int(batch_size), max_pixels)
-    bar = None
-    if progress:
-        import keras
+    from grounded_text.utils.progress import CountProgress
 
-        bar = keras.utils.Progbar(len(todo), unit_name="image")
     loop_start = time.perf_counter()
-    written = _write_batches(ds, network, sink, size, crops, bar)
+    with CountProgress(len(todo), "features", "image", enabled=progress) as bar:
+        written = _write_batches(ds, network, sink, size, crops, bar)
     loop_seconds = time.perf_counter() - loop_start
 
     failed = _failures(images, [i for i in todo if i not in written], size, crops, max_pixels)
-    if bar is not None and len(written) < len(todo):
-        bar.update(len(todo), finalize=True)
     return ExtractionReport(
         written=len(written),
         skipped_existing=skipped,
