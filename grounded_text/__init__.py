@@ -22,7 +22,7 @@ from grounded_text.utils.quiet import quiet_startup
 # warning are left out, unless GROUNDED_TEXT_VERBOSE=1 (grounded_text/utils/quiet.py).
 quiet_startup()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _API = ("TextEncoder", "ImageIndex", "load", "models", "Run", "train", "evaluate", "presets")
 __all__ = [*_API, "__version__"]

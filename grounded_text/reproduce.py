@@ -496,16 +496,17 @@ def rerender_docs_verdicts(path: str | Path, papers) -> Path:
     return update_sections(path, updated, PAPER_NAMES, header=paper_report.DOCS_HEADER, tag="reproduce")
 
 
-#: Paper keys kept for one release after a rename: old key → new key (a warning names the new one).
-DEPRECATED_PAPER_KEYS = {"merckx_frank": "merkx_frank"}  # misspelt Merkx before 0.2
+#: Paper keys kept for one release after a rename: old key → new key (a warning names the new one
+#: and the release that removes the old).
+DEPRECATED_PAPER_KEYS = {"merckx_frank": "merkx_frank"}  # Merkx was misspelt in 0.1.0; removed in 0.3.0
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     argv = list(sys.argv[1:] if argv is None else argv)
     for i, arg in enumerate(argv):
         if arg in DEPRECATED_PAPER_KEYS:
-            warnings.warn(f"reproduce {arg!r} is deprecated; use {DEPRECATED_PAPER_KEYS[arg]!r}", FutureWarning,
-                          stacklevel=2)
+            warnings.warn(f"reproduce {arg!r} is deprecated and will be removed in 0.3.0; use "
+                          f"{DEPRECATED_PAPER_KEYS[arg]!r}", FutureWarning, stacklevel=2)
             argv[i] = DEPRECATED_PAPER_KEYS[arg]
     p = argparse.ArgumentParser(prog="python -m grounded_text.reproduce", description=__doc__.split("\n\n")[0])
     p.add_argument("paper", metavar="PAPER", choices=PAPER_NAMES + ("all",),

@@ -54,7 +54,7 @@ def notebook_text(path: Path) -> list[tuple[str, str]]:
 
 
 def user_doc_files() -> list[Path]:
-    files = [REPO / "README.md"]
+    files = [REPO / "README.md", REPO / "CHANGELOG.md"]
     for folder in ("docs", "export", "colab"):
         files += sorted((REPO / folder).rglob("*.md")) + sorted((REPO / folder).rglob("*.ipynb"))
     return [f for f in files if f.is_file() and ".ipynb_checkpoints" not in f.parts]
@@ -124,3 +124,19 @@ def test_every_user_doc_folder_is_scanned():
 def test_user_docs_name_no_internal_paths_issues_or_branches(path):
     found = _report(path)
     assert found == [], "\n".join(found)
+
+
+def test_the_changelog_opens_with_this_version_and_dates_each_removal():
+    import grounded_text
+
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    versions = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", text, re.M)
+    assert versions and versions[0] == grounded_text.__version__, versions
+    # Each name this release deprecates says the release that removes it, a later one.
+    latest = re.split(r"^## \[", text, flags=re.M)[1]
+    for section in re.findall(r"^### Deprecated\n(.*?)(?=^##|\Z)", latest, re.M | re.S):
+        for item in re.split(r"^- ", section, flags=re.M)[1:]:
+            removal = re.search(r"removed in (\d+)\.(\d+)\.(\d+)", item)
+            assert removal, item
+            current = tuple(int(x) for x in grounded_text.__version__.split("."))
+            assert tuple(int(x) for x in removal.groups()) > current, item

@@ -293,6 +293,6 @@ def test_only_trains_an_ablation_run_and_from_runs_finds_it(smoke_all, data_dir,
 
 
 def test_the_misspelt_paper_key_still_works_for_one_release_and_warns():
-    with pytest.warns(FutureWarning, match="'merkx_frank'"):
+    with pytest.warns(FutureWarning, match="removed in 0.3.0; use 'merkx_frank'"):
         a = rp.parse_args(["merckx_frank", "--output-dir", "out"])
     assert a.papers == ["merkx_frank"]
