@@ -1,7 +1,9 @@
 """The Python API: load an encoder and encode, train a preset, evaluate, list presets.
 
-In the conventions of sentence-transformers (``encode`` takes a ``str`` or a list) and
-keras-hub (presets as data)::
+In the conventions of sentence-transformers (``encode`` takes a ``str`` or a list). A *preset*
+is a training configuration, one paper's recipe without weights (``presets()``, ``train``); the
+trained models that load by name are ``models()`` (``load``), unlike keras-hub, whose presets
+carry weights::
 
     import grounded_text as gt
 
@@ -356,6 +358,9 @@ def models() -> list[dict]:
 
 def presets() -> list[dict]:
     """The preset records (one per paper configuration), TF-free.
+
+    A preset is a training configuration without weights (``train(NAME, ...)`` trains it); the
+    trained models that ``load(NAME)`` loads are ``models()``.
 
     Returns:
       One dict per preset: ``name``, ``builder`` (architecture family), ``paper`` (the
