@@ -254,3 +254,64 @@ def test_an_imported_ipykernel_is_not_a_notebook(monkeypatch):
 
     fake_ipython.get_ipython = KernelShell
     assert interactive(io.StringIO())
+
+
+class _Terminal:
+    """A stream that says it is a terminal and keeps every write in order."""
+
+    def __init__(self):
+        self.writes: list[str] = []
+
+    def write(self, text):
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+    def getvalue(self) -> str:
+        return "".join(self.writes)
+
+
+@pytest.mark.parametrize("kind", ["sections", "count"])
+def test_a_log_line_and_a_warning_print_above_a_drawn_bar(kind, monkeypatch):
+    """While a bar is drawn, a console log record and a command's warning are written through
+    ``tqdm.write`` (the bar cleared, the line written whole, the bar drawn again): no line is
+    glued to the middle of the bar."""
+    import logging
+    import sys
+    import warnings
+
+    from grounded_text.utils import quiet
+    from grounded_text.utils.progress import CountProgress, SectionProgress
+    from grounded_text.utils.quiet import one_line_warnings
+
+    monkeypatch.setattr(quiet, "_recording", lambda: False)  # as on a console, not under pytest's recorder
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    monkeypatch.delenv("GROUNDED_TEXT_VERBOSE", raising=False)
+    console = logging.StreamHandler(term)  # a command's basicConfig handler on stderr
+    console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    monkeypatch.setattr(logging.root, "handlers", [console])
+    log = logging.getLogger("grounded_text.test")
+    with one_line_warnings(), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        if kind == "sections":
+            with SectionProgress(2, "evaluate", file=term) as progress, progress.section("sts"):
+                log.warning("sts done in 0.2s")
+                warnings.warn("STS13: skipping subset 'SMT'", UserWarning, stacklevel=1)
+        else:
+            with CountProgress(4, "encode", "sentence", file=term) as progress:
+                progress.add(2)
+                log.warning("sts done in 0.2s")
+                warnings.warn("STS13: skipping subset 'SMT'", UserWarning, stacklevel=1)
+                progress.add(2)
+    assert logging.root.handlers == [console]  # the redirect ends with the bar
+    text = term.getvalue()
+    lines = text.replace("\r", "\n").split("\n")
+    assert "WARNING grounded_text.test: sts done in 0.2s" in lines, text  # whole lines, not inside the bar
+    assert "warning: STS13: skipping subset 'SMT'" in lines, text
+    assert "UserWarning" not in text and "test_progress.py" not in text

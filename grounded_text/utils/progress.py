@@ -2,7 +2,9 @@
 
 One rule for every command: in a terminal or a notebook kernel (``interactive``) a
 ``tqdm.auto`` bar (a widget in a notebook); anywhere else (a log file, CI) plain lines,
-which a log keeps readable: no carriage returns or redraws. The download's byte bars
+which a log keeps readable: no carriage returns or redraws. While a bar is drawn, console log
+records go through ``tqdm.write``, above it (a command's warnings too:
+``grounded_text.utils.quiet.one_line_warnings``). The download's byte bars
 (``grounded_text.data.download.fetching.progress_bar``) follow the same rule.
 
 ``SectionProgress`` counts a known list of sections (the evaluation suite's sections of each
@@ -53,6 +55,17 @@ def interactive(stream=None) -> bool:
         return False
 
 
+def _redirect_logging(bar):
+    """Sends console log records through ``tqdm.write`` while ``bar`` is drawn, so that a log line
+    (a section's end, a data note) is printed above the bar instead of through it. Returns the
+    context to exit when the bar closes."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    redirect = logging_redirect_tqdm(tqdm_class=type(bar))
+    redirect.__enter__()
+    return redirect
+
+
 class SectionProgress:
     """Progress over ``total`` named sections, run one after another.
 
@@ -75,6 +88,7 @@ class SectionProgress:
 
             self._bar = tqdm(total=self.total, desc=desc, unit="section", file=self.file, leave=True,
                              dynamic_ncols=True)
+            self._logging = _redirect_logging(self._bar)
 
     @property
     def file(self):
@@ -88,6 +102,7 @@ class SectionProgress:
 
     def close(self) -> None:
         if self._bar is not None:
+            self._logging.__exit__(None, None, None)
             self._bar.close()
             self._bar = None
 
@@ -164,6 +179,7 @@ class CountProgress:
             from tqdm.auto import tqdm
 
             self._bar = tqdm(total=total, desc=desc, unit=unit, file=self.file, dynamic_ncols=True)
+            self._logging = _redirect_logging(self._bar)
         else:
             count = f"{total} {unit}s" if total is not None else f"{unit}s"
             print(f"{desc}: {count} ...", file=self.file, flush=True)
@@ -195,6 +211,7 @@ class CountProgress:
     def close(self) -> None:
         """Ends the bar (a count of unknown total gets its last line here)."""
         if self._bar is not None:
+            self._logging.__exit__(None, None, None)
             self._bar.close()
             self._bar = None
         elif self.enabled and self.total is None:
