@@ -520,21 +520,33 @@ class TextEncoder:
                           "show_progress_bar=...", DeprecationWarning, stacklevel=2)
         show = bool(show_progress) if show_progress_bar is None else show_progress_bar
         placement = _device_scope(device)
-        sentences = _mteb_texts(sentences)
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
+        with placement:
+            out, single = self._encode_all(_mteb_texts(sentences), batch_size, bool(show), normalize_embeddings,
+                                           precision)
+        if convert_to_tensor:
+            import tensorflow as tf
+
+            return tf.constant(out)
+        if not convert_to_numpy:
+            return [row for row in out] if not single else out
+        return out
+
+    def _encode_all(self, sentences, batch_size: int, show: bool, normalize_embeddings: bool,
+                    precision: str) -> tuple[np.ndarray, bool]:
+        """``(precision [B, N] or [N], single)``: ``encode``'s vectors as one array, in input order."""
+        from grounded_text.utils.progress import CountProgress
+
         items, single = _as_input(sentences)
         total = len(items) if isinstance(items, (list, tuple)) else None
         if total is not None:
             _check_items(items, 0)  # a bad element of a list is refused before any work
-        from grounded_text.utils.progress import CountProgress
-
-        progress = CountProgress(total, "encode", "sentence", enabled=bool(show))
         # A list is encoded longest first, as sentence-transformers does: a batch of sentences of
         # like length pads little (a character model's cost grows with the longest of its batch),
         # and each row is encoded on its own, so the order changes no vector.
         order = _length_order(items) if total is not None and total > batch_size else None
         parts = []
-        with placement, progress:
+        with CountProgress(total, "encode", "sentence", enabled=show) as progress:
             for part in self.encode_iter(items if order is None else [items[i] for i in order],
                                          batch_size=batch_size, normalize_embeddings=normalize_embeddings,
                                          precision=precision):
@@ -543,15 +555,7 @@ class TextEncoder:
         out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), OUTPUT_PRECISIONS[precision])
         if order is not None:
             out = out[np.argsort(order, kind="stable")]
-        if single:
-            out = out[0]
-        if convert_to_tensor:
-            import tensorflow as tf
-
-            return tf.constant(out)
-        if not convert_to_numpy:
-            return [row for row in out] if not single else out
-        return out
+        return (out[0] if single else out), single
 
     __call__ = encode
 
