@@ -128,6 +128,10 @@ def test_the_wheel_carries_the_search_spaces_and_the_command(wheel):
     # Evaluation, tuning and image-data packages are extras, not the core.
     assert 'Requires-Dist: keras-tuner<1.5,>=1.4.8; extra == "tune"' in metadata
     assert 'Requires-Dist: gensim>=4.3; extra == "eval"' in metadata
+    # MTEB brings PyTorch: its own extra, in no other (all and test included).
+    mteb = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: mteb")]
+    assert mteb == ['Requires-Dist: mteb<3,>=2.0; extra == "mteb"'], mteb
+    assert not [line for line in metadata.splitlines() if "mteb" in line.split(";")[0] and "grounded" in line]
     assert not [line for line in metadata.splitlines() if line.startswith("Requires-Dist: scikit-learn")
                 and "extra ==" not in line]
     assert not any(n.startswith(("tests/", "tuner/")) for n in names)
