@@ -76,20 +76,15 @@ def _parse_args(argv):
     return args
 
 
-#: The networks keras-hub builds (``NetworkSpec.preset`` in grounded_text.vision.networks, which
-#: imports TensorFlow): the ``images`` extra is checked for them before any work.
-KERAS_HUB_NETWORKS = ("efficientnet_lite0_ra",)
-
-
 def main(argv=None) -> int:
     """The CLI. Exit status: 0 done; 2 bad input or a failed write (one ``error: ...`` line);
     130 interrupted (Ctrl-C: one line; the batches written so far stay, and the same command
     resumes)."""
     args = _parse_args(argv)
-    if args.cnn in KERAS_HUB_NETWORKS:  # said before TensorFlow loads, not after
-        from grounded_text.utils.extras import check_extras
+    from grounded_text.utils.extras import NETWORK_MODULES, check_extras
 
-        check_extras([("keras_hub", f"The {args.cnn} network (--cnn)")])
+    if args.cnn in NETWORK_MODULES:  # said before TensorFlow loads, not after
+        check_extras([(NETWORK_MODULES[args.cnn], f"The {args.cnn} network (--cnn)")])
     try:
         return _extract(args)
     except KeyboardInterrupt:

@@ -114,6 +114,14 @@ def main(argv=None) -> int:
     """The CLI; bad input (missing files, malformed captions, a missing flag) prints one
     ``error: ...`` line and returns 2, as every grounded_text command does."""
     args = parse_args(argv)
+    from grounded_text.utils.extras import NETWORK_MODULES, check_extras
+
+    # the extras the chosen source, export and network need, said before any work
+    needs = [("tensorflow_datasets", f"--{flag}") for flag, wanted in
+             (("source tfds_coco", args.source == "tfds_coco"), ("tfds", args.tfds)) if wanted]
+    if args.features is None and args.cnn in NETWORK_MODULES:
+        needs.append((NETWORK_MODULES[args.cnn], f"The {args.cnn} network (--cnn)"))
+    check_extras(needs)
     try:
         manifest = prepare(args)
     except SystemExit as e:  # build_source / prepare's own messages

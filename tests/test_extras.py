@@ -86,8 +86,10 @@ def test_a_missing_extra_is_one_error_line_naming_the_pip_command(module, extra,
     ("keras_tuner", ["tune", "--directory", "{tmp}/tuner", "--trials", "1"]),
     ("keras_hub", ["features", "--images", "{tmp}", "--out", "{tmp}/f.npz", "--cnn", "efficientnet_lite0_ra"]),
     ("sklearn", ["reproduce", "bordes", "--output-dir", "{tmp}/reproduce"]),
+    ("tensorflow_datasets", ["prepare", "--source", "tfds_coco", "--out", "{tmp}/prepared"]),
+    ("keras_hub", ["export", "--preset", "{tmp}", "--output-dir", "{tmp}/export"]),
 ], ids=["evaluate-supervised", "evaluate-transfer", "evaluate-full", "evaluate-word2vec", "train-glove", "tune",
-        "features-keras-hub", "reproduce-transfer"])
+        "features-keras-hub", "reproduce-transfer", "prepare-tfds", "export-keras-hub"])
 def test_a_missing_extra_is_said_first_and_at_once(module, args, data_dir, tmp_path):
     """Each command checks the extras its chosen sections need before any work: the error is the
     first line on stderr, within 5 s (it used to come after about 35 s of scoring), and nothing

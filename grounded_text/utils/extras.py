@@ -42,6 +42,12 @@ EXTRAS = {
 }
 
 
+#: feature network → the optional module that builds it (``grounded_text.vision.networks``,
+#: whose ``NetworkSpec.preset`` marks keras-hub's networks, imports TensorFlow: the commands
+#: check this table before it loads)
+NETWORK_MODULES = {"efficientnet_lite0_ra": "keras_hub"}
+
+
 class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
