@@ -17,15 +17,15 @@ import os
 
 import pytest
 
-# The hub is read offline: set before mteb (and huggingface_hub, datasets) are first imported.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
 if importlib.util.find_spec("mteb") is None:
     if os.environ.get("GROUNDED_TEXT_REQUIRE_MTEB") == "1":
         raise RuntimeError("GROUNDED_TEXT_REQUIRE_MTEB=1 but mteb is not installed: pip install '.[mteb]'")
     pytest.skip("mteb is not installed (pip install 'grounded_text[mteb]', after PyTorch's CPU build)",
                 allow_module_level=True)
+
+# The hub is read offline: set before mteb (and huggingface_hub, datasets) are first imported.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 pytestmark = pytest.mark.xdist_group("mteb")
 
