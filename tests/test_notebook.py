@@ -19,13 +19,14 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from flickr_mirror import N_DEV, N_TRAIN, LocalServer, Mirror, build_mirror
+from flickr_mirror import N_DEV, N_TEST, N_TRAIN, LocalServer, Mirror, build_mirror
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "colab" / "grounded_text_colab.ipynb"
@@ -109,10 +110,20 @@ def test_notebook_runs_with_its_defaults_from_an_empty_data_folder(data_dir, tmp
     assert metrics["data"]["train_images"] == N_TRAIN
     assert metrics["data"]["dev_pairs"] == 5 * N_DEV
     assert f"trained on features: {store_path}" in text
-    # Evaluated: the curves and the t-SNE inline, the STS table and headline printed.
+    # Evaluated: the curves and the t-SNE inline; the figures once each, as rendered tables, rounded.
     assert text.count("image/png") >= 3  # the search grid, the curves, the t-SNE
-    assert "text/markdown" in text and "STS16" in text and "STS headline: {" in text
-    assert metrics["evaluation"]["headline"]
+    markdown = "\n".join("".join(o["data"]["text/markdown"]) for c in cells for o in c.get("outputs", [])
+                         if "text/markdown" in o.get("data", {}))
+    assert "| `vete_bow_flickr8k` | 128 | " in markdown and "0.761 [0.729, 0.789]" in markdown  # the shipped models
+    assert markdown.count("| set | pairs | Pearson r | Spearman ρ |") == 1 and "| STS16 mean of 5 | " in markdown
+    assert "| set | subset | n | Pearson r" not in text  # the trainer's raw table is not printed too
+    assert "STS headline" not in text
+    assert f"Retrieval among {N_TEST} test photos" in markdown
+    assert f"| caption→image | {5 * N_TEST} | " in markdown and f"| image→caption | {N_TEST} | " in markdown
+    streams = "\n".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", [])
+                        if o.get("output_type") == "stream")
+    assert not re.search(r"\d\.\d{7,}", streams), "a figure printed with all its digits"
+    assert "evaluation" not in metrics  # scored once, by gt.evaluate in the notebook
     # The last cell: grounded_text.load(export).encode of 4 sentences.
     assert "embeddings (4, 128) float32" in _outputs(cells[-1])
     assert (work / "run_vete_bow" / "export" / "saved_model.pb").is_file()
@@ -136,8 +147,9 @@ _FRESH_KERNEL = (
 
 @pytest.mark.slow
 def test_a_fresh_runtime_gets_one_line_of_install_advice_and_no_traceback(tmp_path, monkeypatch):
-    """Run all where the package is not installed and cannot be (no network but a local index
-    that has no grounded_text): the install cell says in one line what to set, every later cell
+    """Run all where the package is not installed (no network but a local index that has no
+    grounded_text): the install cell says in one line where to install it from (a wheel or a
+    repository URL that the user gives: it is not on PyPI, so it does not try), every later cell
     does nothing, and the run ends without an error."""
     papermill = pytest.importorskip("papermill")
 
@@ -177,11 +189,11 @@ def test_a_fresh_runtime_gets_one_line_of_install_advice_and_no_traceback(tmp_pa
     assert not [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     install = next(c for c in cells if "grounded_text install cell" in "".join(c["source"]))
     lines = [line for line in _outputs(install).splitlines() if line.strip()]
-    assert lines[0].startswith("pip install grounded_text[all]")
-    assert len(lines) == 2, "\n".join(lines)
-    advice = lines[1]
-    assert advice.startswith("grounded_text could not be installed from grounded_text[all] (pip: ")
-    assert "git+https://" in advice and '"upload"' in advice and "Traceback" not in advice
+    assert len(lines) == 1, "\n".join(lines)  # no pip install of a name that is not published
+    advice = lines[0]
+    assert advice.startswith("grounded_text is not installed here and is not on PyPI: set PACKAGE_SOURCE")
+    assert '"upload"' in advice and '"grounded_text[all] @ git+URL"' in advice and "Traceback" not in advice
+    assert "OWNER" not in "".join(install["source"]) + advice  # no placeholder presented as a real URL
     later = cells[cells.index(install) + 1:]
     assert later and all(not c.get("outputs") for c in later)  # skipped: nothing printed, nothing failed
     assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
