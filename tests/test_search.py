@@ -164,7 +164,7 @@ def test_new_photos_are_added_and_removed_or_changed_ones_dropped(enc, photos, s
     assert (report.encoded, report.dropped, report.reused, report.photos) == (4, 3, N_PHOTOS - 3, N_PHOTOS + 1)
     assert counter.photos == 4
     # Progress counts only the photos to encode; in a log (no terminal) as plain lines.
-    assert capsys.readouterr().err.splitlines() == ["indexing 4 photos ...", "indexing photos: 4/4"]
+    assert capsys.readouterr().err.splitlines() == ["index: 4 photos ...", "index: 4/4 photos"]
     paths = sorted(str(p) for p in photos.rglob("*.jpg"))
     assert index.paths == paths
     assert not {str(p) for p in removed} & set(index.paths)

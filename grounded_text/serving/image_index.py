@@ -57,7 +57,6 @@ import dataclasses
 import hashlib
 import os
 import re
-import sys
 import time
 import zipfile
 from collections.abc import Sequence
@@ -65,6 +64,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+from grounded_text.utils.progress import CountProgress, interactive
 
 __all__ = ["PHOTO_EXTENSIONS", "ImageIndex", "IndexBusyError", "IndexReport", "PhotoFile", "SearchHit",
            "default_index_root", "has_photos", "index_folder", "scan_photos"]
@@ -443,40 +444,6 @@ def _gather(tables: list, keep: dict[str, tuple[int, int]], new_rows: list[Photo
                   np.concatenate(embeddings).astype(np.float32, copy=False)[index], failed)
 
 
-# --- progress ------------------------------------------------------------------------------------
-
-
-class _Progress:
-    """Photos encoded so far, on stderr: a ``tqdm.auto`` bar in a terminal or a notebook, else a
-    plain line every 10 s and at the end (a log stays readable: no carriage returns)."""
-
-    def __init__(self, total: int, enabled: bool | None):
-        from grounded_text.utils.progress import interactive
-
-        self.total, self.done, self._bar = total, 0, None
-        self.enabled = bool(interactive() if enabled is None else enabled) and total > 0
-        self._last = time.perf_counter()
-        if self.enabled and interactive():
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=total, desc="indexing photos", unit="photo", file=sys.stderr, dynamic_ncols=True)
-        elif self.enabled:
-            print(f"indexing {total} photos ...", file=sys.stderr, flush=True)
-
-    def add(self, n: int) -> None:
-        self.done += n
-        if self._bar is not None:
-            self._bar.update(n)
-        elif self.enabled and (time.perf_counter() - self._last >= 10 or self.done >= self.total):
-            self._last = time.perf_counter()
-            print(f"indexing photos: {self.done}/{self.total}", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-
 # --- the index -----------------------------------------------------------------------------------
 
 
@@ -682,7 +649,8 @@ class ImageIndex:
           the unreadable ones).
         """
         new_rows, new_vectors, new_failed = [], [], []
-        progress = _Progress(len(todo), show_progress_bar)
+        progress = CountProgress(len(todo), "index", "photo",
+                                 enabled=interactive() if show_progress_bar is None else bool(show_progress_bar))
         try:
             for b in range(0, len(todo), self.batch_size):
                 batch = todo[b:b + self.batch_size]

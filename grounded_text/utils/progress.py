@@ -66,7 +66,34 @@ def _redirect_logging(bar):
     return redirect
 
 
-class SectionProgress:
+class _Shown:
+    """What both progress kinds share: the stream (``sys.stderr`` at each write unless one was
+    given), the context-manager protocol, and the end of a drawn bar."""
+
+    _file = None
+    _bar = None
+
+    @property
+    def file(self):
+        return sys.stderr if self._file is None else self._file
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _end_bar(self) -> bool:
+        """Closes the drawn bar and its log redirect; whether there was one."""
+        if self._bar is None:
+            return False
+        self._logging.__exit__(None, None, None)
+        self._bar.close()
+        self._bar = None
+        return True
+
+
+class SectionProgress(_Shown):
     """Progress over ``total`` named sections, run one after another.
 
     Use as a context manager; each section in ``with progress.section(name): ...``. A section
@@ -90,21 +117,8 @@ class SectionProgress:
                              dynamic_ncols=True)
             self._logging = _redirect_logging(self._bar)
 
-    @property
-    def file(self):
-        return sys.stderr if self._file is None else self._file
-
-    def __enter__(self) -> SectionProgress:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def close(self) -> None:
-        if self._bar is not None:
-            self._logging.__exit__(None, None, None)
-            self._bar.close()
-            self._bar = None
+        self._end_bar()
 
     def _line(self, text: str) -> None:
         print(f"{self.desc} [{self.done + 1}/{self.total}] {text}", file=self.file, flush=True)
@@ -138,7 +152,7 @@ class SectionProgress:
         self.done += 1
 
 
-class CountProgress:
+class CountProgress(_Shown):
     """Progress over a count of items (sentences, photos, images), on stderr.
 
     The one rule of this module: a ``tqdm.auto`` bar in a terminal or a notebook; anywhere else
@@ -184,16 +198,6 @@ class CountProgress:
             count = f"{total} {unit}s" if total is not None else f"{unit}s"
             print(f"{desc}: {count} ...", file=self.file, flush=True)
 
-    @property
-    def file(self):
-        return sys.stderr if self._file is None else self._file
-
-    def __enter__(self) -> CountProgress:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def add(self, n: int) -> None:
         """Counts ``n`` more items done."""
         self.done += int(n)
@@ -210,10 +214,8 @@ class CountProgress:
 
     def close(self) -> None:
         """Ends the bar (a count of unknown total gets its last line here)."""
-        if self._bar is not None:
-            self._logging.__exit__(None, None, None)
-            self._bar.close()
-            self._bar = None
-        elif self.enabled and self.total is None:
+        if self._end_bar():
+            return
+        if self.enabled and self.total is None:
             print(f"{self.desc}: {self.done} {self.unit}s", file=self.file, flush=True)
             self.enabled = False
