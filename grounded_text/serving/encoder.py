@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from grounded_text.data.sentence_end import apply_sentence_end
+
 __all__ = ["EncoderSignatureError", "TextEncoder", "check_text_encoder", "describe_signatures", "load",
            "resolve_model"]
 
@@ -398,8 +400,6 @@ class TextEncoder:
         power of two (8 … ``batch_size``); or, over ``max_batch_chars``, several calls."""
         n = len(batch)
         if self.sentence_end != "none":
-            from grounded_text.data.sentence_end import apply_sentence_end
-
             batch = apply_sentence_end(batch, self.sentence_end)
         if not self.max_batch_chars:
             return self._call(batch, _padded_size(n, batch_size))
