@@ -5,6 +5,7 @@ appended, so that rows of two settings are never mixed in one store without a wo
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -108,10 +109,18 @@ def store_provenance(path: str | Path) -> dict | None:
     recorded = read_npz_provenance(path) if path.suffix == ".npz" else None
     if recorded is not None:
         return recorded
+    stat = path.stat()
+    known = KNOWN_STORES.get(_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns))
+    return known() if known is not None else None
+
+
+@functools.lru_cache(maxsize=32)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    """A file's SHA-256, read once per (path, size, time): ``evaluate`` checks one store against
+    each encoder's tower, and the data root's file is 41 MB."""
     from grounded_text.utils.durable import file_sha256
 
-    known = KNOWN_STORES.get(file_sha256(path))
-    return known() if known is not None else None
+    return file_sha256(path)
 
 
 def check_pairing(expected: dict | None, store: dict | None, tower, where) -> None:
