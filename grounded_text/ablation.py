@@ -296,6 +296,7 @@ CAPTION_GAP_ON_CLIPPED = Study(
         ("clip+features_lite2", _seeded(0, {"data.features": "efficientnet_lite2"})),
         ("clip+features_mobilenet", _seeded(0, {"data.features": "mobilenet_v1_075"})),
         ("clip_per_tower_s2", _seeded(2)),
+        ("clip+char_ids_printable", _seeded(0, {"model.encoder.char_ids": "printable"})),
     ),
 )
 

@@ -559,3 +559,56 @@ def test_the_record_clips_and_zero_switches_it_off():
     c = resolve_config(config_from_args(parse_args(["--output-dir", "x", "--model", "char_gru_attention_512",
                                                     "--clip-norm-text", "0.05"])))
     assert (c.train.clip_norm_text, c.train.clip_norm_image) == (0.05, 2.56)
+
+
+def test_printable_char_ids_follow_the_authors_find_index():
+    """``char_ids="printable"``: every character in ``string.printable`` gets its own id in
+    their order, and ``'0'`` and characters outside it share the zero row (their
+    ``prep_text.py:21-35`` / ``evaluate_char.py:33-50`` at caption2image 8a4dc2c, restated
+    here): each id is their ``string.printable.find(c)`` + 1 (our padding id 0 comes first),
+    with their id 0 and -1 both on our id 1."""
+    import string
+
+    import numpy as np
+    import tensorflow as tf
+
+    from grounded_text.config.schema import TextConfig
+    from grounded_text.models.components import character_preprocessor
+
+    pre = character_preprocessor(TextConfig(lowercase=False), ["unused"], None, "printable")
+    text = "A zebra 0 é\tZ9~"
+    ids = pre(tf.constant([text])).numpy()[0].tolist()
+
+    def theirs(c):
+        i = string.printable.find(c)
+        return 1 if i <= 0 else i + 1  # '0' (their padding id) and unknown: the zero row
+
+    assert ids == [theirs(c) for c in text]
+    assert pre.vocabulary_size == 101
+
+
+def test_zero_ids_read_zeros_and_get_no_gradient():
+    """A zero id reads a zero vector (unlike padding it is not masked: the sentence still
+    changes) and its embedding row gets no gradient, as PyTorch's ``padding_idx``."""
+    import numpy as np
+    import tensorflow as tf
+
+    from grounded_text.layers.char_encoder import CharacterEncoder
+
+    enc = CharacterEncoder(8, char_dim=4, units=3, attention_units=5, zero_ids=(1,), char_embedding_init="normal")
+    ids = tf.constant([[2, 1, 3], [2, 3, 0]])
+    with tf.GradientTape() as tape:
+        e = enc(ids)
+        loss = tf.reduce_sum(e * tf.constant(np.random.default_rng(0).normal(size=e.shape), tf.float32))
+    grad = tf.convert_to_tensor(tape.gradient(loss, enc.embedding.embeddings)).numpy()
+    assert np.all(grad[1] == 0) and np.abs(grad[2]).sum() > 0
+    assert not np.allclose(e.numpy()[0], e.numpy()[1])  # the zero step was read, not masked
+    h, _ = enc.sequence(tf.constant([[1]]))
+    plain = CharacterEncoder.from_config({**enc.get_config(), "zero_ids": []})
+    plain.build((None, None))
+    plain.set_weights(enc.get_weights())
+    zeroed = enc.embedding.embeddings.numpy().copy()
+    zeroed[1] = 0
+    plain.embedding.embeddings.assign(zeroed)
+    np.testing.assert_allclose(enc(ids).numpy(), plain(ids).numpy(), atol=1e-6)
+    assert CharacterEncoder.from_config(enc.get_config()).zero_ids == (1,)

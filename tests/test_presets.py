@@ -308,7 +308,8 @@ def _observed(name: str, gm) -> dict:
                     "model.encoder.attention_include_padding": enc.attention.include_padding,
                     "model.encoder.attention_diversity_margin": enc.attention_diversity_margin,
                     "model.encoder.char_embedding_init": enc.char_embedding_init,
-                    "model.encoder.weight_init": enc.weight_init})
+                    "model.encoder.weight_init": enc.weight_init,
+                    "model.encoder.char_ids": "printable" if enc.zero_ids else "vocabulary"})
     return out
 
 

@@ -149,6 +149,9 @@ ENCODER_PARAMS: dict[str, dict[str, Param]] = {
                              note="torch: every other weight as their code leaves it (PyTorch defaults; nn.GRU "
                                   "U(±1/√units), encoders.py:24-26; attention costum_layers.py:91-94; image "
                                   "bias encoders.py:52-53)"),
+        "char_ids": Param(str, "vocabulary", choices=("vocabulary", "printable"), source=f"{_CHAR}:CHAR_ID_RULES",
+                          note="printable: their ids, string.printable with '0' and unknown characters on a zero "
+                               "row never trained, prep_text.py:21-35"),
     },
     "grounded_pretrained": {
         "preset": Param(str, REQUIRED, nullable=True,

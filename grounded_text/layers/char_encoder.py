@@ -6,6 +6,7 @@ embeddings → bidirectional GRU/LSTM → self-attention (or max) pooling → L2
 
 from __future__ import annotations
 
+import string
 from collections import Counter
 from collections.abc import Iterable
 
@@ -31,6 +32,16 @@ CHAR_POOLINGS = ("attention", "scalar_attention", "max", "mean")
 #: "normal" is PyTorch's ``nn.Embedding`` default, N(0, 1), which the authors' code of Merkx &
 #: Frank uses (DannyMerkx/caption2image 8a4dc2c, ``PyTorch/functions/encoders.py:21-23``).
 CHAR_EMBEDDING_INITS = ("uniform", "normal")
+#: Character id rules. "vocabulary": the training captions' characters, one shared id for any
+#: other character. "printable": the authors' rule (DannyMerkx/caption2image 8a4dc2c,
+#: ``PyTorch/functions/prep_text.py:21-35``, ``SentEval/evaluate_char.py:33-50``): the 100
+#: characters of Python's ``string.printable``, each with its own row whether or not training
+#: saw it; ``'0'`` (their id 0, ``padding_idx``) and any other character read a zero row that
+#: is never trained, and the recurrent layer still steps over them.
+CHAR_ID_RULES = ("vocabulary", "printable")
+#: ``string.printable`` in its own order without ``'0'``, which the "printable" rule sends to
+#: the zero row with every character outside the set.
+PRINTABLE_CHARACTERS = tuple(c for c in string.printable if c != "0")
 
 
 def attention_diversity_loss(kernels, first_alphas, embedding, margin: float = 1.0):
@@ -228,6 +239,10 @@ class CharacterEncoder(keras.layers.Layer):
         U(-0.05, 0.05)) or ``"normal"``: N(0, 1), PyTorch's ``nn.Embedding`` default, as the
         authors' code initialises its character embeddings (``encoders.py:21-23``). Their
         padding row is zero; ours is never read (id 0 is masked), so it is drawn like the others.
+      zero_ids: ids whose embedding is a zero row that is never trained, although the
+        recurrent layer still reads them (the authors' ``padding_idx`` row, which their
+        character-id rule gives to ``'0'`` and to unknown characters: ``CHAR_ID_RULES``).
+        Default: none. Unlike padding, they are not masked.
       weight_init: how every other weight is drawn: ``"keras"`` (default: Glorot-uniform input
         kernels, orthogonal recurrent kernels, zero biases, Glorot-uniform attention) or
         ``"torch"``: PyTorch's defaults as the authors' code leaves them, every GRU weight and
@@ -261,7 +276,7 @@ class CharacterEncoder(keras.layers.Layer):
                  cell: str = "gru", bidirectional: bool = True, pooling: str = "attention",
                  attention_units: int = 128, normalize: bool = True, attention_heads: int = 1,
                  attention_include_padding: bool = False, attention_diversity_margin: float | None = None,
-                 char_embedding_init: str = "uniform", weight_init: str = "keras", **kwargs):
+                 char_embedding_init: str = "uniform", weight_init: str = "keras", zero_ids=(), **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"CharacterEncoder: cell must be one of {sorted(CELLS)}, got {cell!r}.")
@@ -278,6 +293,10 @@ class CharacterEncoder(keras.layers.Layer):
                              f"got {char_embedding_init!r}.")
         if weight_init not in WEIGHT_INITS:
             raise ValueError(f"CharacterEncoder: weight_init must be one of {WEIGHT_INITS}, got {weight_init!r}.")
+        self.zero_ids = tuple(sorted({int(i) for i in zero_ids}))
+        if any(not PADDING_ID < i < int(vocabulary_size) for i in self.zero_ids):
+            raise ValueError(f"CharacterEncoder: zero_ids must lie in 1..{int(vocabulary_size) - 1}, "
+                             f"got {list(self.zero_ids)}.")
         self.vocabulary_size, self.char_dim, self.units = int(vocabulary_size), int(char_dim), int(units)
         self.num_layers, self.cell, self.bidirectional = int(num_layers), cell, bool(bidirectional)
         self.pooling, self.attention_units, self.normalize = pooling, int(attention_units), bool(normalize)
@@ -334,6 +353,9 @@ class CharacterEncoder(keras.layers.Layer):
         """The top RNN layer's states h [B, T, N] and the mask [B, T]."""
         mask = tf.not_equal(ids, PADDING_ID)
         h = self.embedding(ids)
+        if self.zero_ids:  # a zero row with a zero gradient, as PyTorch's padding_idx
+            live = tf.reduce_all(tf.not_equal(ids[..., None], tf.constant(self.zero_ids, ids.dtype)), axis=-1)
+            h = h * tf.cast(live, h.dtype)[..., None]
         for rnn in self.rnns:
             if self.fused_rnn and can_fuse(rnn, training):
                 h = bidirectional_gru(rnn, h, mask, training)
@@ -380,5 +402,6 @@ class CharacterEncoder(keras.layers.Layer):
                       pooling=self.pooling, attention_units=self.attention_units, normalize=self.normalize,
                       attention_heads=self.attention_heads, attention_include_padding=self.attention_include_padding,
                       attention_diversity_margin=self.attention_diversity_margin,
-                      char_embedding_init=self.char_embedding_init, weight_init=self.weight_init)
+                      char_embedding_init=self.char_embedding_init, weight_init=self.weight_init,
+                      zero_ids=list(self.zero_ids))
         return config

@@ -24,7 +24,7 @@ from grounded_text.models.grounded_model import GroundedModel, assemble
 
 CHAR_KEYS = ("char_dim", "units", "num_layers", "cell", "bidirectional", "pooling", "attention_units", "max_chars",
              "attention_heads", "attention_include_padding", "attention_diversity_margin", "char_embedding_init",
-             "weight_init")
+             "weight_init", "char_ids")
 
 
 def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
@@ -52,7 +52,9 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
     ``attention_loss``, ``costum_loss.py:72-94``, added to the hinge by ``char_net.py:117`` /
     ``trainer.py:116-117``; it reaches the training loss through the encoder's ``add_loss``)
     and ``char_embedding_init`` (``"normal"``: N(0, 1), PyTorch's ``nn.Embedding`` default,
-    ``encoders.py:21-23``) and ``weight_init`` (``"torch"``: every other weight as their code
+    ``encoders.py:21-23``) and ``char_ids`` (``"printable"``: their character ids,
+    ``prep_text.py:21-35``: ``string.printable``, ``'0'`` and unknown characters on a zero row
+    never trained; ``CHAR_ID_RULES``) and ``weight_init`` (``"torch"``: every other weight as their code
     leaves it, PyTorch's defaults: ``nn.GRU``'s U(±1/√units), their attention's orthogonal W,
     ``costum_layers.py:91-94``, and the image branch's ``nn.Linear`` bias U(±1/√d) beside its
     Xavier-uniform weight, ``encoders.py:52-53``). Loss parameters of ``"triplet"``: ``margin``,
@@ -76,7 +78,7 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
         raise ValueError(f"{model.name}: embedding_dim {n} must equal units × directions × attention heads = "
                          f"{int(units)} × {directions} × {heads} (the sentence vector is the concatenated "
                          f"states, once per attention head).")
-    preprocessor = character_preprocessor(text, train_captions, p["max_chars"])
+    preprocessor = character_preprocessor(text, train_captions, p["max_chars"], p["char_ids"])
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
     encoder = CharacterEncoder(preprocessor.vocabulary_size, char_dim=p["char_dim"], units=int(units),
                                num_layers=p["num_layers"], cell=p["cell"], bidirectional=p["bidirectional"],
@@ -84,7 +86,7 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
                                attention_include_padding=p["attention_include_padding"],
                                attention_diversity_margin=p["attention_diversity_margin"],
                                char_embedding_init=p["char_embedding_init"], weight_init=p["weight_init"],
-                               name="char_encoder")
+                               zero_ids=(1,) if p["char_ids"] == "printable" else (), name="char_encoder")
     text_tower = keras.Model(sentences, encoder(preprocessor(sentences)), name="text_tower")
     features = keras.Input(shape=(feature_dim,), dtype="float32", name="image_features")
     image_tower = keras.Model(features, LinearImageEncoder(encoder.output_dim, normalize=True,

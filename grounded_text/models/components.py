@@ -29,7 +29,7 @@ import inspect
 import keras
 
 from grounded_text.config.schema import LOSSES, ModelConfig, TextConfig
-from grounded_text.layers.char_encoder import CharacterPreprocessor, build_character_vocabulary
+from grounded_text.layers.char_encoder import PRINTABLE_CHARACTERS, CharacterPreprocessor, build_character_vocabulary
 from grounded_text.layers.text_preprocessor import TextPreprocessor
 from grounded_text.layers.word_vectors import pretrained_matrix_for
 from grounded_text.papers.resolve import NEEDS_GROUPED_BATCHES, loss_needs_grouped_batches  # noqa: F401 (re-exported)
@@ -163,8 +163,11 @@ def build_identity_image_tower(feature_dim: int) -> keras.Model:
     return keras.Model(features, out, name="image_tower")
 
 
-def character_preprocessor(text: TextConfig, train_captions, max_chars: int | None = None) -> CharacterPreprocessor:
-    """Character front-end whose alphabet comes from the training captions only.
+def character_preprocessor(text: TextConfig, train_captions, max_chars: int | None = None,
+                           char_ids: str = "vocabulary") -> CharacterPreprocessor:
+    """Character front-end: its alphabet comes from the training captions only, or with
+    ``char_ids="printable"`` is ``PRINTABLE_CHARACTERS`` (the authors' rule; every other
+    character, ``'0'`` included, reads the one unknown id 1: ``CHAR_ID_RULES``).
 
     Raises:
       ValueError: ``train_captions`` missing.
@@ -173,6 +176,9 @@ def character_preprocessor(text: TextConfig, train_captions, max_chars: int | No
         raise ValueError("A character-level model needs train_captions to build its character vocabulary.")
     if text.lowercase is None:
         raise ValueError("TextConfig.lowercase is unset: resolve the config (its preset record sets it).")
+    if char_ids == "printable":
+        return CharacterPreprocessor(list(PRINTABLE_CHARACTERS), num_oov_buckets=1, lowercase=text.lowercase,
+                                     max_chars=max_chars, name="char_preprocessor")
     chars = build_character_vocabulary(train_captions, lowercase=text.lowercase)
     return CharacterPreprocessor(chars, num_oov_buckets=text.num_oov_buckets, lowercase=text.lowercase,
                                  max_chars=max_chars, name="char_preprocessor")

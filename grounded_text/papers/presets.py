@@ -327,7 +327,7 @@ _PRESETS = [
                                   "bidirectional": True, "pooling": "attention", "attention_units": 128,
                                   "max_chars": None, "attention_heads": 1, "attention_include_padding": False,
                                   "attention_diversity_margin": None, "char_embedding_init": "normal",
-                                  "weight_init": "keras"}},
+                                  "weight_init": "keras", "char_ids": "vocabulary"}},
             "train": {"epochs": 32, "learning_rate": 1e-3, "lr_min": 1e-6, "schedule": "cyclic_cosine",
                       "cycle_epochs": 4, "snapshots": True, "ensemble_size": 2, "select_on": "dev_retrieval",
                       "clip_norm_text": 0.05 * 32**2, "clip_norm_image": 0.0025 * 32**2},
@@ -374,6 +374,10 @@ _PRESETS = [
                                                  "from N(0, 1), nn.Embedding's default (caption2image 8a4dc2c, "
                                                  "encoders.py:21-23), and so do we (Keras' default U(-0.05, 0.05) "
                                                  "learnt far more slowly: the caption gap's char_init_normal arm)",
+            "model.encoder.char_ids": "not stated; ours: the training captions' characters, one shared row for "
+                                      "any other (the authors' code: string.printable's 100, '0' and unknown "
+                                      "characters on the zero padding row, caption2image 8a4dc2c, "
+                                      "prep_text.py:21-35; the caption gap's clip+char_ids_printable arm)",
             "model.encoder.weight_init": "not stated; ours: Keras' initialisers for the GRU (Glorot input, "
                                          "orthogonal recurrent kernels, zero biases), the attention and the image "
                                          "bias; the authors' code leaves PyTorch's defaults (nn.GRU's U(±1/√n), an "
