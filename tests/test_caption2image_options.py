@@ -569,7 +569,6 @@ def test_printable_char_ids_follow_the_authors_find_index():
     with their id 0 and -1 both on our id 1."""
     import string
 
-    import numpy as np
     import tensorflow as tf
 
     from grounded_text.config.schema import TextConfig
