@@ -40,8 +40,8 @@ def test_encode_takes_sentence_transformers_arguments(enc):
     assert plain.dtype == np.float32 and plain.shape == (len(SENTENCES), enc.dim)
     np.testing.assert_allclose(enc.encode(SENTENCES, normalize_embeddings=True),
                                plain / np.linalg.norm(plain, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
-    with pytest.warns(DeprecationWarning, match="removed in 0.3.0; use show_progress_bar"):
-        np.testing.assert_array_equal(enc.encode(SENTENCES, show_progress=True), plain)  # the older name, one release
+    with pytest.raises(TypeError, match="show_progress"):
+        enc.encode(SENTENCES, show_progress=True)  # the older name, deprecated in 0.2.0, is gone
     half = enc.encode(SENTENCES, precision="float16")
     assert half.dtype == np.float16 and np.allclose(half, plain, rtol=1e-2, atol=1e-2)
     rows = enc.encode(SENTENCES[:3], convert_to_numpy=False)

@@ -123,25 +123,14 @@ def _tensor_to_numpy(sentences):
     return sentences
 
 
-def _as_sentences(sentences) -> tuple[list, bool]:
-    """``(list of str/bytes, single)``: ``single`` when one sentence was given.
-
-    Raises:
-      TypeError: not a str, bytes, sequence, NumPy array or ``tf.Tensor`` of strings;
-        or an element that is not a str/bytes (the message gives its index and type).
-      ValueError: an array or tensor of rank above 1.
-    """
-    batch, single = _as_input(sentences)
-    out = list(batch)
-    _check_items(out, 0)
-    return out, single
-
-
 def _as_input(sentences) -> tuple[Iterable, bool]:
     """``(iterable of sentences, single)`` without materialising an iterator or generator.
 
     Raises:
-      TypeError, ValueError: see ``_as_sentences`` (elements are checked as they are read).
+      TypeError: not a str, bytes, sequence, NumPy array or ``tf.Tensor`` of strings;
+        or an element that is not a str/bytes (the message gives its index and type;
+        elements are checked as they are read).
+      ValueError: an array or tensor of rank above 1.
     """
     sentences = _tensor_to_numpy(sentences)
     if isinstance(sentences, (str, bytes)):
@@ -444,8 +433,7 @@ class TextEncoder:
                normalize_embeddings: bool = False, convert_to_numpy: bool = True, convert_to_tensor: bool = False,
                precision: str = "float32", device: str | None = None, prompt: str | None = None,
                prompt_name: str | None = None, task_name: str | None = None, prompt_type: Any = None,
-               task_metadata: Any = None, hf_split: str | None = None, hf_subset: str | None = None,
-               show_progress: bool | None = None):
+               task_metadata: Any = None, hf_split: str | None = None, hf_subset: str | None = None):
         """Embeds sentences (the arguments of sentence-transformers' ``encode``, and MTEB's).
 
         The keywords accepted are exactly those below; any other raises ``TypeError``. MTEB's
@@ -484,8 +472,6 @@ class TextEncoder:
             prompts, so every task gets the same vectors.
           task_metadata, hf_split, hf_subset: passed by MTEB (2.x) with each call; without
             effect, as above.
-          show_progress: deprecated older name of ``show_progress_bar`` (a
-            ``DeprecationWarning``; removed in 0.3.0).
 
         MTEB (2.x) calls ``encode`` with a PyTorch ``DataLoader`` of batches
         (``{"text": [...]}``) instead of a list: its texts are encoded in order, so that
@@ -513,17 +499,11 @@ class TextEncoder:
             ...
           ValueError: encode: unknown device 'tpu'; expected 'cpu', 'gpu', 'gpu:N', 'cuda' or 'cuda:N'.
         """
-        if show_progress is not None:
-            import warnings
-
-            warnings.warn("encode(show_progress=...) is deprecated and will be removed in 0.3.0; use "
-                          "show_progress_bar=...", DeprecationWarning, stacklevel=2)
-        show = bool(show_progress) if show_progress_bar is None else show_progress_bar
         placement = _device_scope(device)
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
         with placement:
-            out, single = self._encode_all(_mteb_texts(sentences), batch_size, bool(show), normalize_embeddings,
-                                           precision)
+            out, single = self._encode_all(_mteb_texts(sentences), batch_size, bool(show_progress_bar),
+                                           normalize_embeddings, precision)
         if convert_to_tensor:
             import tensorflow as tf
 

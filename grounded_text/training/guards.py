@@ -1,8 +1,20 @@
 """The guards of a training run, as Keras callbacks: the data order of each epoch
 (``DataEpoch``), divergence (``DivergenceGuard``: a non-finite loss), collapse (``CollapseGuard``:
 a finite loss with every caption mapped to nearly one vector), and disk space before each
-checkpoint (``DiskSpaceCheck``); and the test-only kill and full-disk hooks. What each guard
-guarantees is described in ``grounded_text.training.run_dir``.
+checkpoint (``DiskSpaceCheck``); and the test-only kill and full-disk hooks. What the two run
+guards guarantee:
+
+* **Divergence.** ``DivergenceGuard`` stops training as soon as the training loss is NaN
+  or Inf (checked after each compiled call of ``steps_per_execution`` steps) with
+  ``TrainingDiverged``: the epoch and step, and a lower learning rate to try. An epoch
+  whose monitored validation score is not finite is never selected (``select_best_epoch``).
+* **Collapse.** A loss can stay finite while the model degenerates (``--learning-rate 1e30``
+  maps every sentence to one vector; the in-batch losses are then constant, often 0).
+  ``CollapseGuard`` encodes a fixed probe of training captions
+  (and their images) every ``check_every`` steps, at each epoch's last step, and at once when
+  the training loss stops moving; it stops the run with ``TrainingDiverged`` (status
+  ``failed``) when the probe's relative spread falls below a fraction of its value at the
+  start of training. A run whose monitored score has no finite epoch is never marked complete.
 """
 
 from __future__ import annotations

@@ -1,7 +1,36 @@
 """Resume: ``RunTracker`` keeps a run directory's state through a fit (the callbacks it adds,
 the epoch checkpoints with the optimizer state, the commit of ``run_state.json``) and restores it
 on ``--resume``; ``ResumeCheckpoint`` is its epoch-end callback. The protocol it follows (what is
-committed when, and what a crash leaves) is described in ``grounded_text.training.run_dir``.
+committed when, and what a crash leaves):
+
+* **Resume.** At every epoch end (after the other callbacks, so their results are in the
+  logs) ``ResumeCheckpoint`` saves the training model's weights *with the optimizer state*
+  (Adam moments and the step counter, hence the learning-rate schedule) and the random
+  states of its layers (``keras.random.SeedGenerator``: loss permutations, dropout) to
+  ``resume/epoch-NNNN.weights.h5``, copies ``checkpoints/best.weights.h5`` to
+  ``resume/best-NNNN.best.weights.h5`` when the epoch is the new best (a new name: the
+  committed state's copy stays whole until the next commit), then writes ``run_state.json``
+  atomically: the config, the epochs done, the per-epoch history (what ``metrics.json``
+  reports), the STS / dev-retrieval callbacks' histories, the snapshots (paths, epochs,
+  scores) and the best value and epoch of the selection. That write is the commit point: a
+  crash at any moment leaves a state that names files which exist and are complete. A
+  resumed run loads the weights and optimizer, restores the callbacks, the best checkpoint
+  and ``ModelCheckpoint.best``, and starts ``fit`` at the next epoch; the training data's
+  order is a pure function of ``(seed, epoch)`` (``make_dataset(epoch=...)``, set by
+  ``DataEpoch``), so a resumed run ends with the same history, best epoch and metrics as
+  an uninterrupted one (tests/test_reliability.py checks it after a SIGKILL mid-epoch).
+* **Mid-epoch resume.** Every ``checkpoint_every`` seconds within an epoch (``train``'s
+  argument, ``--checkpoint-every``; default ``run_dir.CHECKPOINT_EVERY``) ``ResumeCheckpoint`` commits
+  a step checkpoint the same way: ``resume/step-EEEE-SSSSSSS.weights.h5`` (weights, optimizer)
+  and the state's ``step`` (epoch, steps done, their seconds, the epoch's running training
+  means, the random states), a new file name each time. A resumed run loads the latest one of
+  the epoch after the last committed, fits the rest of that epoch alone (its batches skipped:
+  ``fit_resumable``) and then the other epochs; the epoch's committed means weight the
+  steps before and after the resume. The epoch's commit clears ``step`` and its file.
+  ``keras.callbacks.BackupAndRestore`` does the weights-and-epoch part, but writes its
+  weights file and its epoch file as two non-atomic steps (a crash between them resumes
+  the next epoch's weights at the previous epoch's counter) and keeps none of the other
+  state, hence this equivalent.
 """
 
 from __future__ import annotations

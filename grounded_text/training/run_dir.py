@@ -1,54 +1,22 @@
-"""Run directories that survive interruptions: protection, resume, divergence, Ctrl-C.
+"""Run directories: their state file, protection, confinement, data fingerprint, lock,
+storage errors and the Ctrl-C line.
 
-``grounded_text.train`` calls this module in a few places; everything about the state of a
-run directory lives here.
+``grounded_text.train`` calls this module in a few places; the state of a run directory is read
+and written here. The resume protocol that commits that state through a fit is
+``grounded_text.training.resume``; the training callbacks that stop a bad run (divergence,
+collapse, disk space) are ``grounded_text.training.guards``, with the errors they raise
+(``TrainingDiverged``, ``StorageFull``) defined here.
 
+* **State.** ``run_state.json`` (``read_state``, ``write_state``: written atomically) holds what
+  a resumed run needs; its write is the commit point of the resume protocol.
 * **Protection.** A directory that already holds a run (``run_state.json``,
   ``metrics.json``, ``checkpoints/``, ``export/``, ...) is refused unless ``resume`` (continue
   it) or ``overwrite`` (delete the old run's files first, after the new run's data and
   model were built, so a typo never costs the old run) is given; the error says which
-  applies. Files of two runs are therefore never mixed.
-* **Resume.** At every epoch end (after the other callbacks, so their results are in the
-  logs) ``ResumeCheckpoint`` saves the training model's weights *with the optimizer state*
-  (Adam moments and the step counter, hence the learning-rate schedule) and the random
-  states of its layers (``keras.random.SeedGenerator``: loss permutations, dropout) to
-  ``resume/epoch-NNNN.weights.h5``, copies ``checkpoints/best.weights.h5`` to
-  ``resume/best-NNNN.best.weights.h5`` when the epoch is the new best (a new name: the
-  committed state's copy stays whole until the next commit), then writes ``run_state.json``
-  atomically: the config, the epochs done, the per-epoch history (what ``metrics.json``
-  reports), the STS / dev-retrieval callbacks' histories, the snapshots (paths, epochs,
-  scores) and the best value and epoch of the selection. That write is the commit point: a
-  crash at any moment leaves a state that names files which exist and are complete. A
-  resumed run loads the weights and optimizer, restores the callbacks, the best checkpoint
-  and ``ModelCheckpoint.best``, and starts ``fit`` at the next epoch; the training data's
-  order is a pure function of ``(seed, epoch)`` (``make_dataset(epoch=...)``, set by
-  ``DataEpoch``), so a resumed run ends with the same history, best epoch and metrics as
-  an uninterrupted one (tests/test_reliability.py checks it after a SIGKILL mid-epoch).
-* **Mid-epoch resume.** Every ``checkpoint_every`` seconds within an epoch (``train``'s
-  argument, ``--checkpoint-every``; default ``CHECKPOINT_EVERY``) ``ResumeCheckpoint`` commits
-  a step checkpoint the same way: ``resume/step-EEEE-SSSSSSS.weights.h5`` (weights, optimizer)
-  and the state's ``step`` (epoch, steps done, their seconds, the epoch's running training
-  means, the random states), a new file name each time. A resumed run loads the latest one of
-  the epoch after the last committed, fits the rest of that epoch alone (its batches skipped:
-  ``resume.fit_resumable``) and then the other epochs; the epoch's committed means weight the
-  steps before and after the resume. The epoch's commit clears ``step`` and its file.
-  ``keras.callbacks.BackupAndRestore`` does the weights-and-epoch part, but writes its
-  weights file and its epoch file as two non-atomic steps (a crash between them resumes
-  the next epoch's weights at the previous epoch's counter) and keeps none of the other
-  state, hence this equivalent.
-* **Divergence.** ``DivergenceGuard`` stops training as soon as the training loss is NaN
-  or Inf (checked after each compiled call of ``steps_per_execution`` steps) with
-  ``TrainingDiverged``: the epoch and step, and a lower learning rate to try. An epoch
-  whose monitored validation score is not finite is never selected (``select_best_epoch``).
-* **Collapse.** A loss can stay finite while the model degenerates (``--learning-rate 1e30``
-  maps every sentence to one vector; the in-batch losses are then constant, often 0).
-  ``CollapseGuard`` encodes a fixed probe of training captions
-  (and their images) every ``check_every`` steps, at each epoch's last step, and at once when
-  the training loss stops moving; it stops the run with ``TrainingDiverged`` (status
-  ``failed``) when the probe's relative spread falls below a fraction of its value at the
-  start of training. A run whose monitored score has no finite epoch is never marked complete.
-* **Interruption.** ``interrupted_message`` is the one line the CLI prints on Ctrl-C: where
-  the last checkpoint is and the command that resumes.
+  applies (``check_run_dir``). Files of two runs are therefore never mixed: ``clear_run_dir``
+  removes the old run's files for ``overwrite``, ``remove_stale_temps`` the staged files a
+  crash left, and ``check_links`` refuses symbolic links that would carry the run's writes out of
+  its directory.
 * **Confinement.** Every path read from ``run_state.json`` (``checkpoint``,
   ``best.checkpoint``, ``snapshots.paths``, ``snapshots.image_paths``) must resolve inside the
   run directory (symlinks followed); otherwise ``--resume`` is refused naming the field, so a
@@ -61,16 +29,21 @@ run directory lives here.
 * **One run per directory.** ``guard_run`` holds an advisory lock (``fcntl.flock`` on
   ``.run.lock`` in the run directory, with the holder's pid) for the whole run, taken before
   the directory is checked: a second run into the same directory is refused at once.
-* **Full disk.** ``DiskSpaceCheck`` compares the free space with what an epoch's checkpoints
-  (and, at the end, the exports) need before they are written, and ``guard_run`` turns a
-  write that fails anyway (``ENOSPC``, ``EDQUOT``, ``EROFS``, from Python, HDF5 or TensorFlow)
-  into ``StorageFull``: one ``no space left on ...`` line; ``run_state.json`` keeps the last
-  committed epoch, so ``--resume`` continues once space is freed.
+* **Full disk.** ``guard_run`` turns a write that fails for want of space or permission
+  (``ENOSPC``, ``EDQUOT``, ``EROFS``, from Python, HDF5 or TensorFlow; ``storage_error``) into
+  ``StorageFull``: one ``no space left on ...`` line; ``run_state.json`` keeps the last
+  committed epoch, so ``--resume`` continues once space is freed. (``DiskSpaceCheck`` checks the
+  free space before each write.)
+* **Selection.** ``select_best_epoch`` picks the best epoch of the monitored validation score;
+  an epoch whose score is not finite is never selected.
+* **Interruption.** ``interrupted_message`` is the one line the CLI prints on Ctrl-C: where
+  the last checkpoint is and the command that resumes.
 
-Test-only hook: ``GROUNDED_TEXT_TEST_TRAIN_KILL_AT="E:S"`` makes the process SIGKILL itself
-after step S (0-based batch index, as Keras counts) of epoch E (1-based), so the resume test
-can kill mid-epoch deterministically. ``GROUNDED_TEXT_TEST_TRAIN_ENOSPC_AT="E"`` makes the
-resume checkpoint of epoch E fail with ``ENOSPC`` (a full disk without a small file system).
+Test-only hooks: ``GROUNDED_TEXT_TEST_TRAIN_KILL_AT="E:S"`` (``KILL_ENV``) makes the process
+SIGKILL itself after step S (0-based batch index, as Keras counts) of epoch E (1-based), so the
+resume test can kill mid-epoch deterministically; ``GROUNDED_TEXT_TEST_TRAIN_ENOSPC_AT="E"``
+(``ENOSPC_ENV``) makes the resume checkpoint of epoch E fail with ``ENOSPC`` (a full disk without
+a small file system). The callbacks that read them are in ``grounded_text.training.guards``.
 Never set them in use.
 """
 

@@ -37,7 +37,6 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 # TensorFlow, Keras and the modules built on them are imported where the work starts (in
 # the functions below), so that the CLI's --help and bad flags answer before TensorFlow loads.
@@ -46,9 +45,6 @@ from grounded_text.data.paths import resolve_data_dir
 from grounded_text.papers.resolve import ensure_resolved
 from grounded_text.training.preparation import TrainingSetup, prepare_training
 from grounded_text.utils.durable import atomic_write
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("grounded_text.train")
 SELECTION_YEAR = "STS16"
