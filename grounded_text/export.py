@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     from grounded_text.utils.extras import check_extras
 
     check_extras([("keras_hub", "Exporting a keras-hub text tower")])  # before TensorFlow loads
-    from grounded_text.layers.pretrained_encoder import build_pretrained_text_tower
+    from grounded_text.layers.backbone_encoder import build_pretrained_text_tower
     from grounded_text.serving.export import export_text_tower
 
     try:

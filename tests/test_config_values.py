@@ -318,12 +318,12 @@ def _check_against_source(spec: Param, what: str):
 
 
 def test_encoder_table_matches_the_builders():
-    from grounded_text.models import bordes, char_level, components, paper_baselines, pretrained, two_branch, vete
+    from grounded_text.models import backbone, bordes, char_level, components, paper_baselines, two_branch, vete
     from grounded_text.models.registry import MODELS
 
     keys = {"vete_bow": vete.BOW_KEYS, "vete_rnn": components.RNN_KEYS, "vete_cnn": vete.CNN_KEYS,
             "bordes_cg_pg": bordes.BORDES_KEYS, "two_branch_khard": two_branch.TWO_BRANCH_KEYS,
-            "char_gru_attention": char_level.CHAR_KEYS, "grounded_pretrained": pretrained.PRETRAINED_KEYS,
+            "char_gru_attention": char_level.CHAR_KEYS, "grounded_pretrained": backbone.PRETRAINED_KEYS,
             "pure_text_rnn": paper_baselines.LM_KEYS, "pin_model_a": paper_baselines.LM_KEYS,
             "vete_bow_word": paper_baselines.WORD_LEVEL_KEYS, "seq": paper_baselines.SEQ_KEYS,
             "ground_sent": paper_baselines.GROUND_SENT_KEYS}

@@ -33,7 +33,7 @@ MODULES = [
     "grounded_text.layers.hub_text_embedding",
     "grounded_text.layers.language_model",
     "grounded_text.layers.pooling",
-    "grounded_text.layers.pretrained_encoder",
+    "grounded_text.layers.backbone_encoder",
     "grounded_text.layers.rnn_encoder",
     "grounded_text.layers.text_preprocessor",
     "grounded_text.layers.word_vectors",

@@ -27,7 +27,7 @@ from grounded_text.training.trainer import train
 presets_mod = importlib.import_module("grounded_text.papers.presets")
 
 # grounded_pretrained needs a model folder: covered with a tiny keras-hub preset in
-# tests/test_pretrained_encoder.py. Variants build with their paper preset's builder.
+# tests/test_backbone_encoder.py. Variants build with their paper preset's builder.
 # The papers' baselines (presets_mod.BASELINES) have their own tests: tests/test_paper_baselines.py.
 PRESETS = sorted(n for n, p in RECORDS.items() if n != "grounded_pretrained" and p.variant_of is None
                  and n not in presets_mod.BASELINES)

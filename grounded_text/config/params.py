@@ -155,16 +155,16 @@ ENCODER_PARAMS: dict[str, dict[str, Param]] = {
     },
     "grounded_pretrained": {
         "preset": Param(str, REQUIRED, nullable=True,
-                        source="grounded_text.layers.pretrained_encoder:build_pretrained_text_tower.preset",
+                        source="grounded_text.layers.backbone_encoder:build_pretrained_text_tower.preset",
                         note="a local keras-hub or Hugging Face-format model folder (required to build)"),
         "sequence_length": Param(int, 128, minimum=1,
-                                 source="grounded_text.layers.pretrained_encoder:build_pretrained_text_tower"
+                                 source="grounded_text.layers.backbone_encoder:build_pretrained_text_tower"
                                         ".sequence_length"),
         "trainable_backbone": Param(bool, True,
-                                    source="grounded_text.layers.pretrained_encoder:build_pretrained_text_tower"
+                                    source="grounded_text.layers.backbone_encoder:build_pretrained_text_tower"
                                            ".trainable_backbone"),
         **_PROJECTION,
-        "anchor_weight": Param(float, 1.0, minimum=0.0, source="grounded_text.models.pretrained:EmbeddingAnchor.weight",
+        "anchor_weight": Param(float, 1.0, minimum=0.0, source="grounded_text.models.backbone:EmbeddingAnchor.weight",
                                note="0: no anchor"),
     },
     "pure_text_rnn": {"word_dim": Param(int, REQUIRED, minimum=1, source=f"{_LM}.word_dim")},

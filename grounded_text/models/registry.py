@@ -25,7 +25,7 @@ from grounded_text.models.paper_baselines import (
     build_seq,
     build_vete_bow_word,
 )
-from grounded_text.models.pretrained import build_grounded_pretrained
+from grounded_text.models.backbone import build_grounded_pretrained
 from grounded_text.models.two_branch import build_two_branch_khard
 from grounded_text.models.vete import build_vete_bow, build_vete_cnn, build_vete_rnn
 from grounded_text.papers.presets import get_preset

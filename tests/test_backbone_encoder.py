@@ -11,11 +11,11 @@ import tensorflow as tf
 
 keras_hub = pytest.importorskip("keras_hub")
 
-from grounded_text.layers.pretrained_encoder import PretrainedTextEncoder, build_pretrained_text_tower  # noqa: E402
+from grounded_text.layers.backbone_encoder import PretrainedTextEncoder, build_pretrained_text_tower  # noqa: E402
 from grounded_text.serving.export import export_text_tower  # noqa: E402  (after the keras_hub skip)
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
-pytestmark = pytest.mark.xdist_group("test_pretrained_encoder")
+pytestmark = pytest.mark.xdist_group("test_backbone_encoder")
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "dog", "runs", "on", "the", "beach", "cat", "."]
 
@@ -85,7 +85,7 @@ def test_export_reload_equal(tiny_preset, tmp_path):
 @pytest.mark.slow
 def test_grounded_pretrained_preset_trains_and_exports(tiny_preset, data_dir, tmp_path):
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-    from grounded_text.models.pretrained import build_grounded_pretrained
+    from grounded_text.models.backbone import build_grounded_pretrained
     from grounded_text.training.trainer import train
 
     path, _, _ = tiny_preset

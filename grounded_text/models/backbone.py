@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.branches import GroundedProjection
-from grounded_text.layers.pretrained_encoder import build_pretrained_text_tower
+from grounded_text.layers.backbone_encoder import build_pretrained_text_tower
 from grounded_text.models.components import GROUNDING_KEYS, build_identity_image_tower, family_loss, require_params
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
