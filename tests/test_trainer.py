@@ -91,15 +91,14 @@ def _built_width(cfg, feature_dim=7):
 
 def test_bordes_exports_its_grounded_width_not_n():
     cfg = resolve.preset_config("bordes_cg_pg")
-    assert (cfg.model.embedding_dim, resolve.export_dim(cfg)) == (128, 512)  # u is 128-d, g(u) 512-d
+    assert (cfg.model.embedding_dim, cfg.model.encoder["grounded_dim"]) == (128, 512)  # u is 128-d, g(u) 512-d
     small = {"word_dim": 8, "grounded_hidden": 8, "grounded_dim": 12}
     cases = [({}, None, 12), ({"export_space": "textual"}, None, 8), ({"projection": "identity"}, None, 8),
              ({}, "cross_modal", 7)]  # the CM baseline: g maps into the image feature space (d = 7)
     for encoder, loss, width in cases:
         cfg = resolve.resolve_config(ExperimentConfig(model=ModelConfig(
             name="bordes_cg_pg", embedding_dim=8, encoder={**small, **encoder}, loss=loss)))
-        assert resolve.export_dim(cfg, feature_dim=7) == _built_width(cfg, feature_dim=7) == width, (encoder, loss)
-    assert resolve.export_dim(cfg) is None  # cross_modal without d: the data's
+        assert _built_width(cfg, feature_dim=7) == width, (encoder, loss)
 
 
 @pytest.mark.parametrize("name, over", [
@@ -108,9 +107,9 @@ def test_bordes_exports_its_grounded_width_not_n():
     ("char_gru_attention", {"model": {"embedding_dim": 8, "encoder": {"char_dim": 4, "units": 4,
                                                                       "attention_units": 8}}}),
 ])
-def test_export_dim_is_the_built_towers_width(name, over):
+def test_exported_width_is_n(name, over):
     cfg = resolve.preset_config(name, over)
-    assert resolve.export_dim(cfg) == _built_width(cfg) == 8
+    assert _built_width(cfg) == 8
 
 
 # ----------------------------------------------------------------------------- one tiny run

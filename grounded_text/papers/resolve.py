@@ -11,10 +11,6 @@ pipeline, the builders and the run directory read it as it is. ``resolve_config`
 it returns, and ``ensure_resolved`` returns a marked config unchanged (a config changed after
 resolution is resolved again). Resolution is idempotent: resolving a resolved config gives an
 equal config.
-
-The exported text width is not always ``ModelConfig.embedding_dim`` (N): ``export_dim`` states
-it for a resolved config (``bordes_cg_pg`` exports its grounded space g(u), 512-d, over a
-128-d encoder u).
 """
 
 from __future__ import annotations
@@ -326,44 +322,3 @@ def preset_config(name: str, overrides: dict | None = None) -> ExperimentConfig:
     d = deep_merge(preset.config, overrides)
     d.setdefault("model", {})["name"] = name
     return resolve_config(ExperimentConfig.from_dict(d))
-
-
-# ----------------------------------------------------------------------------- derived values
-
-
-def export_dim(config: ExperimentConfig, feature_dim: int | None = None) -> int | None:
-    """The width of the exported text tower (``export/``: string[B] → float32[B, width]) of a
-    resolved config, which is not always ``ModelConfig.embedding_dim`` (N, the encoder's width).
-
-    The rule, by builder:
-
-    * ``bordes_cg_pg`` (Bordes et al. 2019, §3): ``encoder.export_space = "textual"`` or
-      ``encoder.projection = "identity"``: N (u = F_t(s)); else the grounded space g(u):
-      ``encoder.grounded_dim``, or the image feature size d (``feature_dim``) with the
-      ``cross_modal`` loss;
-    * ``ground_sent`` (Kiela et al. 2018): [T, G], N + 2 × ``encoder.units``;
-    * ``grounded_pretrained``: the backbone's width, known only once it is loaded (None);
-    * every other builder: N.
-
-    A snapshot ensemble has the width of its members.
-
-    Args:
-      config: a resolved ``ExperimentConfig`` (``resolve_config``).
-      feature_dim: d, the image feature size (only ``bordes_cg_pg`` with ``cross_modal`` needs it).
-
-    Returns:
-      The width (int), or None where it depends on something outside the config (the
-      pretrained backbone; d not given).
-    """
-    model = config.model
-    builder = get_preset(model.name).builder
-    enc = model.encoder
-    if builder == "grounded_pretrained":
-        return None
-    if builder == "ground_sent":
-        return int(model.embedding_dim) + 2 * int(enc["units"])
-    if builder == "bordes_cg_pg" and enc.get("export_space") != "textual" and enc.get("projection") != "identity":
-        if model.loss == "cross_modal":
-            return None if feature_dim is None else int(feature_dim)
-        return int(enc["grounded_dim"])
-    return None if model.embedding_dim is None else int(model.embedding_dim)
