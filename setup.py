@@ -4,10 +4,10 @@ The search spaces stay at the top of the checkout (``tuner/*.toml``), where peop
 edit them; the build maps that folder into the package as ``grounded_text/tuner`` so a
 wheel carries them (``grounded_text.tuning.space.tuner_dir`` finds them there).
 
-The shipped trained models (``grounded_text/pretrained/<name>/``: a text and an image
+The shipped trained models (``grounded_text/shipped/<name>/``: a text and an image
 SavedModel, a card and ``model.json``) are package data, so ``gt.load(NAME)`` works offline
 straight after ``pip install``, and so are the weights of the image network their image
-towers read (``grounded_text/shipped/``), so that photos reach them offline too.
+towers read (beside them in ``grounded_text/shipped/``), so that photos reach them offline too.
 """
 
 from setuptools import find_packages, setup
@@ -20,9 +20,10 @@ _SHIPPED = ["*/model.json"] + [f"*/{tower}/{files}" for tower in ("export", "ima
 setup(
     packages=[*find_packages(include=["grounded_text", "grounded_text.*"]), "grounded_text.tuner"],
     package_dir={"grounded_text.tuner": "tuner"},
-    package_data={"grounded_text.tuner": ["*.toml", "README.md"], "grounded_text.pretrained": _SHIPPED,
+    package_data={"grounded_text.tuner": ["*.toml", "README.md"],
+                  # the trained models, and Google's EfficientNet-Lite0 ImageNet weights their image
+                  # towers read (grounded_text.vision.lite0)
+                  "grounded_text.shipped": [*_SHIPPED, "*.weights.h5"],
                   # the SHA-256 of every unpacked file of each dataset's release
-                  "grounded_text.data.download": ["manifest.json"],
-                  # Google's EfficientNet-Lite0 ImageNet weights (grounded_text.vision.lite0)
-                  "grounded_text": ["shipped/*.weights.h5"]},
+                  "grounded_text.data.download": ["manifest.json"]},
 )

@@ -341,7 +341,7 @@ def models() -> list[dict]:
       ``image_dims``, ``figures`` (``{figure: {"value", "ci95", "n"}}``: Pearson r of the
       cosine on STS12 MSRvid, the STS16 mean, STS-B test and SICK test, with 95% intervals),
       ``size_bytes``, ``weights_dtype``, ``command`` (how it was trained), ``data``,
-      ``licence`` and ``path`` (see ``grounded_text.pretrained.models``).
+      ``licence`` and ``path`` (see ``grounded_text.shipped.models``).
 
     Example:
       >>> import grounded_text as gt
@@ -351,7 +351,7 @@ def models() -> list[dict]:
       >>> m["dims"], round(m["figures"]["STS12 MSRvid"]["value"], 3), m["size_bytes"] < 10 * 2**20
       (128, 0.761, True)
     """
-    from grounded_text.pretrained import models as shipped
+    from grounded_text.shipped import models as shipped
 
     return shipped()
 

@@ -44,7 +44,7 @@ export, each ``--chart-export NAME=DIR`` (timed the same way), and the reference
 ``--json`` report (``chart``), and ``--chart-from REPORT.json --chart PNG`` redraws them without
 timing::
 
-    python -m grounded_text.benchmark --skip-fit --export grounded_text/pretrained/vete_bow_flickr8k/export \\
+    python -m grounded_text.benchmark --skip-fit --export grounded_text/shipped/vete_bow_flickr8k/export \\
         --chart-export char=runs/char/export --chart model_choice.png --json bench.json
 
 ``--floors`` instead reports each figure beside its floor measured in the same process

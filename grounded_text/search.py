@@ -93,7 +93,7 @@ def usage_error(args: argparse.Namespace) -> str | None:
     Returns:
       ``None``, or the problem (one line; the caller prints it as ``error: ...`` and exits 2).
     """
-    from grounded_text import pretrained
+    from grounded_text import shipped as pretrained
     from grounded_text.serving.image_index import PHOTO_EXTENSIONS, has_photos
     from grounded_text.utils.durable import check_writable_target
 

@@ -278,7 +278,7 @@ def test_a_report_without_comparable_figures_gets_no_forest_plot(tmp_path, capsy
 
 
 def test_an_exports_figure_comes_from_its_card_or_its_run(tmp_path):
-    shipped = REPO / "grounded_text" / "pretrained" / "vete_bow_flickr8k" / "export"
+    shipped = REPO / "grounded_text" / "shipped" / "vete_bow_flickr8k" / "export"
     (value, lo, hi), source = bench.export_figure(shipped)
     card = json.loads((shipped.parent / "model.json").read_text())["figures"]["STS-B test"]
     assert (value, [lo, hi]) == (card["value"], card["ci95"]) and source == "vete_bow_flickr8k/model.json"
@@ -297,7 +297,7 @@ def test_chart_node_keeps_the_timed_encoders_with_a_figure(tmp_path):
     run = tmp_path / "runs" / "char"
     (run / "export").mkdir(parents=True)
     (run / "metrics.json").write_text(json.dumps(_metrics(0.6, 0.64, [0.61, 0.67])))
-    shipped = str(REPO / "grounded_text" / "pretrained" / "vete_bow_flickr8k" / "export")
+    shipped = str(REPO / "grounded_text" / "shipped" / "vete_bow_flickr8k" / "export")
     report = {"encode": {"export_dir": shipped, "sentences_per_second": _rates(18000.0)},
               "chart_exports": {"char": {"export_dir": str(run / "export"), "sentences_per_second": _rates(900.0)}},
               "reference": {"sentences_per_second": _rates(300.0)}}

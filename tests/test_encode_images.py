@@ -150,11 +150,11 @@ def test_encode_images_names_a_bad_file_and_a_bad_array(tmp_path):
 def test_a_model_without_an_image_tower_says_so(tmp_path):
     import shutil
 
-    from grounded_text import pretrained
+    from grounded_text import shipped
     from grounded_text.serving.images import NoImageTowerError
 
     text_only = tmp_path / "model" / "export"
-    shutil.copytree(pretrained.export_dir("vete_bow_flickr8k"), text_only)
+    shutil.copytree(shipped.export_dir("vete_bow_flickr8k"), text_only)
     enc = gt.load(text_only)
     assert enc.encode(["a dog"]).shape == (1, 128)
     with pytest.raises(NoImageTowerError, match="no image tower"):
@@ -162,12 +162,12 @@ def test_a_model_without_an_image_tower_says_so(tmp_path):
 
 
 def test_shipped_image_towers_record_their_network():
-    from grounded_text import pretrained
+    from grounded_text import shipped
     from grounded_text.data.provenance import lite0_provenance
     from grounded_text.serving.images import IMAGE_FEATURES_KEY
 
     for name in SHIPPED:
-        config = json.loads((pretrained.image_export_dir(name) / "assets" / "config.json").read_text())
+        config = json.loads((shipped.image_export_dir(name) / "assets" / "config.json").read_text())
         assert config[IMAGE_FEATURES_KEY] == lite0_provenance(), name
 
 
@@ -217,7 +217,7 @@ def test_retrieval_from_photos_equals_retrieval_from_the_feature_file(name, data
 def test_evaluate_refuses_a_planted_store_of_another_network_in_one_line(data_dir, tmp_path):
     """A feature store made by keras-hub's RandAugment Lite0 (recorded in the store) meets the
     shipped image tower, trained on Google's Lite0: ``evaluate`` stops before any work."""
-    from grounded_text import pretrained
+    from grounded_text import shipped
     from grounded_text.data.provenance import lite0_provenance
 
     root = tmp_path / "data"
@@ -230,7 +230,7 @@ def test_evaluate_refuses_a_planted_store_of_another_network_in_one_line(data_di
     np.savez(root / "flickr8k" / "features" / "planted.npz", ids=ids, features=rows,
              provenance=np.array(json.dumps(other)))
     proc = subprocess.run([sys.executable, "-m", "grounded_text.evaluate", "--model", "vete_bow_flickr8k",
-                           "--image-model", str(pretrained.image_export_dir("vete_bow_flickr8k")),
+                           "--image-model", str(shipped.image_export_dir("vete_bow_flickr8k")),
                            "--data-dir", str(root), "--features", "planted", "--sections", "retrieval",
                            "--no-progress"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2, proc.stderr[-3000:]

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grounded_text import pretrained
+from grounded_text import shipped
 
 REPO = Path(__file__).resolve().parents[1]
 CHAR, BOW = "char_gru_attention_flickr8k", "vete_bow_flickr8k"
@@ -37,7 +37,7 @@ def _shipped(name):
 
 def _copy(name, tmp_path) -> Path:
     """A private copy of a shipped model's text export (to damage)."""
-    return Path(shutil.copytree(pretrained.export_dir(name), tmp_path / name / "export"))
+    return Path(shutil.copytree(shipped.export_dir(name), tmp_path / name / "export"))
 
 
 def _env(**extra):
@@ -76,7 +76,7 @@ def test_the_one_rule_function_serves_names_folders_and_the_trainer_record():
     from grounded_text.serving.integrity import model_sentence_end
 
     assert model_sentence_end(CHAR) == "space_period"
-    assert model_sentence_end(pretrained.export_dir(CHAR)) == "space_period"
+    assert model_sentence_end(shipped.export_dir(CHAR)) == "space_period"
     assert model_sentence_end(CHAR, "space_period_tokens") == "space_period_tokens"
     assert model_sentence_end(BOW) == "none"
 
@@ -85,7 +85,7 @@ def test_the_one_rule_function_serves_names_folders_and_the_trainer_record():
 def test_evaluate_cli_by_name_gives_the_cards_sts16_mean(data_dir, tmp_path):
     """The acceptance: ``evaluate --model NAME`` equals the model card's STS16 mean (1e-4) and
     prints the rule."""
-    card = json.loads((pretrained.PRETRAINED_DIR / CHAR / "model.json").read_text())["figures"]["STS16 mean"]
+    card = json.loads((shipped.SHIPPED_DIR / CHAR / "model.json").read_text())["figures"]["STS16 mean"]
     r = subprocess.run([sys.executable, "-m", "grounded_text.evaluate", "--model", CHAR, "--years", "STS16",
                         "--json", str(tmp_path / "out.json")], cwd=tmp_path, env=_env(GROUNDED_TEXT_DATA=str(data_dir)),
                        capture_output=True, text=True, timeout=600)
@@ -100,7 +100,7 @@ def served_char_export(tmp_path, monkeypatch):
     """The shipped character export as a ``.tar.gz`` on a local HTTP server: a TF Hub URL handle."""
     archive = tmp_path / "www" / "char.tar.gz"
     archive.parent.mkdir()
-    src = pretrained.export_dir(CHAR)
+    src = shipped.export_dir(CHAR)
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted(src.rglob("*")):
             tar.add(path, arcname=str(path.relative_to(src)), recursive=False)
@@ -353,9 +353,9 @@ def test_an_export_records_its_files_and_the_shipped_ones_check_out(tiny_export)
     assert record["vocab_size"] == len((tiny_export.path / "assets" / "vocab.txt").read_text().splitlines())
     assert {"saved_model.pb", "variables/variables.index", "assets/vocab.txt"} <= set(record["files"])
     for name in (CHAR, BOW):
-        folder = pretrained.export_dir(name)
-        shipped = read_export_config(folder)
-        assert INTEGRITY_KEY in shipped and shipped[INTEGRITY_KEY] == export_record(folder)
+        folder = shipped.export_dir(name)
+        recorded = read_export_config(folder)
+        assert INTEGRITY_KEY in recorded and recorded[INTEGRITY_KEY] == export_record(folder)
         check_export(folder)
 
 

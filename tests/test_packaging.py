@@ -140,19 +140,19 @@ def test_the_wheel_carries_the_search_spaces_and_the_command(wheel):
 def test_the_wheel_carries_the_shipped_models_and_the_download_manifest(wheel):
     """Every file of each shipped model (both towers, card, record) is package data, within the
     10 MB budget per model; the release manifest of the downloads too."""
-    from grounded_text import pretrained
+    from grounded_text import shipped
     from grounded_text.experiments.shipped import MAX_BYTES
 
     with zipfile.ZipFile(wheel) as z:
         infos = {i.filename: i for i in z.infolist()}
     assert "grounded_text/data/download/manifest.json" in infos
-    assert pretrained.names()
-    for name in pretrained.names():
-        folder = pretrained.PRETRAINED_DIR / name
-        files = {p.relative_to(pretrained.PRETRAINED_DIR.parent.parent).as_posix()
+    assert shipped.names()
+    for name in shipped.names():
+        folder = shipped.SHIPPED_DIR / name
+        files = {p.relative_to(shipped.SHIPPED_DIR.parent.parent).as_posix()
                  for p in folder.rglob("*") if p.is_file()}
         assert files <= set(infos), sorted(files - set(infos))
-        assert f"grounded_text/pretrained/{name}/export/saved_model.pb" in files
+        assert f"grounded_text/shipped/{name}/export/saved_model.pb" in files
         assert sum(infos[f].compress_size for f in files) <= MAX_BYTES
 
 

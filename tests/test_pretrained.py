@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import grounded_text as gt
-from grounded_text import pretrained
+from grounded_text import shipped
 from grounded_text.experiments.shipped import FIGURES, MAX_BYTES, RECIPES, shipped_figures
 
-SHIPPED = pretrained.names()
+SHIPPED = shipped.names()
 
 
 def test_at_least_the_readme_job_is_shipped_and_listed_without_tensorflow():
@@ -36,28 +36,28 @@ def test_each_shipped_model_has_its_record_card_and_fits_the_budget(name):
     for figure in record["figures"].values():
         lo, hi = figure["ci95"]
         assert lo < figure["value"] < hi and figure["n"] > 0
-    card = (pretrained.export_dir(name) / "model_card.md").read_text()
+    card = (shipped.export_dir(name) / "model_card.md").read_text()
     assert record["command"] in card and "research use" in card
     assert f"python -m grounded_text.experiments.shipped {name}" in card
     # The card's table shows the record's figures (3 decimals, with their intervals).
     for key, figure in record["figures"].items():
         row = f"| {key} | {figure['value']:.3f} | [{figure['ci95'][0]:.3f}, {figure['ci95'][1]:.3f}] |"
         assert row in card, row
-    assert (pretrained.export_dir(name) / "saved_model.pb").is_file()
-    assert pretrained.image_export_dir(name) is not None
+    assert (shipped.export_dir(name) / "saved_model.pb").is_file()
+    assert shipped.image_export_dir(name) is not None
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_each_shipped_model_was_trained_by_its_recipe(name):
     """The card's command is the recipe's: the shipped config is what that command resolves to."""
     from grounded_text.experiments.shipped import recipe_config, selection_sentence
-    from grounded_text.pretrained import MODEL_FILE, PRETRAINED_DIR
+    from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
     from grounded_text.training.run_dir import config_diff
 
-    record = json.loads((PRETRAINED_DIR / name / MODEL_FILE).read_text())
+    record = json.loads((SHIPPED_DIR / name / MODEL_FILE).read_text())
     assert config_diff(record["config"], recipe_config(name)) == []
     # The card says what chose the epoch: STS16 only where it did.
-    card = (pretrained.export_dir(name) / "model_card.md").read_text()
+    card = (shipped.export_dir(name) / "model_card.md").read_text()
     select_on = record["config"]["train"]["select_on"]
     assert selection_sentence(select_on) in card
     assert ("STS16 chose the epoch" in card) == (select_on == "avg2016")
@@ -87,12 +87,12 @@ def test_as_run_writes_a_study_arm_of_the_shipped_model_and_never_overwrites(tmp
 
     name, run = "char_gru_attention_flickr8k", tmp_path / "record_s0"
     assert main([name, "--as-run", str(run)]) == 0
-    record = json.loads((pretrained.PRETRAINED_DIR / name / pretrained.MODEL_FILE).read_text())
+    record = json.loads((shipped.SHIPPED_DIR / name / shipped.MODEL_FILE).read_text())
     metrics = json.loads((run / "metrics.json").read_text())
     assert finished(run) and "shipped model" in metrics["assembled_from"]
     for part in ("export", "image_export"):
         assert (run / part / "saved_model.pb").read_bytes() == (
-            pretrained.PRETRAINED_DIR / name / part / "saved_model.pb").read_bytes()
+            shipped.SHIPPED_DIR / name / part / "saved_model.pb").read_bytes()
     # The shipped model is the study's clip_per_tower run: the runner would reuse the folder.
     study_config = plain(CAPTION_GAP_ON_RECORD.plan("clip_per_tower").config().to_dict())
     assert config_diff(run_config(run), study_config) == []
@@ -109,7 +109,7 @@ def test_as_run_writes_a_study_arm_of_the_shipped_model_and_never_overwrites(tmp
 def test_load_by_name_encodes(name):
     enc = gt.load(name)
     emb = enc.encode(["a dog runs", ""])
-    assert emb.shape == (2, json.loads((pretrained.PRETRAINED_DIR / name / "model.json").read_text())["dims"])
+    assert emb.shape == (2, json.loads((shipped.SHIPPED_DIR / name / "model.json").read_text())["dims"])
     assert np.isfinite(emb).all()
     norms = np.linalg.norm(emb, axis=1)
     assert norms[0] == pytest.approx(1.0, abs=1e-4)
@@ -118,13 +118,13 @@ def test_load_by_name_encodes(name):
     # captions); the documented zero vector where nothing is left to read.
     empty_reads_nothing = name.startswith("char_") and enc.sentence_end == "none"
     assert norms[1] == pytest.approx(0.0 if empty_reads_nothing else 1.0, abs=1e-4)
-    assert enc.handle == str(pretrained.export_dir(name))
+    assert enc.handle == str(shipped.export_dir(name))
 
 
 def test_a_folder_wins_over_a_shipped_name_and_an_unknown_name_lists_the_shipped(tmp_path, monkeypatch):
     from grounded_text.serving.encoder import resolve_model
 
-    assert resolve_model("vete_bow_flickr8k") == pretrained.export_dir("vete_bow_flickr8k")
+    assert resolve_model("vete_bow_flickr8k") == shipped.export_dir("vete_bow_flickr8k")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "vete_bow_flickr8k").mkdir()
     assert resolve_model("vete_bow_flickr8k") == "vete_bow_flickr8k"
@@ -136,7 +136,7 @@ def test_a_folder_wins_over_a_shipped_name_and_an_unknown_name_lists_the_shipped
 def test_each_shipped_model_scores_what_its_card_says(name, data_dir):
     record = next(m for m in gt.models() if m["name"] == name)
     fresh = shipped_figures(gt.load(name).encode, data_dir / "sts")
-    card = (pretrained.export_dir(name) / "model_card.md").read_text()
+    card = (shipped.export_dir(name) / "model_card.md").read_text()
     for key, figure in fresh.items():
         assert figure["n"] == record["figures"][key]["n"]
         assert abs(figure["value"] - record["figures"][key]["value"]) <= 1e-3, (key, figure, record["figures"][key])

@@ -351,11 +351,11 @@ def test_the_default_index_root_follows_xdg(monkeypatch, tmp_path):
 
 def test_a_model_without_image_tower_is_one_error_line(photos, tmp_path, capsys):
     import grounded_text as gt
-    from grounded_text import pretrained
+    from grounded_text import shipped
     from grounded_text.serving.images import NoImageTowerError
 
     text_only = tmp_path / "text_only" / "export"  # the shipped text tower, no image_export/ beside it
-    shutil.copytree(pretrained.export_dir("vete_bow_flickr8k"), text_only)
+    shutil.copytree(shipped.export_dir("vete_bow_flickr8k"), text_only)
     with pytest.raises(NoImageTowerError):
         ImageIndex(photos, gt.load(text_only), index_dir=tmp_path / "idx")
     assert search.main(["--model", str(text_only), "--images", str(photos), QUERY,

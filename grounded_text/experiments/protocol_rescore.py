@@ -54,7 +54,7 @@ def _score(model: str, rule: str, data_dir: Path, cache_dir: Path) -> tuple[dict
                 pred[part][key] = z[flat]
         return figures, pred
 
-    from grounded_text import pretrained
+    from grounded_text import shipped as pretrained
     from grounded_text.evaluation.encoders import cached, load_image_encoder
     from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
     from grounded_text.experiments.comparison import read_ours, sts_label

@@ -9,7 +9,7 @@
 
 For each name in ``RECIPES`` it runs the recipe's training command (``grounded-text train``
 with the recipe's flags; ``--from-run RUN`` takes a finished run of that command instead),
-copies ``RUN/export`` and ``RUN/image_export`` to ``grounded_text/pretrained/<name>/``,
+copies ``RUN/export`` and ``RUN/image_export`` to ``grounded_text/shipped/<name>/``,
 scores the copied text tower on STS (``shipped_figures``: Pearson r of the cosine, with 95%
 intervals) and writes ``model.json`` and the export's ``model_card.md``. It refuses a model
 over ``MAX_BYTES`` (the wheel's budget per shipped model).
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_text.pretrained import MODEL_FILE, PRETRAINED_DIR
+from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
 
 #: The wheel's budget per shipped model (both towers, on disk).
 MAX_BYTES = 10 * 1000 * 1000
@@ -375,7 +375,7 @@ def check_run(name: str, run_dir: str | Path) -> dict:
 
 def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None, work_dir: str | Path = "runs",
           log=print) -> dict:
-    """Makes ``grounded_text/pretrained/<name>/`` from a run of the recipe (trained here
+    """Makes ``grounded_text/shipped/<name>/`` from a run of the recipe (trained here
     unless ``run_dir`` is given, which must be a finished run of the recipe's command:
     ``check_run``). Returns the record written to ``model.json``.
 
@@ -401,8 +401,8 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
             raise RuntimeError(f"training {name} failed: {shlex.join(command)}")
     run_dir = Path(run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    target = PRETRAINED_DIR / name
-    staged = PRETRAINED_DIR / f".{name}.tmp"
+    target = SHIPPED_DIR / name
+    staged = SHIPPED_DIR / f".{name}.tmp"
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir()
     for part in ("export", "image_export"):
@@ -485,7 +485,7 @@ def as_run(name: str, run_dir: str | Path) -> Path:
       FileExistsError: ``run_dir`` already holds a ``metrics.json`` (never overwritten).
     """
     RECIPES[name]  # KeyError for an unknown name
-    source = PRETRAINED_DIR / name
+    source = SHIPPED_DIR / name
     if not (source / MODEL_FILE).is_file():
         raise FileNotFoundError(f"{source} holds no shipped model ({MODEL_FILE} missing).")
     run_dir = Path(run_dir)

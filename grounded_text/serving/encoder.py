@@ -716,10 +716,10 @@ def resolve_model(path_or_handle: str | os.PathLike) -> str | os.PathLike:
       >>> resolve_model("runs/my_run/export")
       'runs/my_run/export'
     """
-    from grounded_text import pretrained
+    from grounded_text import shipped
 
-    if pretrained.is_name(path_or_handle) and not Path(path_or_handle).exists():
-        return pretrained.export_dir(path_or_handle)
+    if shipped.is_name(path_or_handle) and not Path(path_or_handle).exists():
+        return shipped.export_dir(path_or_handle)
     return path_or_handle
 
 
@@ -789,10 +789,10 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_e
         recover_export(path)
         if not (path / "saved_model.pb").is_file():
             if not path.exists():
-                from grounded_text import pretrained
+                from grounded_text import shipped
 
                 raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb), nor "
-                                        f"the name of a shipped model ({', '.join(pretrained.names()) or 'none'}).")
+                                        f"the name of a shipped model ({', '.join(shipped.names()) or 'none'}).")
             raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
         handle = folder = str(path)
     else:

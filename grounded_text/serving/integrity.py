@@ -254,10 +254,10 @@ def _local_folder(model) -> Path | None:
     ``None`` for a handle that is not a folder and not a URL."""
     import os
 
-    from grounded_text import pretrained
+    from grounded_text import shipped
 
-    if pretrained.is_name(model) and not Path(model).exists():
-        return pretrained.export_dir(model)
+    if shipped.is_name(model) and not Path(model).exists():
+        return shipped.export_dir(model)
     text = os.fspath(model)
     if "://" in str(text) and not Path(text).exists():
         import tensorflow_hub as hub

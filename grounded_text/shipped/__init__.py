@@ -1,6 +1,9 @@
-"""Trained encoders shipped inside the package: ``gt.load(NAME)`` works offline, at once.
+"""What ships inside the package, and the index of its trained encoders: ``gt.load(NAME)``
+works offline, at once.
 
-Each shipped model is a folder ``grounded_text/pretrained/<name>/`` holding
+This folder holds the weights of the image network the shipped models' image towers read
+(``efficientnet_lite0_imagenet.weights.h5``, ``grounded_text.vision.lite0``) and one folder
+``<name>/`` per shipped model, holding
 
 * ``export/``: the TF Hub text tower (``saved_model.pb``, ``variables/``, ``assets/``) with its
   ``model_card.md`` (figures with 95% intervals, the training command and data, the data's
@@ -17,15 +20,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["PRETRAINED_DIR", "MODEL_FILE", "names", "export_dir", "image_export_dir", "models", "is_name"]
+__all__ = ["SHIPPED_DIR", "MODEL_FILE", "names", "export_dir", "image_export_dir", "models", "is_name"]
 
-PRETRAINED_DIR = Path(__file__).resolve().parent
+SHIPPED_DIR = Path(__file__).resolve().parent
 MODEL_FILE = "model.json"
 
 
 def names() -> list[str]:
     """The shipped models' names, sorted."""
-    return sorted(p.parent.name for p in PRETRAINED_DIR.glob(f"*/{MODEL_FILE}"))
+    return sorted(p.parent.name for p in SHIPPED_DIR.glob(f"*/{MODEL_FILE}"))
 
 
 def is_name(value) -> bool:
@@ -36,7 +39,7 @@ def is_name(value) -> bool:
 def _folder(name: str) -> Path:
     if not is_name(name):
         raise KeyError(f"no shipped model {name!r}; shipped: {', '.join(names()) or 'none'}.")
-    return PRETRAINED_DIR / name
+    return SHIPPED_DIR / name
 
 
 def export_dir(name: str) -> Path:
@@ -66,7 +69,7 @@ def models() -> list[dict]:
     ``data``, ``licence`` and ``path`` (the text tower, for ``gt.load``)."""
     out = []
     for name in names():
-        folder = PRETRAINED_DIR / name
+        folder = SHIPPED_DIR / name
         record = json.loads((folder / MODEL_FILE).read_text(encoding="utf-8"))
         record["name"] = name
         record["size_bytes"] = _bytes(folder / "export") + _bytes(folder / "image_export")
