@@ -318,18 +318,12 @@ def _check_against_source(spec: Param, what: str):
 
 
 def test_encoder_table_matches_the_builders():
-    from grounded_text.models import backbone, bordes, char_level, components, paper_baselines, two_branch, vete
+    # The builders read their keys from ENCODER_PARAMS itself; what is checked here is that every
+    # registered builder has a table and each entry matches the argument or constant it names.
     from grounded_text.models.registry import MODELS
 
-    keys = {"vete_bow": vete.BOW_KEYS, "vete_rnn": components.RNN_KEYS, "vete_cnn": vete.CNN_KEYS,
-            "bordes_cg_pg": bordes.BORDES_KEYS, "two_branch_khard": two_branch.TWO_BRANCH_KEYS,
-            "char_gru_attention": char_level.CHAR_KEYS, "grounded_pretrained": backbone.PRETRAINED_KEYS,
-            "pure_text_rnn": paper_baselines.LM_KEYS, "pin_model_a": paper_baselines.LM_KEYS,
-            "vete_bow_word": paper_baselines.WORD_LEVEL_KEYS, "seq": paper_baselines.SEQ_KEYS,
-            "ground_sent": paper_baselines.GROUND_SENT_KEYS}
-    assert set(ENCODER_PARAMS) == set(MODELS) == set(keys)
+    assert set(ENCODER_PARAMS) == set(MODELS)
     for builder, table in ENCODER_PARAMS.items():
-        assert set(table) == set(keys[builder]), builder
         for key, spec in table.items():
             _check_against_source(spec, f"{builder}.{key}")
     for name, p in PRESETS.items():

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from grounded_text.config.params import ENCODER_PARAMS, TINY_EMBEDDING_DIM, TINY_ENCODERS
 from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
 from grounded_text.models.registry import MODELS, preset_config, resolve_config
 from grounded_text.papers import resolve as resolve_mod
 from grounded_text.papers.presets import PRESETS as RECORDS
-from grounded_text.papers.presets import Preset, get_preset, leaves
+from grounded_text.papers.presets import Preset, get_preset, leaves, tiny_encoders
 from grounded_text.train import config_from_args, parse_args
 from grounded_text.training.trainer import train
 
@@ -35,14 +36,9 @@ BUILDABLE = sorted(n for n in RECORDS if n != "grounded_pretrained" and n not in
 CAPS = ["A dog runs on the beach .", "A dog jumps .", "Two kids play in the snow", "a cat sleeps",
         "A man rides a bike", "a black dog swims", "two girls on a bench", "a red car"]
 PROBE = ["a dog runs on the beach", "", "zebra unicorn", "café 🐶 naïve"]
-SMALL = {  # tiny sizes for tests (N = 8)
-    "two_branch_khard": {"hidden_units": [16]},
-    "vete_rnn": {"word_dim": 8},
-    "vete_cnn": {"word_dim": 8, "filters": 4},
-    "bordes_cg_pg": {"word_dim": 8, "grounded_hidden": 8, "grounded_dim": 8},
-    "char_gru_attention": {"char_dim": 4, "attention_units": 8, "units": 4},
-    "char_gru_attention_512": {"char_dim": 4, "attention_units": 8, "units": 4},
-}
+# Each builder's tiny sizes (the smoke runs' too), by preset name, for N = TINY_EMBEDDING_DIM.
+SMALL = tiny_encoders()
+N = TINY_EMBEDDING_DIM
 
 
 def _layers(gm):
@@ -58,12 +54,12 @@ def _one(gm, cls_name):
 # ----------------------------------------------------------------------------- the records
 
 
-def test_every_record_names_a_builder_and_every_paper_preset_is_there():
-    assert set(MODELS) == {"vete_bow", "vete_rnn", "vete_cnn", "bordes_cg_pg", "two_branch_khard",
-                           "char_gru_attention", "grounded_pretrained", "pure_text_rnn", "pin_model_a",
-                           "vete_bow_word", "seq", "ground_sent"}
-    assert set(RECORDS) == (set(MODELS) - {"ground_sent"}) | {"char_gru_attention_512", "gs_img", "gs_cap",
-                                                              "gs_both"}
+def test_every_record_names_a_builder_and_every_builder_has_its_tables_and_a_record():
+    # The registry is the list of builders; each has its parameter table, its tiny sizes and a record.
+    assert set(MODELS) == set(ENCODER_PARAMS) == set(TINY_ENCODERS)
+    assert {p.builder for p in RECORDS.values()} == set(MODELS)
+    for builder, tiny in TINY_ENCODERS.items():
+        assert set(tiny) <= set(ENCODER_PARAMS[builder]), builder
     assert {RECORDS[n].builder for n in ("gs_img", "gs_cap", "gs_both")} == {"ground_sent"}
     for name, p in RECORDS.items():
         assert p.name == name and p.builder in MODELS and p.paper
@@ -352,7 +348,7 @@ def test_training_values_reach_the_optimizer_and_the_batches(data_dir):
     assert np.isclose(float(s.model.train_model.optimizer.learning_rate), 2e-4)
     # The char record selects on dev retrieval; selection is not what is checked here.
     over = {**small, "train": {"select_on": "val_loss"},
-            "model": {"embedding_dim": 8, "encoder": SMALL["char_gru_attention"]}}
+            "model": {"embedding_dim": N, "encoder": SMALL["char_gru_attention"]}}
     s = prepare_training(preset_config("char_gru_attention", over), data_dir)
     assert next(iter(s.train_ds))["caption"].shape[0] == 32
     lr = s.model.train_model.optimizer._learning_rate
@@ -423,7 +419,7 @@ def test_readme_job_keeps_todays_configuration():
 def test_mixed_float16_train_step_keeps_float32_outputs(name):
     keras.mixed_precision.set_global_policy("mixed_float16")
     vocab = build_vocabulary(CAPS)
-    model_cfg = resolve_config(ExperimentConfig(model=ModelConfig(name=name, embedding_dim=8,
+    model_cfg = resolve_config(ExperimentConfig(model=ModelConfig(name=name, embedding_dim=N,
                                                                   encoder=SMALL.get(name, {})))).model
     gm = build_model(model_cfg, TextConfig(), vocab, feature_dim=6, seed=0, train_captions=CAPS)
     gm.train_model.compile(optimizer=keras.optimizers.Adam(1e-2), run_eagerly=True)
@@ -439,7 +435,9 @@ def test_mixed_float16_train_step_keeps_float32_outputs(name):
             break
     assert changed
     out = gm.text_tower(tf.constant(PROBE))
-    assert out.dtype == tf.float32 and out.shape == (len(PROBE), 8)
+    # bordes_cg_pg exports its grounded space g(u), whose width is grounded_dim.
+    width = SMALL[name]["grounded_dim"] if RECORDS[name].builder == "bordes_cg_pg" else N
+    assert out.dtype == tf.float32 and out.shape == (len(PROBE), width)
     assert np.isfinite(out.numpy()).all()
     assert gm.image_tower(x["image_features"]).dtype == tf.float32
     # The loss is float32 too (the training model's output and the added loss): a float16 loss
@@ -456,8 +454,7 @@ def test_every_preset_trains_on_real_slice_and_exports_a_loadable_hub_module(dat
     for name in PRESETS:
         cfg = ExperimentConfig(
             data=DataConfig(max_train_images=64, max_dev_images=16, batch_size=32),
-            model=ModelConfig(name=name, embedding_dim=16,
-                              encoder={**SMALL.get(name, {}), **({"units": 8} if name.startswith("char") else {})}),
+            model=ModelConfig(name=name, embedding_dim=N, encoder=SMALL.get(name, {})),
             train=TrainConfig(epochs=2 if name == "char_gru_attention" else 1, learning_rate=3e-3,
                               select_on="val_loss", cycle_epochs=1),
         )
@@ -493,7 +490,7 @@ def test_every_preset_trains_on_real_slice_and_exports_a_loadable_hub_module(dat
     for name in PRESETS:
         values = np.array(got[name]["values"], dtype=np.float32)
         # bordes_cg_pg exports its grounded space g(u), whose width is grounded_dim.
-        dim = SMALL[name]["grounded_dim"] if name == "bordes_cg_pg" else 16
+        dim = SMALL[name]["grounded_dim"] if name == "bordes_cg_pg" else N
         assert got[name]["dtype"] == "float32" and values.shape == (len(PROBE), dim), name
         np.testing.assert_allclose(values, in_process[name], atol=1e-5, err_msg=name)
         norms = np.linalg.norm(values, axis=1)

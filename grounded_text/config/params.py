@@ -10,8 +10,10 @@ true. ``coerce_param`` turns such values into the parameter's type (``"False"`` 
 before TensorFlow is imported (this module imports neither TensorFlow nor Keras).
 
 ``ENCODER_PARAMS`` maps each builder of ``grounded_text.models.registry.MODELS`` to its
-encoder parameters, ``LOSS_PARAMS`` each loss of ``grounded_text.config.schema.LOSSES`` and each
-baseline objective of ``grounded_text.config.schema.BASELINE_OBJECTIVES`` to its parameters.
+encoder parameters (the builder reads its table here: it is the one list of what it takes),
+``TINY_ENCODERS`` each builder to its smallest sizes (for tests and smoke runs), and
+``LOSS_PARAMS`` each loss of ``grounded_text.config.schema.LOSSES`` and each baseline
+objective of ``grounded_text.config.schema.BASELINE_OBJECTIVES`` to its parameters.
 Each ``Param.source`` names where the value goes (``"module:Class.argument"``, or
 ``"module:CONSTANT"`` for a closed set of values the builder checks itself); a test
 compares the tables with those signatures and constants, so they cannot drift apart.
@@ -75,7 +77,8 @@ _BOW = "grounded_text.layers.bow_encoder:BagOfWordsEncoder"
 _LM = "grounded_text.layers.language_model:RecurrentLanguageModel"
 
 _TRAINABLE = {"trainable_embeddings": Param(bool, True, source=f"{_RNN}.trainable_embeddings")}
-_RNN_PARAMS = {
+#: ``RNNEncoder``'s parameters (``vete_rnn`` takes these; ``bordes_cg_pg`` adds its projection).
+RNN_PARAMS = {
     "word_dim": Param(int, 300, minimum=1, source=f"{_RNN}.word_dim"),
     "units": Param(int, 512, nullable=True, minimum=1, source=f"{_RNN}.units", note="None = N"),
     "num_layers": Param(int, 1, minimum=1, maximum=3, source=f"{_RNN}.num_layers"),
@@ -95,7 +98,7 @@ _PROJECTION = {
 #: Builder name (``grounded_text.models.registry.MODELS``) → encoder parameter → ``Param``.
 ENCODER_PARAMS: dict[str, dict[str, Param]] = {
     "vete_bow": {"trainable_embeddings": Param(bool, True, source=f"{_BOW}.trainable_embeddings")},
-    "vete_rnn": _RNN_PARAMS,
+    "vete_rnn": RNN_PARAMS,
     "vete_cnn": {
         "word_dim": Param(int, 300, minimum=1, source="grounded_text.layers.cnn_encoder:KimCNNEncoder.word_dim"),
         "filter_widths": Param(list, [3, 4, 5], minimum=1,
@@ -107,7 +110,7 @@ ENCODER_PARAMS: dict[str, dict[str, Param]] = {
                                       source="grounded_text.layers.cnn_encoder:KimCNNEncoder.trainable_embeddings"),
     },
     "bordes_cg_pg": {
-        **_RNN_PARAMS, **_PROJECTION,
+        **RNN_PARAMS, **_PROJECTION,
         "export_space": Param(str, REQUIRED, choices=("grounded", "textual"),
                               source="grounded_text.models.bordes:EXPORT_SPACES",
                               note="the space exported as the main text tower"),
@@ -176,6 +179,28 @@ ENCODER_PARAMS: dict[str, dict[str, Param]] = {
         "units": Param(int, 512, minimum=1, source=f"{_RNN}.units"),
         "decoder_word_dim": Param(int, REQUIRED, minimum=1, source=f"{_LM}.word_dim"),
     },
+}
+
+#: ``model.embedding_dim`` N that ``TINY_ENCODERS`` are sized for.
+TINY_EMBEDDING_DIM = 16
+
+#: Builder → the smallest encoder sizes that build and train at N = ``TINY_EMBEDDING_DIM``,
+#: merged over the record's encoder by the tests and the smoke runs (one table for both, so
+#: the two cannot disagree). ``{}``: the record's sizes are kept (N alone sets the size, or the
+#: model's own tests size it). The character model's ``units`` = 8 are per direction: 8 × 2 = N.
+TINY_ENCODERS: dict[str, dict] = {
+    "vete_bow": {},
+    "vete_rnn": {"word_dim": 8, "units": 8},
+    "vete_cnn": {"word_dim": 8, "filters": 4},
+    "bordes_cg_pg": {"word_dim": 8, "units": 8, "grounded_hidden": 8, "grounded_dim": 8},
+    "two_branch_khard": {"hidden_units": [16]},
+    "char_gru_attention": {"char_dim": 4, "units": 8, "attention_units": 8},
+    "grounded_pretrained": {},
+    "pure_text_rnn": {},
+    "pin_model_a": {},
+    "vete_bow_word": {},
+    "seq": {},
+    "ground_sent": {},
 }
 
 # ----------------------------------------------------------------------------- losses
@@ -451,5 +476,5 @@ def type_params(params: dict, field: str, where=None) -> dict:
     return out
 
 
-__all__ = ["ENCODER_PARAMS", "LOSS_PARAMS", "Param", "ParamError", "REQUIRED", "check_model_params", "check_params",
-           "coerce_param", "type_params"]
+__all__ = ["ENCODER_PARAMS", "LOSS_PARAMS", "RNN_PARAMS", "TINY_EMBEDDING_DIM", "TINY_ENCODERS", "Param", "ParamError",
+           "REQUIRED", "check_model_params", "check_params", "coerce_param", "type_params"]

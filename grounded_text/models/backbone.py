@@ -25,14 +25,12 @@ import dataclasses
 import keras
 import tensorflow as tf
 
+from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
-from grounded_text.layers.branches import GroundedProjection
 from grounded_text.layers.backbone_encoder import build_pretrained_text_tower
+from grounded_text.layers.branches import GroundedProjection
 from grounded_text.models.components import GROUNDING_KEYS, build_identity_image_tower, family_loss, require_params
 from grounded_text.models.grounded_model import GroundedModel, assemble
-
-PRETRAINED_KEYS = ("preset", "sequence_length", "trainable_backbone", "projection", "grounded_hidden",
-                   "grounded_dim", "anchor_weight")
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
@@ -76,7 +74,7 @@ def build_grounded_pretrained(model: ModelConfig, text: TextConfig, vocabulary, 
     Raises:
       ValueError: no ``preset`` given; a missing or unknown encoder or loss parameter.
     """
-    p = require_params(model, model.encoder, PRETRAINED_KEYS, "encoder")
+    p = require_params(model, model.encoder, ENCODER_PARAMS["grounded_pretrained"], "encoder")
     if not p["preset"]:
         raise ValueError("grounded_pretrained needs --encoder-param preset=DIR (a local keras-hub "
                          "or Hugging Face-format model folder).")

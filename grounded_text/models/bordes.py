@@ -27,12 +27,12 @@ import dataclasses
 
 import keras
 
+from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.branches import GroundedProjection
 from grounded_text.layers.rnn_encoder import RNNEncoder
 from grounded_text.models.components import (
     GROUNDING_KEYS,
-    RNN_KEYS,
     build_identity_image_tower,
     family_loss,
     init_word_embeddings,
@@ -42,7 +42,6 @@ from grounded_text.models.components import (
 )
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
-BORDES_KEYS = RNN_KEYS + ("projection", "grounded_hidden", "grounded_dim", "export_space")
 EXPORT_SPACES = ("grounded", "textual")
 
 
@@ -86,7 +85,7 @@ def build_bordes_cg_pg(model: ModelConfig, text: TextConfig, vocabulary, feature
     Raises:
       ValueError: a missing or unknown encoder or loss parameter; N unset.
     """
-    p = require_params(model, model.encoder, BORDES_KEYS, "encoder")
+    p = require_params(model, model.encoder, ENCODER_PARAMS["bordes_cg_pg"], "encoder")
     export_space = p["export_space"]
     if export_space not in EXPORT_SPACES:
         raise ValueError(f"bordes_cg_pg: export_space must be one of {EXPORT_SPACES}, got {export_space!r}.")

@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import keras
 
+from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.branches import LinearImageEncoder
 from grounded_text.layers.char_encoder import CharacterEncoder
 from grounded_text.models.components import TRIPLET_KEYS, character_preprocessor, family_loss, require_params
 from grounded_text.models.grounded_model import GroundedModel, assemble
-
-CHAR_KEYS = ("char_dim", "units", "num_layers", "cell", "bidirectional", "pooling", "attention_units", "max_chars",
-             "attention_heads", "attention_include_padding", "attention_diversity_margin", "char_embedding_init",
-             "weight_init", "char_ids")
 
 
 def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
@@ -65,7 +62,7 @@ def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, f
       ValueError: no ``train_captions``; a missing or unknown encoder or loss parameter;
         N unset or different from units × directions × attention heads.
     """
-    p = require_params(model, model.encoder, CHAR_KEYS, "encoder")
+    p = require_params(model, model.encoder, ENCODER_PARAMS["char_gru_attention"], "encoder")
     directions = 2 if p["bidirectional"] else 1
     heads = int(p["attention_heads"])
     units, n = p["units"], model.embedding_dim

@@ -28,6 +28,7 @@ import inspect
 
 import keras
 
+from grounded_text.config.params import RNN_PARAMS
 from grounded_text.config.schema import LOSSES, ModelConfig, TextConfig
 from grounded_text.layers.char_encoder import PRINTABLE_CHARACTERS, CharacterPreprocessor, build_character_vocabulary
 from grounded_text.layers.text_preprocessor import TextPreprocessor
@@ -57,7 +58,9 @@ def make_loss(name: str, params: dict | None = None, seed: int = 0):
 
 
 def require_params(model: ModelConfig, params: dict, keys, what: str) -> dict:
-    """``params`` checked against the builder's parameter names ``keys``.
+    """``params`` checked against the builder's parameter names ``keys``: its table of
+    ``grounded_text.config.params.ENCODER_PARAMS`` (the names are its keys), so the table
+    is the one list of what a builder takes.
 
     The builders hide no defaults: every parameter comes from the preset record
     (``grounded_text.papers.presets``) or the user, through ``ModelConfig.encoder`` /
@@ -135,14 +138,11 @@ def word_tower(model: ModelConfig, text: TextConfig, vocabulary, encoder_cls, kw
     return keras.Model(sentences, embedding, name="text_tower")
 
 
-RNN_KEYS = ("word_dim", "units", "num_layers", "cell", "pooling", "bidirectional", "dropout", "trainable_embeddings")
-
-
 def rnn_encoder_kwargs(model: ModelConfig, params: dict) -> dict:
-    """``RNNEncoder`` arguments from the ``RNN_KEYS`` of ``params``: ``units=None`` means N;
-    a projection to N is added when the pooled state's size differs from N."""
+    """``RNNEncoder`` arguments from the ``RNN_PARAMS`` keys of ``params``: ``units=None``
+    means N; a projection to N is added when the pooled state's size differs from N."""
     n = require_embedding_dim(model)
-    p = {k: params[k] for k in RNN_KEYS}
+    p = {k: params[k] for k in RNN_PARAMS}
     units = int(p.pop("units") or n)
     state = units * (2 if p["bidirectional"] else 1)
     return {**p, "units": units, "output_dim": None if state == n else n}

@@ -34,6 +34,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
@@ -60,10 +61,6 @@ from grounded_text.models.components import (
 )
 from grounded_text.models.grounded_model import GroundedModel, TrainModel
 
-LM_KEYS = ("word_dim",)
-WORD_LEVEL_KEYS = ("trainable_embeddings",)
-SEQ_KEYS = ("trainable_embeddings",)
-GROUND_SENT_KEYS = ("trainable_embeddings", "units", "decoder_word_dim")
 GROUND_SENT_LOSSES = ("cap2img", "cap2cap", "cap2both")
 
 
@@ -91,7 +88,8 @@ def _l2(name: str):
 
 def _language_model(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, image_init: bool):
     _require_loss(model, ("next_token",))
-    p = require_params(model, model.encoder, LM_KEYS, "encoder")
+    builder = "pin_model_a" if image_init else "pure_text_rnn"
+    p = require_params(model, model.encoder, ENCODER_PARAMS[builder], "encoder")
     units = require_embedding_dim(model)
     preprocessor = word_preprocessor(text, vocabulary)
     lm = RecurrentLanguageModel(preprocessor.vocabulary_size, int(p["word_dim"]), units, name="language_model")
@@ -165,7 +163,7 @@ def build_vete_bow_word(model: ModelConfig, text: TextConfig, vocabulary, featur
     Raises:
       ValueError: a missing or unknown encoder key; N unset.
     """
-    p = require_params(model, model.encoder, WORD_LEVEL_KEYS, "encoder")
+    p = require_params(model, model.encoder, ENCODER_PARAMS["vete_bow_word"], "encoder")
     n = require_embedding_dim(model)
     preprocessor = word_preprocessor(text, vocabulary)
     encoder = BagOfWordsEncoder(preprocessor.vocabulary_size, n, pooling=model.pooling,
@@ -214,7 +212,7 @@ def build_seq(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int
       ValueError: another loss; a missing or unknown encoder key; N unset.
     """
     _require_loss(model, ("regression",))
-    p = require_params(model, model.encoder, SEQ_KEYS, "encoder")
+    p = require_params(model, model.encoder, ENCODER_PARAMS["seq"], "encoder")
     d_t = require_embedding_dim(model)
     preprocessor = word_preprocessor(text, vocabulary)
     t = _glove_t(model, preprocessor, bool(p["trainable_embeddings"]))
@@ -263,7 +261,7 @@ def build_ground_sent(model: ModelConfig, text: TextConfig, vocabulary, feature_
       ValueError: another loss; a missing or unknown encoder key; N unset.
     """
     objective = _require_loss(model, GROUND_SENT_LOSSES)
-    p = require_params(model, model.encoder, GROUND_SENT_KEYS, "encoder")
+    p = require_params(model, model.encoder, ENCODER_PARAMS["ground_sent"], "encoder")
     preprocessor = word_preprocessor(text, vocabulary)
     t = _glove_t(model, preprocessor, False)
     units = int(p["units"])

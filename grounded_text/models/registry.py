@@ -16,6 +16,7 @@ re-exported here); set them to override. The builders read the resolved config a
 from __future__ import annotations
 
 from grounded_text.config.schema import SAMPLERS, SCHEDULES, SELECT_ON  # noqa: F401 (re-exported)
+from grounded_text.models.backbone import build_grounded_pretrained
 from grounded_text.models.bordes import build_bordes_cg_pg
 from grounded_text.models.char_level import build_char_gru_attention
 from grounded_text.models.paper_baselines import (
@@ -25,7 +26,6 @@ from grounded_text.models.paper_baselines import (
     build_seq,
     build_vete_bow_word,
 )
-from grounded_text.models.backbone import build_grounded_pretrained
 from grounded_text.models.two_branch import build_two_branch_khard
 from grounded_text.models.vete import build_vete_bow, build_vete_cnn, build_vete_rnn
 from grounded_text.papers.presets import get_preset

@@ -14,6 +14,7 @@ import dataclasses
 
 import keras
 
+from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.branches import MLPBranch
@@ -26,8 +27,6 @@ from grounded_text.models.components import (
     word_preprocessor,
 )
 from grounded_text.models.grounded_model import GroundedModel, assemble
-
-TWO_BRANCH_KEYS = ("word_dim", "trainable_embeddings", "hidden_units", "dropout", "batch_norm")
 
 
 def build_two_branch_khard(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
@@ -52,7 +51,7 @@ def build_two_branch_khard(model: ModelConfig, text: TextConfig, vocabulary, fea
     Raises:
       ValueError: a missing or unknown encoder or loss parameter; N unset.
     """
-    p = require_params(model, model.encoder, TWO_BRANCH_KEYS, "encoder")
+    p = require_params(model, model.encoder, ENCODER_PARAMS["two_branch_khard"], "encoder")
     n = require_embedding_dim(model)
     vectors = model.word_vectors
     if vectors is not None and str(vectors).lower() == "none":

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import keras
 
+from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.cnn_encoder import KimCNNEncoder
 from grounded_text.layers.rnn_encoder import RNNEncoder
 from grounded_text.models.components import (
-    RNN_KEYS,
     build_affine_image_tower,
     family_loss,
     init_word_embeddings,
@@ -36,9 +36,6 @@ from grounded_text.models.components import (
 )
 from grounded_text.models.grounded_model import GroundedModel, assemble
 from grounded_text.papers.resolve import fill_model_text
-
-BOW_KEYS = ("trainable_embeddings",)
-CNN_KEYS = ("word_dim", "filter_widths", "filters", "dropout", "trainable_embeddings")
 
 
 def build_bow_text_tower(
@@ -55,7 +52,8 @@ def build_bow_text_tower(
 
 
 def _bow_text_tower(model: ModelConfig, text: TextConfig, vocabulary, vocabulary_file=None) -> keras.Model:
-    p = require_params(model, {k: v for k, v in model.encoder.items() if k in BOW_KEYS}, BOW_KEYS, "encoder")
+    table = ENCODER_PARAMS["vete_bow"]
+    p = require_params(model, {k: v for k, v in model.encoder.items() if k in table}, table, "encoder")
     preprocessor = word_preprocessor(text, vocabulary, vocabulary_file)
     sentences = keras.Input(shape=(), dtype="string", name="sentences")
     ids = preprocessor(sentences)
@@ -86,7 +84,7 @@ def build_vete_bow(
     Raises:
       ValueError: a missing or unknown encoder key; N unset.
     """
-    require_params(model, model.encoder, BOW_KEYS, "encoder")
+    require_params(model, model.encoder, ENCODER_PARAMS["vete_bow"], "encoder")
     text_tower = _bow_text_tower(model, text, vocabulary)
     image_tower = build_affine_image_tower(feature_dim, require_embedding_dim(model))
     return assemble(text_tower, image_tower, _vete_loss(model, seed))
@@ -105,7 +103,7 @@ def build_vete_rnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim
     Raises:
       ValueError: a missing or unknown encoder key; N unset.
     """
-    p = require_params(model, model.encoder, RNN_KEYS, "encoder")
+    p = require_params(model, model.encoder, ENCODER_PARAMS["vete_rnn"], "encoder")
     tower = word_tower(model, text, vocabulary, RNNEncoder, rnn_encoder_kwargs(model, p), "rnn_encoder")
     image_tower = build_affine_image_tower(feature_dim, require_embedding_dim(model))
     return assemble(tower, image_tower, _vete_loss(model, seed))
@@ -124,7 +122,7 @@ def build_vete_cnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim
       ValueError: a missing or unknown encoder key; N unset.
     """
     n = require_embedding_dim(model)
-    kwargs = {**require_params(model, model.encoder, CNN_KEYS, "encoder"), "output_dim": n}
+    kwargs = {**require_params(model, model.encoder, ENCODER_PARAMS["vete_cnn"], "encoder"), "output_dim": n}
     tower = word_tower(model, text, vocabulary, KimCNNEncoder, kwargs, "cnn_encoder")
     image_tower = build_affine_image_tower(feature_dim, n)
     return assemble(tower, image_tower, _vete_loss(model, seed))

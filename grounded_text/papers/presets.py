@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+from grounded_text.config.params import TINY_ENCODERS
 from grounded_text.config.schema import ExperimentConfig, ModelConfig
 
 # Dict-valued fields whose keys are the builder's parameters (merged key by key).
@@ -597,6 +598,13 @@ def record_config(name: str) -> ExperimentConfig:
         section, field = path.split(".")
         base[section][field] = copy.deepcopy(value)
     return ExperimentConfig.from_dict(deep_merge(base, preset.config))
+
+
+def tiny_encoders() -> dict[str, dict]:
+    """Preset name → its builder's tiny encoder sizes (``grounded_text.config.params.TINY_ENCODERS``,
+    for N = ``TINY_EMBEDDING_DIM``), for the presets whose builder has any: the
+    ``model.encoder`` overrides of tests and smoke runs."""
+    return {name: dict(TINY_ENCODERS[p.builder]) for name, p in PRESETS.items() if TINY_ENCODERS.get(p.builder)}
 
 
 def _fmt(v) -> str:
