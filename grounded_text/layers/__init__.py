@@ -17,6 +17,7 @@ from grounded_text.layers.pooling import (
     masked_mean,
 )
 from grounded_text.layers.rnn_encoder import RNNEncoder
+from grounded_text.layers.stacked_rnn import StackedRNN
 from grounded_text.layers.text_preprocessor import TextPreprocessor, build_vocabulary, tokenize
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "LinearImageEncoder",
     "MLPBranch",
     "RNNEncoder",
+    "StackedRNN",
     "TextPreprocessor",
     "build_character_vocabulary",
     "build_vocabulary",

@@ -14,7 +14,6 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from grounded_text.layers.fused_rnn import bidirectional_gru, can_fuse
 from grounded_text.layers.pooling import (
     WEIGHT_INITS,
     ScalarAttentionPooling,
@@ -22,9 +21,8 @@ from grounded_text.layers.pooling import (
     masked_max,
     masked_mean,
 )
-from grounded_text.layers.rnn_encoder import CELLS
+from grounded_text.layers.stacked_rnn import CELLS, StackedRNN
 from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
-from grounded_text.layers.torch_init import rnn_initializers
 
 # "attention" is Merkx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
 CHAR_POOLINGS = ("attention", "scalar_attention", "max", "mean")
@@ -204,7 +202,7 @@ class CharacterPreprocessor(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="grounded_text")
 class CharacterEncoder(keras.layers.Layer):
-    """Character ids → embeddings → bidirectional RNN(s) → attention/max pooling → L2.
+    """Character ids → embeddings → bidirectional RNN(s) (``StackedRNN``) → attention/max pooling → L2.
 
     Merkx & Frank (2019, §3.1): 20-d character embeddings, a bidirectional
     GRU (or LSTM), then vector self-attention ``a_t = softmax_t(V tanh(W h_t + b_w) + b_v)
@@ -249,6 +247,11 @@ class CharacterEncoder(keras.layers.Layer):
         bias U(−1/√units, 1/√units) (``nn.GRU``, ``encoders.py:24-26``) and the attention's as
         their ``attention`` class draws them (``costum_layers.py:91-94``; see
         ``VectorAttentionPooling``).
+      dropout: dropout rate on the states between stacked RNN layers (training only; none
+        with one layer). Default 0.
+      fused_rnn: bidirectional GRUs through ``fused_rnn.bidirectional_gru`` (the same function
+        of the same weights, faster on CPUs); ``False``: Keras' own loop. Default ``True``. Not
+        serialised: it is no model choice; also settable later (``encoder.fused_rnn = False``).
 
     Call args:
       ids: int [B, T] character ids, 0 = padding.
@@ -268,15 +271,12 @@ class CharacterEncoder(keras.layers.Layer):
       12
     """
 
-    # Bidirectional GRUs run through ``fused_rnn.bidirectional_gru`` (the same function of the
-    # same weights, faster on CPUs); False = Keras' own loop. Not serialised: it is no model choice.
-    fused_rnn = True
-
     def __init__(self, vocabulary_size: int, char_dim: int = 20, units: int = 512, num_layers: int = 1,
                  cell: str = "gru", bidirectional: bool = True, pooling: str = "attention",
                  attention_units: int = 128, normalize: bool = True, attention_heads: int = 1,
                  attention_include_padding: bool = False, attention_diversity_margin: float | None = None,
-                 char_embedding_init: str = "uniform", weight_init: str = "keras", zero_ids=(), **kwargs):
+                 char_embedding_init: str = "uniform", weight_init: str = "keras", zero_ids=(),
+                 dropout: float = 0.0, fused_rnn: bool = True, **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"CharacterEncoder: cell must be one of {sorted(CELLS)}, got {cell!r}.")
@@ -293,6 +293,8 @@ class CharacterEncoder(keras.layers.Layer):
                              f"got {char_embedding_init!r}.")
         if weight_init not in WEIGHT_INITS:
             raise ValueError(f"CharacterEncoder: weight_init must be one of {WEIGHT_INITS}, got {weight_init!r}.")
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"CharacterEncoder: dropout must be in [0, 1), got {dropout}.")
         self.zero_ids = tuple(sorted({int(i) for i in zero_ids}))
         if any(not PADDING_ID < i < int(vocabulary_size) for i in self.zero_ids):
             raise ValueError(f"CharacterEncoder: zero_ids must lie in 1..{int(vocabulary_size) - 1}, "
@@ -300,20 +302,15 @@ class CharacterEncoder(keras.layers.Layer):
         self.vocabulary_size, self.char_dim, self.units = int(vocabulary_size), int(char_dim), int(units)
         self.num_layers, self.cell, self.bidirectional = int(num_layers), cell, bool(bidirectional)
         self.pooling, self.attention_units, self.normalize = pooling, int(attention_units), bool(normalize)
-        self.char_embedding_init, self.weight_init = char_embedding_init, weight_init
+        self.char_embedding_init, self.weight_init, self.dropout = char_embedding_init, weight_init, float(dropout)
         initializer = "uniform" if char_embedding_init == "uniform" else \
             keras.initializers.RandomNormal(mean=0.0, stddev=1.0)
         self.embedding = keras.layers.Embedding(self.vocabulary_size, self.char_dim, dtype=self.dtype_policy,
                                                 embeddings_initializer=initializer, name="char_embedding")
-        self.rnns = []
-        for i in range(self.num_layers):
-            torch_law = {} if weight_init == "keras" else {
-                **rnn_initializers(self.units), **({"unit_forget_bias": False} if cell == "lstm" else {})}
-            rnn = CELLS[cell](self.units, return_sequences=True, dtype=self.dtype_policy, name=f"{cell}_{i}",
-                              **torch_law)
-            if self.bidirectional:
-                rnn = keras.layers.Bidirectional(rnn, dtype=self.dtype_policy, name=f"bi_{cell}_{i}")
-            self.rnns.append(rnn)
+        # Saved weight files find the recurrent layers under ``rnns`` (the property below, which
+        # sorts before this attribute), where they were before the block existed.
+        self.stacked_rnn = StackedRNN(self.units, self.num_layers, cell, self.bidirectional, self.dropout,
+                                      weight_init, fused_rnn, dtype=self.dtype_policy, name="stacked_rnn")
         self.attention_heads = int(attention_heads)
         self.attention_include_padding = bool(attention_include_padding)
         self.attention_diversity_margin = (None if attention_diversity_margin is None
@@ -330,16 +327,26 @@ class CharacterEncoder(keras.layers.Layer):
                             if attention_cls is not None else [])
 
     @property
+    def rnns(self) -> list:
+        """The recurrent layers, bottom first (``StackedRNN.rnns``)."""
+        return self.stacked_rnn.rnns
+
+    @property
+    def fused_rnn(self) -> bool:
+        return self.stacked_rnn.fused
+
+    @fused_rnn.setter
+    def fused_rnn(self, value: bool):
+        self.stacked_rnn.fused = bool(value)
+
+    @property
     def output_dim(self) -> int:
-        return self.units * (2 if self.bidirectional else 1) * self.attention_heads
+        return self.stacked_rnn.output_dim * self.attention_heads
 
     def build(self, input_shape):
         self.embedding.build(input_shape)
-        shape = tuple(input_shape) + (self.char_dim,)
-        states = self.units * (2 if self.bidirectional else 1)
-        for rnn in self.rnns:
-            rnn.build(shape)
-            shape = tuple(input_shape) + (states,)
+        self.stacked_rnn.build_layers(tuple(input_shape) + (self.char_dim,))
+        shape = tuple(input_shape) + (self.stacked_rnn.output_dim,)
         for head in self.heads:
             head.build(shape)
         self.built = True
@@ -356,12 +363,7 @@ class CharacterEncoder(keras.layers.Layer):
         if self.zero_ids:  # a zero row with a zero gradient, as PyTorch's padding_idx
             live = tf.reduce_all(tf.not_equal(ids[..., None], tf.constant(self.zero_ids, ids.dtype)), axis=-1)
             h = h * tf.cast(live, h.dtype)[..., None]
-        for rnn in self.rnns:
-            if self.fused_rnn and can_fuse(rnn, training):
-                h = bidirectional_gru(rnn, h, mask, training)
-            else:
-                h = rnn(h, mask=mask, training=training)
-        return h, mask
+        return self.stacked_rnn(h, mask=mask, training=training), mask
 
     def call(self, ids, training=None):
         h, mask = self.sequence(ids, training)
@@ -403,5 +405,5 @@ class CharacterEncoder(keras.layers.Layer):
                       attention_heads=self.attention_heads, attention_include_padding=self.attention_include_padding,
                       attention_diversity_margin=self.attention_diversity_margin,
                       char_embedding_init=self.char_embedding_init, weight_init=self.weight_init,
-                      zero_ids=list(self.zero_ids))
+                      zero_ids=list(self.zero_ids), dropout=self.dropout)
         return config

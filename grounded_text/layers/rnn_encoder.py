@@ -5,16 +5,18 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from grounded_text.layers.pooling import last_valid, masked_max, masked_mean
+from grounded_text.layers.pooling import WEIGHT_INITS, last_valid, masked_max, masked_mean
+from grounded_text.layers.stacked_rnn import CELLS, StackedRNN
 from grounded_text.layers.text_preprocessor import PADDING_ID
 
-CELLS = {"gru": keras.layers.GRU, "lstm": keras.layers.LSTM}
+__all__ = ["CELLS", "RNN_POOLINGS", "RNNEncoder"]
+
 RNN_POOLINGS = ("last", "mean", "max")
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
 class RNNEncoder(keras.layers.Layer):
-    """Token ids → stacked GRU/LSTM → pooled state → (optional FC) → L2.
+    """Token ids → stacked GRU/LSTM (``StackedRNN``) → pooled state → (optional FC) → L2.
 
     ``h^(l) = RNN_l(h^(l−1))``, ``h^(0) = E[w]``, l = 1..num_layers; the sentence
     vector is the state at the last valid step (``pooling="last"``, VETE-RNN), the
@@ -38,6 +40,12 @@ class RNNEncoder(keras.layers.Layer):
       dropout: dropout between layers (training only).
       normalize: L2-normalise the output.
       trainable_embeddings: False freezes E (e.g. pretrained GloVe).
+      weight_init: the recurrent weights' law: ``"keras"`` (default: Keras' initialisers) or
+        ``"torch"`` (PyTorch's ``nn.GRU`` / ``nn.LSTM`` law; see ``StackedRNN``). The embedding
+        and the projection keep Keras' initialisers.
+      fused_rnn: bidirectional GRUs through ``fused_rnn.bidirectional_gru`` (the same function
+        of the same weights, faster on CPUs). Default ``False``: Keras' own loop. Not
+        serialised: it is no model choice; also settable later (``encoder.fused_rnn = True``).
 
     Call args:
       ids: int [B, T] token ids, 0 = padding.
@@ -62,7 +70,8 @@ class RNNEncoder(keras.layers.Layer):
     def __init__(self, vocabulary_size: int, word_dim: int = 300, units: int = 512, num_layers: int = 1,
                  cell: str = "gru", pooling: str = "last", bidirectional: bool = False,
                  output_dim: int | None = None, dropout: float = 0.0, normalize: bool = True,
-                 trainable_embeddings: bool = True, **kwargs):
+                 trainable_embeddings: bool = True, weight_init: str = "keras", fused_rnn: bool = False,
+                 **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"RNNEncoder: cell must be one of {sorted(CELLS)}, got {cell!r}.")
@@ -74,46 +83,56 @@ class RNNEncoder(keras.layers.Layer):
             raise ValueError("RNNEncoder: vocabulary_size, word_dim, units, output_dim must be >= 1.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"RNNEncoder: dropout must be in [0, 1), got {dropout}.")
+        if weight_init not in WEIGHT_INITS:
+            raise ValueError(f"RNNEncoder: weight_init must be one of {WEIGHT_INITS}, got {weight_init!r}.")
         self.vocabulary_size, self.word_dim, self.units = int(vocabulary_size), int(word_dim), int(units)
         self.num_layers, self.cell, self.pooling = int(num_layers), cell, pooling
         self.bidirectional, self.dropout = bool(bidirectional), float(dropout)
         self.output_dim = None if output_dim is None else int(output_dim)
         self.normalize, self.trainable_embeddings = bool(normalize), bool(trainable_embeddings)
+        self.weight_init = weight_init
         self.embedding = keras.layers.Embedding(self.vocabulary_size, self.word_dim, dtype=self.dtype_policy,
                                                 name="word_embedding")
         self.embedding.trainable = self.trainable_embeddings
-        self.rnns = []
-        for i in range(self.num_layers):
-            rnn = CELLS[cell](self.units, return_sequences=True, return_state=False, dtype=self.dtype_policy,
-                              name=f"{cell}_{i}")
-            if self.bidirectional:
-                rnn = keras.layers.Bidirectional(rnn, dtype=self.dtype_policy, name=f"bi_{cell}_{i}")
-            self.rnns.append(rnn)
-        self.drop = keras.layers.Dropout(self.dropout)
+        # Saved weight files find the recurrent layers under ``rnns`` (the property below, which
+        # sorts before this attribute), where they were before the block existed.
+        self.stacked_rnn = StackedRNN(self.units, self.num_layers, cell, self.bidirectional, self.dropout,
+                                      weight_init, fused_rnn, dtype=self.dtype_policy, name="stacked_rnn")
         self.projection = (keras.layers.Dense(self.output_dim, dtype=self.dtype_policy, name="projection")
                            if self.output_dim else None)
 
     @property
+    def rnns(self) -> list:
+        """The recurrent layers, bottom first (``StackedRNN.rnns``)."""
+        return self.stacked_rnn.rnns
+
+    @property
+    def drop(self) -> keras.layers.Dropout:
+        """The dropout between layers."""
+        return self.stacked_rnn.drop
+
+    @property
+    def fused_rnn(self) -> bool:
+        return self.stacked_rnn.fused
+
+    @fused_rnn.setter
+    def fused_rnn(self, value: bool):
+        self.stacked_rnn.fused = bool(value)
+
+    @property
     def state_dim(self) -> int:
-        return self.units * (2 if self.bidirectional else 1)
+        return self.stacked_rnn.output_dim
 
     def build(self, input_shape):
         self.embedding.build(input_shape)
-        shape = tuple(input_shape) + (self.word_dim,)
-        for rnn in self.rnns:
-            rnn.build(shape)
-            shape = tuple(input_shape) + (self.state_dim,)
+        self.stacked_rnn.build_layers(tuple(input_shape) + (self.word_dim,))
         if self.projection is not None:
             self.projection.build((input_shape[0], self.state_dim))
         self.built = True
 
     def call(self, ids, training=None):
         mask = tf.not_equal(ids, PADDING_ID)
-        h = self.embedding(ids)
-        for i, rnn in enumerate(self.rnns):
-            if i > 0:
-                h = self.drop(h, training=training)
-            h = rnn(h, mask=mask, training=training)
+        h = self.stacked_rnn(self.embedding(ids), mask=mask, training=training)
         if self.pooling == "mean":
             e = masked_mean(h, mask)
         elif self.pooling == "max":
@@ -139,5 +158,6 @@ class RNNEncoder(keras.layers.Layer):
         config.update(vocabulary_size=self.vocabulary_size, word_dim=self.word_dim, units=self.units,
                       num_layers=self.num_layers, cell=self.cell, pooling=self.pooling,
                       bidirectional=self.bidirectional, output_dim=self.output_dim, dropout=self.dropout,
-                      normalize=self.normalize, trainable_embeddings=self.trainable_embeddings)
+                      normalize=self.normalize, trainable_embeddings=self.trainable_embeddings,
+                      weight_init=self.weight_init)
         return config
