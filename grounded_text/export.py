@@ -19,7 +19,7 @@ def main(argv=None) -> int:
       not a keras-hub preset, an ``--output-dir`` that is not a folder or cannot be written,
       or bad flags.
     """
-    from grounded_text.cli import export_parser, export_usage_error
+    from grounded_text.config.flags import export_parser, export_usage_error
 
     a = export_parser().parse_args(argv)
     if export_usage_error(a):
