@@ -307,8 +307,9 @@ class CharacterEncoder(keras.layers.Layer):
             keras.initializers.RandomNormal(mean=0.0, stddev=1.0)
         self.embedding = keras.layers.Embedding(self.vocabulary_size, self.char_dim, dtype=self.dtype_policy,
                                                 embeddings_initializer=initializer, name="char_embedding")
-        # Saved weight files find the recurrent layers under ``rnns`` (the property below, which
-        # sorts before this attribute), where they were before the block existed.
+        # Keras' weight files walk a layer's attributes in sorted order and store each layer once,
+        # at its first name: ``rnns`` (the property below) sorts before ``stacked_rnn``, so files
+        # keep the recurrent layers where files saved before the block have them.
         self.stacked_rnn = StackedRNN(self.units, self.num_layers, cell, self.bidirectional, self.dropout,
                                       weight_init, fused_rnn, dtype=self.dtype_policy, name="stacked_rnn")
         self.attention_heads = int(attention_heads)

@@ -94,8 +94,9 @@ class RNNEncoder(keras.layers.Layer):
         self.embedding = keras.layers.Embedding(self.vocabulary_size, self.word_dim, dtype=self.dtype_policy,
                                                 name="word_embedding")
         self.embedding.trainable = self.trainable_embeddings
-        # Saved weight files find the recurrent layers under ``rnns`` (the property below, which
-        # sorts before this attribute), where they were before the block existed.
+        # Keras' weight files walk a layer's attributes in sorted order and store each layer once,
+        # at its first name: ``rnns`` (the property below) sorts before ``stacked_rnn``, so files
+        # keep the recurrent layers where files saved before the block have them.
         self.stacked_rnn = StackedRNN(self.units, self.num_layers, cell, self.bidirectional, self.dropout,
                                       weight_init, fused_rnn, dtype=self.dtype_policy, name="stacked_rnn")
         self.projection = (keras.layers.Dense(self.output_dim, dtype=self.dtype_policy, name="projection")
