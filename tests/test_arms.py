@@ -79,7 +79,7 @@ def test_an_arm_is_tested_against_the_baseline_seeds_spread_with_the_t_distribut
 
 
 def test_the_caption_gap_study_changes_one_thing_per_arm():
-    from grounded_text.ablation import CAPTION_GAP
+    from grounded_text.papers.studies import CAPTION_GAP
 
     rows = dict(CAPTION_GAP.rows)
     base = rows["base_s0"]
@@ -97,8 +97,8 @@ def test_the_caption_gap_study_changes_one_thing_per_arm():
 
 
 def test_the_record_study_pins_what_the_record_trains_now():
-    from grounded_text.ablation import CAPTION_GAP_RECORD
     from grounded_text.papers.resolve import resolve_config
+    from grounded_text.papers.studies import CAPTION_GAP_RECORD
 
     config = resolve_config(CAPTION_GAP_RECORD.config("record_1024_s0"))
     assert config.model.encoder["units"] == 1024 and config.model.encoder["char_embedding_init"] == "normal"

@@ -14,7 +14,10 @@ import pytest
 from grounded_text import ablation
 from grounded_text import benchmark as bench
 from grounded_text import reproduce as rp
-from grounded_text.experiments import paper_report
+from grounded_text.experiments import paper_report, studies
+from grounded_text.experiments.reproduction import forest_chart
+from grounded_text.papers.reproduction import PAPER_NAMES
+from grounded_text.papers.studies import SNAPSHOT_ENSEMBLE
 from grounded_text.reporting import charts
 from grounded_text.reporting.figures import FIGURES
 from grounded_text.reporting.tables import update_sections
@@ -156,13 +159,13 @@ def study_dir(tmp_path):
     out = tmp_path / "study"
     for run, m in (("last_epoch", _metrics(0.4, 0.5, [0.45, 0.55])),
                    ("ensemble_of_3_snapshots", _metrics(0.42, 0.56, [0.51, 0.61]))):
-        (out / ablation.run_dir_name(run)).mkdir(parents=True)
-        (out / ablation.run_dir_name(run) / "metrics.json").write_text(json.dumps(m))
+        (out / studies.run_dir_name(run)).mkdir(parents=True)
+        (out / studies.run_dir_name(run) / "metrics.json").write_text(json.dumps(m))
     return out
 
 
 def test_ablation_chart_rows_take_the_intervals_of_metrics_json(study_dir):
-    rows = ablation.chart_rows(ablation.SNAPSHOT_ENSEMBLE, study_dir)
+    rows = studies.chart_rows(SNAPSHOT_ENSEMBLE, study_dir)
     assert [r["run"] for r in rows] == ["last_epoch", "ensemble_of_3_snapshots"]  # the unfinished run is left out
     assert rows[1]["metrics"]["STS-B test r"] == (0.56, 0.51, 0.61)
     assert rows[0]["metrics"]["STS16 mean r"] == (0.4, None, None)
@@ -247,7 +250,7 @@ def test_charts_only_redraws_the_forest_plots_of_a_report_from_its_tables(tmp_pa
     docs = tmp_path / "report.md"
     section = "\n".join(["## Character-level grounding", ""] + paper_report.comparison_lines(
         {"comparison": _comparison(), "protocol": {"spaces": []}}))
-    update_sections(docs, {"merkx_frank": section}, rp.PAPER_NAMES, header=paper_report.DOCS_HEADER, tag="reproduce")
+    update_sections(docs, {"merkx_frank": section}, PAPER_NAMES, header=paper_report.DOCS_HEADER, tag="reproduce")
     assert rp.main(["all", "--charts-only", "--write-docs", str(docs)]) == 0
     text = docs.read_text(encoding="utf-8")
     assert text.count("](figures/report-merkx_frank.png)") == 1
@@ -269,7 +272,7 @@ def test_charts_only_needs_the_report_and_nothing_else(tmp_path):
 
 def test_a_report_without_comparable_figures_gets_no_forest_plot(tmp_path, capsys):
     rows = [dict(r, ours=None) for r in _comparison()]
-    assert not rp.forest_chart({"paper": "vete", "title": "t", "comparison": rows}, tmp_path / "f.png")
+    assert not forest_chart({"paper": "vete", "title": "t", "comparison": rows}, tmp_path / "f.png")
     assert not (tmp_path / "f.png").exists()
     assert "no forest plot" in capsys.readouterr().out
 
@@ -337,4 +340,4 @@ def test_the_docs_show_their_charts(doc):
         assert png.is_file(), link
         assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size < 150_000, link
     if doc == "reproduction.md":  # a forest plot in every paper's section
-        assert {f"figures/reproduction-{p}.png" for p in rp.PAPER_NAMES} <= set(links)
+        assert {f"figures/reproduction-{p}.png" for p in PAPER_NAMES} <= set(links)

@@ -319,11 +319,12 @@ def test_a_killed_parent_leaves_no_child_behind(tmp_path):
 
 def test_ablation_interrupted_prints_one_line_and_exits_130(tmp_path, capsys, monkeypatch):
     from grounded_text import ablation
+    from grounded_text.experiments import studies
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt  # what run_child raises once the training child has ended
 
-    monkeypatch.setattr(ablation, "run_study", interrupted)
+    monkeypatch.setattr(studies, "run_study", interrupted)
     study = sorted(ablation.STUDIES)[0]
     try:
         rc = ablation.main([study, "--output-dir", str(tmp_path / "out"), "--data-dir", str(tmp_path)])

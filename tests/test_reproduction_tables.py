@@ -9,9 +9,9 @@ from scipy import stats
 
 from grounded_text import reproduce as rp
 from grounded_text.evaluation.stats import paired_bootstrap, pearson_ci, williams_test
-from grounded_text.experiments import comparison as papers
-from grounded_text.experiments import paper_report, verdicts
+from grounded_text.experiments import comparison, paper_report, verdicts
 from grounded_text.papers import published as pf
+from grounded_text.papers.reproduction import BUDGETS, PAPER_NAMES, PAPERS
 
 MF_SUBSETS = {"STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
               "STS13": ("FNWN", "headlines", "OnWN"),
@@ -51,12 +51,12 @@ def _evaluation(paper: str, base: float = 0.6) -> dict:
                         "C_intra_ci95": [0.45, 0.55]},
           "transfer": {"MR": {"acc": 77.0, "n": 10662}, "CR": {"acc": 70.0, "n": 3775},
                        "MRPC": {"acc": 66.9, "f1": 77.4, "n": 1725}}}
-    spaces = [s for s, _ in rp.PAPERS[paper].protocol.spaces]
+    spaces = [s for s, _ in PAPERS[paper].protocol.spaces]
     return {s: ev for s in spaces}
 
 
 def fake_results(paper: str, budget: str = "cpu", predictions: dict | None = None) -> dict:
-    p = rp.PAPERS[paper]
+    p = PAPERS[paper]
     runs = {}
     for spec in p.runs:
         runs[spec.name] = {"status": "ok", "preset": spec.preset, "record": spec.preset, "trained_with": "5 epochs",
@@ -66,19 +66,19 @@ def fake_results(paper: str, budget: str = "cpu", predictions: dict | None = Non
                            "config": {"data": {"dataset": "flickr8k"}}, "evaluation": _evaluation(paper),
                            "headline": {}}
     res = {"paper": paper, "title": p.title, "citation": p.citation, "budget": budget,
-           "budget_description": rp.BUDGETS[budget].description, "mode": "train", "from_runs": None,
+           "budget_description": BUDGETS[budget].description, "mode": "train", "from_runs": None,
            "command": "python -m grounded_text.reproduce x",
            "evaluation_settings": {"test_images": None, "same_image_n": 5000, "transfer_kfold": 5,
                                    "transfer_max_examples": None},
            "protocol": {"sections": list(p.protocol.sections), "spaces": [s for s, _ in p.protocol.spaces],
                         "transfer": False, "description": ["d"]},
-           "runs": runs, "figures": papers.figure_rows(p, runs), "ablations": papers.ablation_tables(p, runs),
-           "data_differences": papers.data_differences(p, runs, Path("/nonexistent")), "notes": [],
-           "comparison": papers.comparison_rows(p, runs), "derived_means": papers.derived_means(p, runs),
-           "paired_tests": papers.paired_tests(p, runs, predictions or {}),
-           "ours_data": papers.dataset_text(runs), "ours_features": papers.features_text(runs),
+           "runs": runs, "figures": comparison.figure_rows(p, runs), "ablations": comparison.ablation_tables(p, runs),
+           "data_differences": comparison.data_differences(p, runs, Path("/nonexistent")), "notes": [],
+           "comparison": comparison.comparison_rows(p, runs), "derived_means": comparison.derived_means(p, runs),
+           "paired_tests": comparison.paired_tests(p, runs, predictions or {}),
+           "ours_data": comparison.dataset_text(runs), "ours_features": comparison.features_text(runs),
            "model_correlations": verdicts.model_correlations(p, predictions or {})}
-    res["baselines"] = papers.baseline_tables(p, res["comparison"])
+    res["baselines"] = comparison.baseline_tables(p, res["comparison"])
     res["r23_fallback"] = verdicts.r23_fallback(res["model_correlations"])
     res["verdict"] = verdicts.verdict(p, res)
     return res
@@ -142,7 +142,7 @@ def test_a_retrieval_slice_is_not_the_papers_test_set():
     runs = res["runs"]
     for node in runs.values():
         node["evaluation"]["text"]["retrieval"] = _retrieval("all")
-    rows = [r for r in papers.comparison_rows(rp.PAPERS["merkx_frank"], runs) if r["table"] == "Table 2"]
+    rows = [r for r in comparison.comparison_rows(PAPERS["merkx_frank"], runs) if r["table"] == "Table 2"]
     assert rows and all(r["difference"] is None and r["compared"].startswith("nearest:") for r in rows)
 
 
@@ -188,13 +188,13 @@ def test_bordes_grounding_only_rows_and_vete_bow_row_appear():
     assert "| VETE-BOW | COCO-Test | 0.894 |" in text
 
 
-@pytest.mark.parametrize("paper", rp.PAPER_NAMES)
+@pytest.mark.parametrize("paper", PAPER_NAMES)
 def test_no_not_reported_where_the_paper_reports_a_figure(paper):
     res = fake_results(paper)
     text = paper_report.format_paper_markdown(res)
     assert "not reported" not in text
     assert all(r["paper"] is not None for r in res["comparison"])
-    published = [f for f in pf.figures(rp.PAPERS[paper].figures_key)]
+    published = [f for f in pf.figures(PAPERS[paper].figures_key)]
     assert len(res["comparison"]) <= len(published) and res["comparison"]
 
 
@@ -206,17 +206,17 @@ def test_paired_tests_match_the_references():
     ranks_a, ranks_b = rng.integers(1, 20, 500), rng.integers(1, 40, 500)
     pa = {"sts": {"STS12/MSRvid": a}, "gold": {"STS12/MSRvid": gold}, "ranks": {"caption_to_image": ranks_a}}
     pb = {"sts": {"STS12/MSRvid": b}, "gold": {"STS12/MSRvid": gold}, "ranks": {"caption_to_image": ranks_b}}
-    sts = papers.paired_sts(pa, pb)["STS12 MSRvid r"]
+    sts = comparison.paired_sts(pa, pb)["STS12 MSRvid r"]
     r12, r13, r23 = stats.pearsonr(gold, a)[0], stats.pearsonr(gold, b)[0], stats.pearsonr(a, b)[0]
     assert sts["a"] == pytest.approx(r12) and sts["p"] == pytest.approx(williams_test(r12, r13, r23, 300)["p_value"])
     assert sts["p"] < 0.001
-    ret = papers.paired_retrieval(pa, pb)["caption→image R@5"]
+    ret = comparison.paired_retrieval(pa, pb)["caption→image R@5"]
     want = paired_bootstrap((ranks_a <= 5).astype(float), (ranks_b <= 5).astype(float), np.mean)
     assert ret["a"] == pytest.approx(100 * np.mean(ranks_a <= 5)) and ret["p"] == want["p_value"]
     assert ret["unit"] == "queries"
     groups = np.repeat(np.arange(100), 5)  # the captions' images: resampled together
     pa["groups"] = {"caption_to_image": groups}
-    ret = papers.paired_retrieval(pa, pb)["caption→image R@5"]
+    ret = comparison.paired_retrieval(pa, pb)["caption→image R@5"]
     want = paired_bootstrap((ranks_a <= 5).astype(float), (ranks_b <= 5).astype(float), np.mean, groups=groups)
     assert ret["unit"] == "images" and ret["p"] == want["p_value"]
 
@@ -244,7 +244,7 @@ def test_verdict_judges_every_same_test_figure_and_names_documented_differences(
 def _question_question(res, ours=0.291, n=209):
     ev = res["runs"]["char_gru_attention"]["evaluation"]["text"]
     ev["sts"]["STS16"]["subsets"]["question-question"] = _corr(ours, n)
-    res["comparison"] = papers.comparison_rows(rp.PAPERS["merkx_frank"], res["runs"])
+    res["comparison"] = comparison.comparison_rows(PAPERS["merkx_frank"], res["runs"])
     return _row(res, "Table 5", "STS 2016 Question-Question")
 
 
@@ -264,7 +264,7 @@ def test_overlapping_marginal_intervals_can_still_be_below_the_paper():
     row = _question_question(res)
     assert row["ours_ci"][1] > row["paper_ci"][0]  # the marginal intervals overlap
     pa, pb = _predictions(209, 0.9)
-    mc = verdicts.model_correlations(rp.PAPERS["merkx_frank"], {"char_gru_attention": {"text": pa},
+    mc = verdicts.model_correlations(PAPERS["merkx_frank"], {"char_gru_attention": {"text": pa},
                                                               "char_gru_attention_512": {"text": pb}})
     r23 = mc["STS16/question-question"]["pearson"]
     assert 0.87 < r23 < 0.97 and mc["STS16/question-question"]["pair"] == ["char_gru_attention",
@@ -274,7 +274,7 @@ def test_overlapping_marginal_intervals_can_still_be_below_the_paper():
     assert judged["r23"] == pytest.approx(r23) and judged["p"] == pytest.approx(
         williams_test(0.291, 0.405, r23, 209)["p_value"])
     assert judged["p"] < 0.05 and judged["verdict"] == "below the paper (worse)"
-    md = paper_report.format_paper_markdown({**res, "verdict": verdicts.verdict(rp.PAPERS["merkx_frank"], res)})
+    md = paper_report.format_paper_markdown({**res, "verdict": verdicts.verdict(PAPERS["merkx_frank"], res)})
     line = next(x for x in md.splitlines() if x.startswith("| STS 2016 Question-Question | 29.1 | 40.5 | 209 |"))
     assert f"{r23:.3f}: lowest of our 2 models on it (char_gru_attention vs char_gru_attention_512)" in line
     assert "below the paper (worse)" in line
@@ -316,7 +316,7 @@ def test_retrieval_verdicts_use_our_interval_and_medr_lower_is_better():
     assert rows["image→caption medr"]["verdict"] == "above the paper (worse: a higher median rank)"
     ret = res["runs"]["char_gru_attention"]["evaluation"]["text"]["retrieval"]["caption_to_image"]
     ret.update({"R@1": 27.0, "R@1_ci95": [25.0, 29.0], "medr": 3.0, "medr_ci95": [2.5, 3.5]})
-    res["comparison"] = papers.comparison_rows(rp.PAPERS["merkx_frank"], res["runs"])
+    res["comparison"] = comparison.comparison_rows(PAPERS["merkx_frank"], res["runs"])
     rows = {r["measure"]: r for r in verdicts.verdict_rows(res)}
     assert rows["caption→image R@1"]["verdict"] == "agrees"
     assert rows["caption→image medr"]["verdict"] == "below the paper (better: a lower median rank)"
@@ -368,7 +368,7 @@ def test_bordes_sts_and_sick_are_nearest_and_table_3_beside_ours():
     assert "SkipThought" in text and "initialized with T" in text
     runs = res["runs"]
     runs["bordes_cg_pg"]["headline"] = {"textual: MR acc": 77.0, "textual: STS-B test ρ (cosine)": 0.47}
-    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["bordes"], runs)}
+    rows = {r["measure"]: r for r in comparison.figure_rows(PAPERS["bordes"], runs)}
     assert rows["textual: MR acc"]["paper"] == 77.4 and rows["textual: MR acc"]["difference"] == pytest.approx(-0.4)
     stsb = rows["textual: STS-B test ρ (cosine)"]
     assert stsb["paper"] == pytest.approx(0.63) and stsb["difference"] is None and "nearest" in stsb["source"]
@@ -389,7 +389,7 @@ def test_headline_table_takes_the_papers_figure_wherever_it_is_recorded():
     runs = res["runs"]
     runs["char_gru_attention"]["headline"] = {"STS12 MSRpar r": 0.5, "STS-B test r (cosine)": 0.4,
                                               "caption→image R@1": 20.0}
-    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merkx_frank"], runs)}
+    rows = {r["measure"]: r for r in comparison.figure_rows(PAPERS["merkx_frank"], runs)}
     assert rows["STS12 MSRpar r"]["paper"] == pytest.approx(0.491)
     assert rows["STS12 MSRpar r"]["difference"] == pytest.approx(0.5 - 0.491)
     assert "Table 5" in rows["STS12 MSRpar r"]["source"]
@@ -397,7 +397,7 @@ def test_headline_table_takes_the_papers_figure_wherever_it_is_recorded():
     assert rows["caption→image R@1"]["difference"] == pytest.approx(20.0 - 27.5)  # protocol flickr8k_1k
     for node in runs.values():
         node["evaluation"]["text"]["retrieval"]["protocol"] = "all"
-    rows = {r["measure"]: r for r in papers.figure_rows(rp.PAPERS["merkx_frank"], runs)}
+    rows = {r["measure"]: r for r in comparison.figure_rows(PAPERS["merkx_frank"], runs)}
     assert rows["caption→image R@1"]["difference"] is None  # a slice is not the paper's 1,000-image test
 
 
@@ -436,7 +436,7 @@ def test_a_verdict_significant_only_at_the_measured_r23_is_not_distinguishable()
         williams_test(0.589, 0.538, verdicts.CONSERVATIVE_R23, 254)["p_value"])
     assert judged["verdict"] == verdicts.NOT_DISTINGUISHABLE == "not distinguishable"
     assert "above the paper only at the measured r₂₃" in judged["why"]
-    res["verdict"] = verdicts.verdict(rp.PAPERS["merkx_frank"], res)
+    res["verdict"] = verdicts.verdict(PAPERS["merkx_frank"], res)
     md = paper_report.format_paper_markdown(res)
     line = next(x for x in md.splitlines() if x.startswith("| STS 2016 Question-Question | 58.9 | 53.8 | 254 |"))
     assert "| not distinguishable (above the paper only at the measured r₂₃" in line
@@ -458,10 +458,10 @@ def test_verdicts_render_again_from_the_sections_own_tables():
     mc = {"STS16/question-question": {"pearson": 0.953, "spearman": 0.95, "pair": ["a", "b"], "models": 2,
                                       "n": 254}}
     res["model_correlations"], res["r23_fallback"] = mc, verdicts.r23_fallback(mc)
-    res["verdict"] = verdicts.verdict(rp.PAPERS["merkx_frank"], res)
+    res["verdict"] = verdicts.verdict(PAPERS["merkx_frank"], res)
     md = paper_report.format_paper_markdown(res)
-    again = paper_report.rerender_verdicts(md, rp.PAPERS["merkx_frank"])
-    assert paper_report.rerender_verdicts(again, rp.PAPERS["merkx_frank"]) == again  # idempotent
+    again = paper_report.rerender_verdicts(md, PAPERS["merkx_frank"])
+    assert paper_report.rerender_verdicts(again, PAPERS["merkx_frank"]) == again  # idempotent
     want = {r["measure"]: r["verdict"] for r in verdicts.verdict_rows(res)}
     lines = again.splitlines()
     i = next(k for k, x in enumerate(lines) if x.startswith("| measure | ours | paper | n | test | r₂₃"))

@@ -8,6 +8,8 @@
 * ``comparison``, ``verdicts``, ``paper_report``: our runs beside the papers' tables, the
   verdict per figure, and the Markdown section of the reproduction report.
 * ``shipped``: the recipes of the trained models shipped in the package.
+* ``studies``, ``reproduction``: the runners of the ablation studies and of the papers'
+  reproductions (the studies and the plans are data in ``grounded_text.papers``).
 
 The figures registry and the number formatter, table builder and report writer are in
 ``grounded_text.reporting`` (re-exported here), below both this layer and the evaluation.

@@ -22,9 +22,22 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
+import io
 import json
 from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from grounded_text.evaluation.retrieval import caption_to_image_ranks, cosine_matrix, images_of_pairs
+from grounded_text.evaluation.stats import cluster_bootstrap_ci
+from grounded_text.experiments.comparison import paired_retrieval, paired_sts, read_ours
+from grounded_text.experiments.runner import read_metrics
+from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
+from grounded_text.reporting.tables import json_default, markdown_table, write_report, write_text
+from grounded_text.serving.encoder import load
+from grounded_text.serving.integrity import model_sentence_end
+from grounded_text.utils.durable import atomic_write
 
 #: (figure key of ``comparison.read_ours``, column label, paired-test label of ``comparison``)
 ARM_FIGURES = (
@@ -56,8 +69,6 @@ def train_retrieval(encoder, image_encoder, pairs) -> dict:
       pessimistic ranks (``grounded_text.evaluation.retrieval``), 95 % intervals by a bootstrap
       over images (``stats.cluster_bootstrap_ci``: an image's captions are drawn together).
     """
-    from grounded_text.evaluation.retrieval import caption_to_image_ranks, cosine_matrix, images_of_pairs
-
     images, groups, features = images_of_pairs(pairs)
     ranks = caption_to_image_ranks(cosine_matrix(encoder(pairs.captions.tolist()), image_encoder(features)), groups)
     return {"images": len(images), "captions": int(len(ranks)), **recalls_with_intervals(ranks, groups)}
@@ -67,9 +78,6 @@ def recalls_with_intervals(ranks, groups, ks=(1, 5, 10)) -> dict:
     """``{"R@k": {"value": %, "ci": [lo, hi]}}`` of 1-based caption→image ``ranks`` [m], the 95 %
     intervals by a bootstrap over the captions' images ``groups`` [m]
     (``stats.cluster_bootstrap_ci``: an image's captions are drawn together)."""
-    import numpy as np
-
-    from grounded_text.evaluation.stats import cluster_bootstrap_ci
 
     out = {}
     for k in ks:
@@ -77,24 +85,6 @@ def recalls_with_intervals(ranks, groups, ks=(1, 5, 10)) -> dict:
         lo, hi = cluster_bootstrap_ci(hits, groups)
         out[f"R@{k}"] = {"value": float(hits.mean()), "ci": [float(lo), float(hi)]}
     return out
-
-
-@dataclasses.dataclass(frozen=True)
-class Rescored:
-    """A finished run's export scored with another sentence-end rule at test time.
-
-    Attributes:
-      name: the arm's name in the tables.
-      run: the run (a row of the study) whose exports are rescored.
-      sentence_end: the rule applied to every sentence the model is given
-        (``grounded_text.data.sentence_end.SENTENCE_ENDS``).
-      what: one line for the table (what differs from ``run``).
-    """
-
-    name: str
-    run: str
-    sentence_end: str
-    what: str
 
 
 def _fmt(value, digits: int) -> str:
@@ -152,9 +142,6 @@ def seed_prediction_test(value: float, seeds) -> dict:
         >>> round(seed_prediction_test(5.0, [1.0, 2.0, 3.0])["p"], 4)  # t = 3 / √(4/3), 2 df
         0.1217
     """
-    import numpy as np
-    from scipy import stats
-
     x = np.asarray(list(seeds), dtype=np.float64)
     if x.size < 2 or not np.isfinite(x).all() or not np.isfinite(value):
         raise ValueError(f"seed_prediction_test: needs >= 2 finite seed figures and a finite value, got "
@@ -205,12 +192,8 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
       ``predictions[name]`` (``scoring.predictions``, for ``paired_tests``). Runs without
       ``metrics.json`` are left out.
     """
+    # Loading a tower needs TensorFlow: kept here so that tabulating a study does not load it.
     from grounded_text.evaluation.encoders import load_image_encoder
-    from grounded_text.experiments.comparison import read_ours
-    from grounded_text.experiments.runner import read_metrics
-    from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
-    from grounded_text.serving.encoder import load
-    from grounded_text.serving.integrity import model_sentence_end
 
     protocol, settings, data = Protocol(sections=("sts", "retrieval")), EvalSettings(), TestData(data_dir)
     jobs = [(run, run, None) for run in runs] + [(r.name, r.run, r.sentence_end) for r in rescored]
@@ -270,8 +253,6 @@ class _Cache:
         return stored.get("key") == self.key and self.npz.is_file()
 
     def read(self) -> tuple[dict, dict]:
-        import numpy as np
-
         arm = json.loads(self.json.read_text())["arm"]
         prediction: dict = {"sts": {}, "gold": {}, "ranks": {}, "groups": {}}
         with np.load(self.npz, allow_pickle=False) as z:
@@ -281,12 +262,7 @@ class _Cache:
         return arm, prediction
 
     def write(self, arm: dict, prediction: dict) -> None:
-        import io
 
-        import numpy as np
-
-        from grounded_text.reporting.tables import json_default, write_text
-        from grounded_text.utils.durable import atomic_write
 
         buffer = io.BytesIO()
         np.savez(buffer, **{f"{part}|{key}": np.asarray(v) for part, d in prediction.items() for key, v in d.items()})
@@ -296,8 +272,6 @@ class _Cache:
 
 def paired_against(baseline: str, arms: dict, predictions: dict) -> dict:
     """``{arm: {test label: {"a", "b", "n", "p"}}}``: every arm against ``baseline`` (a = arm)."""
-    from grounded_text.experiments.comparison import paired_retrieval, paired_sts
-
     if baseline not in predictions:
         return {}
     base = predictions[baseline]
@@ -308,8 +282,6 @@ def paired_against(baseline: str, arms: dict, predictions: dict) -> dict:
 def arms_markdown(arms: dict, paired: dict, baseline: str, what: dict) -> str:
     """Two Markdown tables: the arms' figures with their 95 % intervals, then each arm's
     difference from ``baseline`` with its paired p-value. ``what``: one line per arm."""
-    from grounded_text.reporting.tables import markdown_table
-
     def digits(key):
         return 1 if "R@" in key else 3
 
@@ -350,8 +322,6 @@ def arms_markdown(arms: dict, paired: dict, baseline: str, what: dict) -> str:
 def write_arms_report(out_dir: str | Path, stem: str, arms: dict, paired: dict, baseline: str, what: dict,
                       title: str) -> str:
     """Writes ``out_dir/<stem>.md`` and ``.json`` (atomically); returns the Markdown."""
-    from grounded_text.reporting.tables import write_report
-
     md = f"{title}\n\n" + arms_markdown(arms, paired, baseline, what)
     write_report({"baseline": baseline, "arms": arms, "paired": paired, "what": what,
                   "seed_spread": seed_spread(arms, what)}, md,

@@ -1,98 +1,26 @@
-"""Papers as plans: their records (``Paper``, ``RunSpec``, ``HeadlineFigure``, ``Budget``) and
-their results against the recorded figures: figure rows, ablation tables, what differs in the
-data, and the Markdown section of the reproduction report (``grounded_text.reproduce`` holds
-the data). The ``runs`` arguments are the ``results.json`` run nodes. No TensorFlow.
+"""Papers' plans (``grounded_text.papers.reproduction``) against the recorded figures: figure
+rows, ablation tables, what differs in the data, and the Markdown section of the reproduction
+report. The ``runs`` arguments are the ``results.json`` run nodes. No TensorFlow.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
 
-from grounded_text.experiments.plans import RunPlan
+import numpy as np
+
+from grounded_text.data.sts import sts_year_dirs
+from grounded_text.evaluation.stats import paired_bootstrap, williams_test, wilson_ci
 from grounded_text.experiments.runner import read_metrics
-from grounded_text.experiments.scoring import EvalSettings, Protocol
-from grounded_text.papers.rows import PUBLISHED, HeadlineFigure, Published, mf_headline_figures  # noqa: F401 (the plans use them)
+from grounded_text.papers.presets import PRESETS
+from grounded_text.papers.published import PAPER_SOURCES as SOURCES
+from grounded_text.papers.published import figures
+from grounded_text.papers.reproduction import RunSpec
+from grounded_text.papers.rows import HeadlineFigure, Published
 from grounded_text.reporting.figures import dig
 from grounded_text.reporting.tables import fmt
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSpec(RunPlan):
-    """One training run of a paper's plan (a ``RunPlan``: name, preset record, dotted overrides).
-
-    Attributes:
-      main: trained by every budget; other runs are ablations (not trained by ``smoke``
-        unless named with ``--only``).
-      groups: ``(ablation name, setting label)`` pairs: the rows this run gives.
-      match: dotted config keys → values that identify the run among ``--from-runs``
-        folders (``model.name`` is always checked).
-      default_keys: keys of ``match`` that a run may leave unset because the value is
-        the preset's own (a run trained without ``--loss-param k=1`` is the K = 1 run).
-    """
-
-    main: bool = False
-    groups: tuple = ()
-    match: dict = dataclasses.field(default_factory=dict)
-    default_keys: tuple = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class Paper:
-    key: str
-    title: str
-    citation: str
-    runs: tuple
-    protocol: Protocol
-    figures: dict  # headline label → HeadlineFigure
-    data_differences: tuple  # (aspect, the paper, ours; "{features}" etc. filled from the runs)
-    notes: tuple = ()
-    figures_key: str = ""  # the paper's key in grounded_text.papers.published
-    published: tuple = ()  # Published rows: the paper's tables beside ours
-    derived_means: tuple = ()  # (table, column, years): year means of a table's subsets (derived_means)
-    baselines: tuple = ()  # (table, "row" | "column"): the table's published systems beside ours (baseline_tables)
-
-
-@dataclasses.dataclass(frozen=True)
-class Budget:
-    """How much of a paper to train.
-
-    Attributes:
-      preset_map: preset record → the record trained instead.
-      overrides: ``"*"`` (every run) or a preset record (after mapping) → dotted overrides,
-        applied in that order, before the run's own.
-      ablations: train the ablation runs without ``--only``.
-      evaluation: ``EvalSettings``.
-      trainer_evaluates: let the trainer score STS into ``metrics.json`` and the model card.
-      verbose: Keras ``fit`` verbosity.
-    """
-
-    name: str
-    description: str
-    preset_map: dict
-    overrides: dict
-    ablations: bool
-    evaluation: EvalSettings
-    trainer_evaluates: bool = True
-    verbose: int = 2
-
-
-@dataclasses.dataclass
-class PlannedRun:
-    spec: RunSpec
-    preset: str  # after the budget's mapping
-    overrides: dict  # dotted: the budget's, then the run's
-    selected: bool
-    reason: str = ""
-    twin: str | None = None  # the planned run this one is the same as under the budget
-
-    def config(self):
-        """The resolved config (``grounded_text.experiments.plans.resolve`` of the mapped record)."""
-        return dataclasses.replace(self.spec, preset=self.preset, overrides=self.overrides).config()
-
-
 
 _MISSING = object()
 
@@ -179,8 +107,6 @@ def published_figures(paper, run: str | None) -> dict:
     ``run`` trains, on the headline's scale (correlations as r), for the headline table. A
     figure on another test set than ours stands there only where its row names it in
     ``headline_nearest``, with ``same_test=False`` (never differenced)."""
-    from grounded_text.papers.published import PAPER_SOURCES as SOURCES
-
     several = len(paper.protocol.spaces) > 1
     out = {}
     for spec in paper.published:
@@ -267,8 +193,6 @@ def dataset_text(runs: dict) -> str:
 
 def data_differences(paper, runs: dict, root: Path) -> list[dict]:
     """``[{"aspect", "paper", "ours"}]``: ``paper.data_differences`` filled from the runs and the data root."""
-    from grounded_text.data.sts import sts_year_dirs
-
     sts_dir = Path(root) / "sts"
     years = sorted(sts_year_dirs(sts_dir)) if sts_dir.is_dir() else []
     extra = [n for n, d in (("STS-B", "STSBenchmark"), ("SICK", "SICK")) if (sts_dir / d).is_dir()]
@@ -292,8 +216,6 @@ def trained_with(metrics: dict, overrides: dict | None) -> str:
 
 def record_note(name: str | None) -> str:
     """``"record `NAME`"``, with what it is a variant of (a name that is no record is shown as is)."""
-    from grounded_text.papers.presets import PRESETS
-
     record = PRESETS.get(name)
     return f"record `{name}`" + (f" (variant of `{record.variant_of}`)" if record and record.variant_of else "")
 
@@ -364,8 +286,6 @@ def read_ours(ev: dict, key: str | None, stat: str = "pearson") -> dict:
         f1 = parts[2:] == ["f1"]
         out.update(value=node.get("f1" if f1 else "acc"), n=node.get("n"), protocol="senteval")
         if not f1 and out["value"] is not None and node.get("n"):
-            from grounded_text.evaluation.stats import wilson_ci
-
             out["ci"] = [100.0 * c for c in wilson_ci(min(1.0, max(0.0, out["value"] / 100.0)), int(node["n"]))]
         return out
     if isinstance(node, dict):
@@ -388,8 +308,6 @@ def _label(fig, spec: Published) -> str:
 
 
 def _selected(paper_key: str, spec: Published) -> list:
-    from grounded_text.papers.published import figures
-
     return [f for f in figures(paper_key, spec.table) if (spec.row == "*" or f.row == spec.row)
             and (spec.block is None or f.block == spec.block) and (not spec.columns or f.column in spec.columns)]
 
@@ -462,8 +380,6 @@ def baseline_tables(paper, comparison: list) -> list[dict]:
     Returns:
       ``[{"table", "header": [str], "rows": [[str]]}]`` (formatted cells).
     """
-    from grounded_text.papers.published import figures
-
     out = []
     several = len(paper.protocol.spaces) > 1
     for table, by in paper.baselines:
@@ -503,8 +419,6 @@ def derived_means(paper, runs: dict) -> list[dict]:
     """Year means of Merkx & Frank's Table 5 (the unweighted mean of its printed subset
     figures; the paper prints no year mean) beside ours, for ``paper.derived_means``:
     ``[{"measure", "paper", "ours", "difference", "run"}]`` (Pearson r × 100, no interval)."""
-    from grounded_text.papers.published import figures
-
     if not paper.derived_means:
         return []
     table, column, years = paper.derived_means
@@ -542,9 +456,6 @@ def paired_sts(a: dict, b: dict) -> dict:
     Returns:
       ``{label: {"a": r, "b": r, "n": n, "p": p}}``; a set with constant predictions is left out.
     """
-    import numpy as np
-
-    from grounded_text.evaluation.stats import williams_test
 
     out = {}
     sa, sb = a.get("sts") or {}, b.get("sts") or {}
@@ -571,9 +482,6 @@ def paired_retrieval(a: dict, b: dict, ks=(1, 5, 10)) -> dict:
     Returns:
       ``{"caption→image R@1": {"a": %, "b": %, "n": queries, "p": p, "unit": "images" | "queries"}, ...}``.
     """
-    import numpy as np
-
-    from grounded_text.evaluation.stats import paired_bootstrap
 
     out = {}
     for direction, label in (("caption_to_image", "caption→image"), ("image_to_caption", "image→caption")):

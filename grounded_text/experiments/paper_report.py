@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import re
 
+from scipy.optimize import brentq
+
+from grounded_text.evaluation.stats import format_p, williams_test
+from grounded_text.experiments import verdicts
 from grounded_text.experiments.comparison import (
     CURVE_KEYS,
     record_note,
     scale_digits,
 )
-from grounded_text.experiments.verdicts import r23_fallback, verdict_rows
+from grounded_text.experiments.verdicts import (
+    _VERDICT_ORDER,
+    CONSERVATIVE_R23,
+    r23_fallback,
+    verdict_rows,
+    williams_verdict,
+)
 from grounded_text.reporting.figures import fmt_figure
 from grounded_text.reporting.tables import fmt, markdown_table
 
@@ -227,8 +237,6 @@ def derived_lines(results: dict) -> list[str]:
 
 def paired_lines(results: dict) -> list[str]:
     """The paired tests: Williams' test for STS correlations, paired bootstrap for R@K."""
-    from grounded_text.evaluation.stats import format_p
-
     lines = []
     for comp in results.get("paired_tests") or []:
         body = []
@@ -255,9 +263,6 @@ def verdict_table_lines(rows: list[dict], fallback_source: str | None = None) ->
     """The verdict per figure (``verdicts.verdict_rows``' rows, or rows read back from a report):
     ours, the paper's, n, the test, the measured r₂₃ and its p, the p at the conservative r₂₃,
     the verdict; ``fallback_source``: where a fallback r₂₃ came from, printed under the table."""
-    from grounded_text.evaluation.stats import format_p
-    from grounded_text.experiments.verdicts import CONSERVATIVE_R23
-
     several = len({r.get("space") for r in rows}) > 1
     body = [[r["measure"] + (f" ({r['space']})" if several and r.get("space") else ""),
              fmt(r["ours"], scale_digits(r["scale"])), fmt(r["paper"], scale_digits(r["scale"])),
@@ -396,8 +401,6 @@ _VERDICT_CELL = re.compile(r"^(?P<verdict>.+?)(?: \((?P<why>[^()]*(?:\([^()]*\)[
 
 def _verdict_cell(text: str) -> tuple[str, str]:
     """``(verdict, why)`` of a printed verdict cell ("not judged (no interval of ours)")."""
-    from grounded_text.experiments.verdicts import _VERDICT_ORDER
-
     for v in sorted(_VERDICT_ORDER, key=len, reverse=True):
         if text == v:
             return v, ""
@@ -424,9 +427,6 @@ def _unrounded(ours: float, paper: float, n: int | None, r23: float, p_cell: str
     printed p (``p_cell``); a p printed as "< 0.001", or no such values, leaves both as printed.
     At r₂₃ near 1 the test is sensitive enough that the printed digit alone moves p (MSRvid:
     0.38 from the unrounded r, 0.32 from the printed one)."""
-    from scipy.optimize import brentq
-
-    from grounded_text.evaluation.stats import williams_test
 
     lo, hi = ours - step / 2, ours + step / 2
     if not n or not p_cell or p_cell.startswith(("<", "–")) or lo <= paper <= hi:
@@ -448,8 +448,6 @@ def verdict_rows_from_markdown(table: list[dict]) -> list[dict]:
     conservative one) judged again by ``verdicts.williams_verdict`` from the figures as printed
     (the paper's r and r₂₃ as printed, ours refined by ``_unrounded``); a figure judged by our
     interval keeps its printed verdict (no interval is printed in this table)."""
-    from grounded_text.experiments.verdicts import williams_verdict
-
     out = []
     for cells in table:
         r23_cell = cells.get("r₂₃ from our models", cells.get("assumed r₂₃", "–"))
@@ -525,8 +523,6 @@ def rerender_verdicts(section: str, paper=None) -> str:
     its verdict (bullets, the table per figure) rendered again by the current rules, from the
     section's own tables: no results file, no scoring. ``paper``: its ``Paper`` plan, whose
     ``data_differences`` give the aspects (the section's own values fill their placeholders)."""
-    from grounded_text.experiments import verdicts
-
     lines = section.split("\n")
     if paper is not None and "| aspect | paper | ours |" in lines:
         i = lines.index("| aspect | paper | ours |")

@@ -26,6 +26,20 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.data.paths import resolve_data_dir
+from grounded_text.evaluation.retrieval import (
+    caption_to_image_ranks,
+    cosine_matrix,
+    image_to_caption_ranks,
+    images_of_pairs,
+)
+from grounded_text.evaluation.stats import cluster_bootstrap_ci, pearson_ci
+from grounded_text.experiments.arms import figure_cell, paired_cell, recalls_with_intervals, score_arms
+from grounded_text.experiments.comparison import paired_retrieval, paired_sts, sts_label
+from grounded_text.experiments.runner import read_metrics
+from grounded_text.experiments.scoring import TestData
+from grounded_text.reporting.tables import markdown_table, write_text
+
 MSRVID = "STS12/MSRvid"
 KEYS = ("image_names", "image_embeddings", "raw_captions", "caption_embeddings", "msrvid_scores", "msrvid_gold")
 
@@ -66,13 +80,6 @@ def peer_prediction(peer: dict, pairs) -> dict:
     Raises:
       ValueError: a caption or image of ``pairs`` that the peer did not embed.
     """
-    from grounded_text.evaluation.retrieval import (
-        caption_to_image_ranks,
-        cosine_matrix,
-        image_to_caption_ranks,
-        images_of_pairs,
-    )
-
     slots: dict = {}  # (image, caption) → the peer's (row, slot)s not yet taken, first last
     for i, name in enumerate(peer["image_names"].tolist()):
         for j, caption in enumerate(peer["raw_captions"][i].tolist()):
@@ -100,9 +107,6 @@ def figures(prediction: dict) -> dict:
     """MSRvid Pearson r and caption→image R@1/5/10 (%) and median rank, each with its 95 %
     interval (Fisher z; a bootstrap over images, ``stats.cluster_bootstrap_ci``):
     ``{label: {"value", "ci"}}``."""
-    from grounded_text.evaluation.stats import cluster_bootstrap_ci, pearson_ci
-    from grounded_text.experiments.arms import recalls_with_intervals
-
     scores, gold = prediction["sts"][MSRVID], prediction["gold"][MSRVID]
     r = float(np.corrcoef(scores, gold)[0, 1])
     out = {"MSRvid r": {"value": r, "ci": list(pearson_ci(r, len(gold)))}}
@@ -120,10 +124,6 @@ def comparison_markdown(name: str, peer_figures: dict, paired: dict) -> str:
       peer_figures: ``figures``' answer. paired: ``{arm: {test label: {"a", "b", "p"}}}``
         (``comparison.paired_sts`` and ``paired_retrieval``, the arm as ``a``).
     """
-    from grounded_text.experiments.arms import figure_cell, paired_cell
-    from grounded_text.experiments.comparison import sts_label
-    from grounded_text.reporting.tables import markdown_table
-
     labels = list(peer_figures)
     body = [[f"`{name}` (the authors' code)"] + [figure_cell(peer_figures[x], 3 if x.endswith(" r") else 1)
                                                  for x in labels]]
@@ -144,12 +144,6 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None, help="data root (default: $GROUNDED_TEXT_DATA)")
     p.add_argument("--name", default=None, help="the peer's name in the table (default: the file's stem)")
     a = p.parse_args(argv)
-    from grounded_text.data.paths import resolve_data_dir
-    from grounded_text.experiments.arms import score_arms
-    from grounded_text.experiments.comparison import paired_retrieval, paired_sts
-    from grounded_text.experiments.runner import read_metrics
-    from grounded_text.experiments.scoring import TestData
-    from grounded_text.reporting.tables import write_text
 
     name = a.name or a.peer.name.split(".")[0]
     try:

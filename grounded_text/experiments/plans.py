@@ -25,6 +25,7 @@ import dataclasses
 
 from grounded_text.config.schema import ConfigError, ExperimentConfig, apply_override, check_field, config_fields
 from grounded_text.config.schema import parse_override as _parse_override
+from grounded_text.papers.resolve import preset_config, resolve_config
 
 BASES = ("record", "flags")
 
@@ -102,8 +103,6 @@ def resolve(preset: str, overrides: dict | None = None, base: str = "record") ->
       ValueError: unknown base or preset, an override that is no config field (``ConfigError``),
         ``model.name`` among a record's overrides, and ``resolve_config``'s checks.
     """
-    from grounded_text.papers.resolve import preset_config, resolve_config
-
     overrides = overrides or {}
     if base == "record":
         check_overrides(overrides, f"overrides of record {preset!r}")

@@ -31,6 +31,21 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from grounded_text import shipped as pretrained
+from grounded_text.data.sts import read_sick, read_sts_benchmark
+from grounded_text.evaluation.encoders import cached, load_image_encoder
+from grounded_text.evaluation.stats import format_p
+from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
+from grounded_text.experiments import paper_report
+from grounded_text.experiments.comparison import paired_retrieval, paired_sts, read_ours, sts_label
+from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
+from grounded_text.experiments.verdicts import CONSERVATIVE_R23, williams_verdict
+from grounded_text.papers.published import figures
+from grounded_text.reporting.tables import markdown_table, read_sections
+from grounded_text.serving.encoder import load
+
 #: The two rules compared: the authors' SentEval rule first (the paper's protocol), then ours.
 RULES = ("space_period_tokens", "space_period")
 RULE_WORDS = {"space_period_tokens": "the authors' SentEval sentence ends (\" .\" unless the last token is \".\")",
@@ -41,8 +56,6 @@ SUPERVISED = {"STSBenchmark": "STS-B test r (supervised)", "SICK": "SICK-R test 
 
 def _score(model: str, rule: str, data_dir: Path, cache_dir: Path) -> tuple[dict, dict]:
     """``(figures, predictions)`` of ``model`` with ``rule``, from the cache when it holds them."""
-    import numpy as np
-
     stem = f"{Path(model).name}.{rule}"
     js, npz = cache_dir / f"{stem}.json", cache_dir / f"{stem}.npz"
     if js.is_file() and npz.is_file():
@@ -54,12 +67,6 @@ def _score(model: str, rule: str, data_dir: Path, cache_dir: Path) -> tuple[dict
                 pred[part][key] = z[flat]
         return figures, pred
 
-    from grounded_text import shipped as pretrained
-    from grounded_text.evaluation.encoders import cached, load_image_encoder
-    from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
-    from grounded_text.experiments.comparison import read_ours, sts_label
-    from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
-    from grounded_text.serving.encoder import load
 
     export = pretrained.export_dir(model) if pretrained.is_name(model) else Path(model) / "export"
     image_dir = pretrained.image_export_dir(model) if pretrained.is_name(model) else Path(model) / "image_export"
@@ -93,9 +100,6 @@ def _score(model: str, rule: str, data_dir: Path, cache_dir: Path) -> tuple[dict
 
 
 def _supervised_gold(sts_dir: Path, task: str):
-    import numpy as np
-
-    from grounded_text.data.sts import read_sick, read_sts_benchmark
 
     pairs = read_sts_benchmark(sts_dir, "test") if task == "STSBenchmark" else read_sick(sts_dir, "test")
     return np.asarray(pairs.scores, np.float32)
@@ -104,8 +108,6 @@ def _supervised_gold(sts_dir: Path, task: str):
 def paired(a: dict, b: dict) -> dict:
     """Williams' test per STS set (cosine and supervised) and the paired bootstrap of R@K,
     rule A (``a``) against rule B (``b``): ``{label: {"a", "b", "n", "p"}}``."""
-    from grounded_text.experiments.comparison import paired_retrieval, paired_sts, sts_label
-
     names = {sts_label(f"supervised/{task}"): label for task, label in SUPERVISED.items()}
     out = {names.get(label, label): test for label, test in paired_sts(a, b).items()}
     return {**out, **paired_retrieval(a, b)}
@@ -132,9 +134,6 @@ def rescore(model: str, data_dir: str | Path, output_dir: str | Path, rules=RULE
 
 def markdown(result: dict) -> str:
     """The table: each figure under each rule with its 95 % interval, the difference and its p."""
-    from grounded_text.evaluation.stats import format_p
-    from grounded_text.reporting.tables import markdown_table
-
     a, b = result["rules"]
     fa, fb = result["figures"][a], result["figures"][b]
 
@@ -170,12 +169,6 @@ def beside_paper(result: dict, report: str | Path) -> list[dict]:
       ``[{"measure", "label", "paper", "paper_ci", "n", "r23", "r23_how", rule: {"value", "ci",
       "verdict": williams_verdict(...)}}]`` in Table 5's order, for the sets both hold.
     """
-    from grounded_text.experiments import paper_report
-    from grounded_text.experiments.comparison import sts_label
-    from grounded_text.experiments.verdicts import williams_verdict
-    from grounded_text.papers.published import figures
-    from grounded_text.reporting.tables import read_sections
-
     section = read_sections(Path(report).read_text(encoding="utf-8"), "reproduce")["merkx_frank"]
     measured = {r["measure"]: r for r in paper_report.verdict_rows_from_markdown(paper_report.verdict_table(section))}
     out = []
@@ -197,10 +190,6 @@ def beside_paper(result: dict, report: str | Path) -> list[dict]:
 
 def beside_paper_markdown(result: dict, rows: list[dict]) -> str:
     """The table of ``beside_paper``: the paper's figure, then each rule's with its verdict."""
-    from grounded_text.evaluation.stats import format_p
-    from grounded_text.experiments.verdicts import CONSERVATIVE_R23
-    from grounded_text.reporting.tables import markdown_table
-
     def cell(fig):
         return f"{fig['value']:.3f} [{fig['ci'][0]:.3f}, {fig['ci'][1]:.3f}]"
 

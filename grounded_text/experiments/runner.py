@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 from grounded_text.config.schema import ConfigError, ExperimentConfig, config_toml, read_config_file
+from grounded_text.reporting.tables import json_default
 from grounded_text.training.run_dir import RUN_ENTRIES, RUN_STATE, config_diff
+from grounded_text.utils.children import run_child
 
 
 class RunConflict(ValueError):
@@ -38,8 +40,6 @@ class RunConflict(ValueError):
 
 def plain(value):
     """JSON round trip (tuples → lists, NumPy scalars → numbers), so configs compare as stored."""
-    from grounded_text.reporting.tables import json_default
-
     return json.loads(json.dumps(value, default=json_default))
 
 
@@ -171,7 +171,6 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
     config_file.parent.mkdir(parents=True, exist_ok=True)
     config_file.write_text(config_toml(config), encoding="utf-8")
     cmd = train_command(data_dir, config_file, run_dir, decision.action)
-    from grounded_text.utils.children import run_child
 
     # The child's output (progress, warnings, errors) is kept only here: a resumed run appends to it.
     resuming = decision.action == "resume"

@@ -11,7 +11,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import warnings
 from pathlib import Path
+
+import numpy as np
+
+from grounded_text.config.schema import DataConfig
+from grounded_text.data.prepared import load_pairs
+from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
+from grounded_text.serving.encoder import load
 
 log = logging.getLogger("grounded_text.experiments")
 
@@ -99,9 +107,6 @@ class TestData:
     def split_pairs(self, data_cfg: dict, split: str, n_images: int | None):
         """One split (``"train"``, ``"dev"``, ``"test"``) of the run's dataset and features, as
         ``CaptionPairs`` (its first ``n_images`` images when given)."""
-        from grounded_text.config.schema import DataConfig
-        from grounded_text.data.prepared import load_pairs
-
         key = (data_cfg.get("dataset", "flickr8k"), data_cfg.get("features", "efficientnet_lite0"))
         if key not in self.cache:
             known = {f.name for f in dataclasses.fields(DataConfig)}
@@ -135,16 +140,11 @@ def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=No
       the groups let a paired bootstrap draw an image's captions together); a section not
       computed is empty.
     """
-    import warnings
-
-    import numpy as np
-
     from grounded_text.evaluation.encoders import cached
 
     cache = cached(encoder)
     out: dict = {"sts": {}, "gold": {}, "ranks": {}, "groups": {}}
     if "sts" in sections and sts_dir is not None and Path(sts_dir).is_dir():
-        from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
         from grounded_text.evaluation.sts import cosine_rows
 
         sets = {}
@@ -238,7 +238,6 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
       "reason"}}`` for a space the run did not export.
     """
     from grounded_text.evaluation.encoders import load_image_encoder
-    from grounded_text.serving.encoder import load
 
     run_dir = Path(run_dir)
     data_cfg = ((metrics or {}).get("config") or {}).get("data", {})

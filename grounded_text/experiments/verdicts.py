@@ -11,6 +11,13 @@ worse (a lower median rank is better). No TensorFlow.
 
 from __future__ import annotations
 
+import itertools
+import re
+
+import numpy as np
+from scipy import stats as sps
+
+from grounded_text.evaluation.stats import format_p, williams_test
 from grounded_text.experiments.comparison import sts_label
 
 #: Williams' r₂₃ where no two of our models of a paper were scored on a subset and no other
@@ -51,10 +58,6 @@ def model_correlations(paper, predictions: dict) -> dict:
       Pearson), "models": how many models, "n": pairs}}``; a subset scored by fewer than two
       models is left out.
     """
-    import itertools
-
-    import numpy as np
-    from scipy import stats as sps
 
     several = len(paper.protocol.spaces) > 1
     models = [(_model_name(run, space, several), pred.get("sts") or {})
@@ -121,8 +124,6 @@ def _williams_row(row: dict, mc: dict, fallback: dict) -> dict:
 
 def _capped(r23: float, ours: float, theirs: float) -> tuple[float, str]:
     """``r23`` within what a correlation matrix with r12 = ``ours`` and r13 = ``theirs`` allows."""
-    import numpy as np
-
     cap = ours * theirs + float(np.sqrt(max(0.0, (1 - ours ** 2) * (1 - theirs ** 2))))
     if r23 > cap - 1e-9:  # no correlation matrix has r12, r13 and a larger r23
         return cap - 1e-9, f"; capped at {cap:.3f}, the largest compatible with the two r"
@@ -150,8 +151,6 @@ def williams_verdict(ours: float, theirs: float, n: int | None, r23: float, how:
         >>> v["p"] < 0.05 <= v["p_conservative"], v["verdict"]
         (True, 'not distinguishable')
     """
-    from grounded_text.evaluation.stats import format_p, williams_test
-
     out = {"test": "Williams' test", "r23": r23, "r23_how": how, "p": None, "r23_conservative": None,
            "p_conservative": None, "why": ""}
     if not n:
@@ -239,8 +238,6 @@ def same_training_data(paper: str, ours: str) -> bool:
         >>> same_training_data("Flickr30K train, 29,783 images × 5 captions", "Flickr8k train split, 6,000 images")
         False
     """
-    import re
-
     def key(text):
         count = re.search(r"([\d,]+) images", text or "")
         return ((text or "").split(" ")[0].lower(), count[1] if count else None)
