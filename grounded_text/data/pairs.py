@@ -16,8 +16,17 @@ import numpy as np
 import tensorflow as tf
 
 from grounded_text.data.features import FeatureStore, open_feature_store, resolve_features_path
-from grounded_text.data.flickr8k import SPLITS, Caption, read_flickr8k
+from grounded_text.data.flickr8k import (
+    SPLIT_FILES,
+    SPLITS,
+    TOKEN_FILE,
+    Caption,
+    flickr8k_text_dir,
+    read_flickr8k,
+    read_split_files,
+)
 from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY  # noqa: F401 (re-exported)
+from grounded_text.data.streaming import make_streaming_dataset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,8 +176,6 @@ def load_flickr8k_pairs(root: str | Path, features: str = "efficientnet_lite0") 
     Returns:
       ``SplitPairs``; see ``join_captions``.
     """
-    from grounded_text.data.flickr8k import SPLIT_FILES, TOKEN_FILE, flickr8k_text_dir, read_split_files
-
     store = open_feature_store(resolve_features_path(root, features))
     pairs = join_captions(read_flickr8k(root), store)
     text_dir = flickr8k_text_dir(root)
@@ -264,8 +271,6 @@ def make_dataset(
 def _streaming_dataset(pairs: CaptionPairs, batch_size: int, shuffle: bool, seed: int, drop_remainder: bool,
                        bucket_by_length: bool, epoch: tf.Variable | None) -> tf.data.Dataset:
     """``make_dataset`` for pairs joined to a streaming store (``make_streaming_dataset``)."""
-    from grounded_text.data.streaming import make_streaming_dataset
-
     if bucket_by_length:
         # The streaming store shuffles rows through a bounded buffer; sorting pools by
         # length would need the captions up front, which the store does not keep.

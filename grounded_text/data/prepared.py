@@ -22,6 +22,7 @@ release, a prepared folder or a TFDS export, all joined by image id into
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -30,6 +31,7 @@ import numpy as np
 
 from grounded_text.data.features import FeatureStore, open_feature_store
 from grounded_text.data.flickr8k import SPLITS, Caption
+from grounded_text.utils.extras import require
 
 PREPARED_MANIFEST = "dataset.json"
 CAPTIONS_FILE = "captions.jsonl"
@@ -179,8 +181,6 @@ def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Pa
     """
     import tensorflow as tf
 
-    from grounded_text.utils.extras import require
-
     tfds = require("tensorflow_datasets", "Reading a TFDS dataset")
 
     row = store.index()
@@ -231,8 +231,6 @@ def read_tfds_export(builder_dir: str | Path) -> tuple[list[Caption], FeatureSto
     Raises:
       FileNotFoundError: no TFDS dataset there; ValueError: features are not this format.
     """
-    from grounded_text.utils.extras import require
-
     tfds = require("tensorflow_datasets", "Reading a TFDS dataset")
 
     found = find_tfds_dir(builder_dir)
@@ -284,7 +282,6 @@ def load_pairs(data_config, root: str | Path | None):
             raise ValueError("dataset 'flickr8k' needs the data root (--data-dir or $GROUNDED_TEXT_DATA).")
         return load_flickr8k_pairs(root, data_config.features)
     path = Path(dataset).expanduser()
-    import dataclasses
 
     def joined(captions, store, where):
         pairs = join_captions(captions, store)

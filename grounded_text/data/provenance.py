@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.utils.durable import file_sha256
+
 #: The ``.npz`` member (a 0-d unicode array holding JSON) and the manifest key that record
 #: what made a feature store: network, weights, crops, image size, preprocessing.
 PROVENANCE_KEY = "provenance"
@@ -118,8 +120,6 @@ def store_provenance(path: str | Path) -> dict | None:
 def _digest(path: str, size: int, mtime_ns: int) -> str:
     """A file's SHA-256, read once per (path, size, time): ``evaluate`` checks one store against
     each encoder's tower, and the data root's file is 41 MB."""
-    from grounded_text.utils.durable import file_sha256
-
     return file_sha256(path)
 
 

@@ -30,7 +30,11 @@ every sentence its character model reads, in two different ways:
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from collections.abc import Iterable
+
+import numpy as np
 
 # The rules (``TextConfig.sentence_end`` for training captions, ``--sentence-end`` of the
 # evaluate command for the sentences it scores); the config system lists them.
@@ -83,10 +87,6 @@ def apply_sentence_end(texts: Iterable[str], rule: str) -> list[str]:
 
 def pairs_with_sentence_end(pairs, rule: str):
     """``CaptionPairs`` whose captions have ``rule`` applied (``pairs`` itself for ``"none"``)."""
-    import dataclasses
-
-    import numpy as np
-
     if check_sentence_end(rule) == "none":
         return pairs
     captions = np.array(apply_sentence_end(pairs.captions.tolist(), rule), dtype=object).astype(str)
@@ -124,8 +124,6 @@ def rule_from_config(config: dict | None, where: str = "the export") -> str:
         ...
       ValueError: the export records text.sentence_end = 'space_perod', which is not one of [...].
     """
-    import difflib
-
     if config is None or "text" not in config:
         return "none"
     text = config["text"]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_text.data.sts import SICK_FILES
+from grounded_text.data.sts import SICK_FILES, _split_lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +89,6 @@ def _lines(path: Path, encoding: str) -> list[str]:
     dropped), as SentEval's ``for line in f`` reads them: ``str.splitlines`` would also break
     inside a sentence at U+2028, U+0085 (latin-1 byte 0x85), ``\f`` and the like, and shift
     SNLI's parallel s1 / s2 / labels files against each other."""
-    from grounded_text.data.sts import _split_lines
-
     data = _file(path).read_bytes()
     if encoding == "latin-1":
         return _split_lines(data.decode("latin-1"))

@@ -46,6 +46,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+from grounded_text.data.provenance import check_provenance
 from grounded_text.utils.durable import atomic_write, fsync_file
 
 MANIFEST = "manifest.json"
@@ -134,8 +136,6 @@ class TFRecordFeatureSink:
 
     def __init__(self, directory: str | Path, dim: int, dtype: str = "float16", rows_per_shard: int = 32768,
                  captions: bool = False, provenance: dict | None = None):
-        from grounded_text.data.provenance import check_provenance
-
         if dtype not in DTYPES:
             raise ValueError(f"TFRecordFeatureSink: dtype must be one of {sorted(DTYPES)}, got {dtype!r}.")
         if int(dim) < 1:
@@ -581,8 +581,6 @@ def _pair_batches(store: "StreamingFeatureStore", n: int, expand, keep_row, capt
     filter → batches of ``_PARSE_BATCH`` → ``expand`` (→ per pair: caption or its index, row,
     stored features) → seeded shuffle buffer → batches → ``{"caption": caption_of(...),
     "image_features", "image_id"}``, ``n`` pairs per epoch."""
-    from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
-
     def pairs_stream(seed_value, reshuffle: bool):
         ds = store._records(shuffle, seed_value, cycle_length, reshuffle)
         if keep_row is not None:

@@ -22,6 +22,7 @@ import keras
 import tensorflow as tf
 
 from grounded_text.losses.common import BatchLoss, check_batch, check_reduction
+from grounded_text.losses.ranking import triplet_ranking_loss
 
 PEARSON_EPSILON = 1e-8
 
@@ -216,8 +217,6 @@ def pairwise_rank_loss(text, image, margin: float = 0.2, image_ids=None, reducti
       >>> round(float(pairwise_rank_loss(text, image, margin=0.2)), 4)  # [0.2 − 0.7071 + 0.7071]₊
       0.2
     """
-    from grounded_text.losses.ranking import triplet_ranking_loss
-
     return triplet_ranking_loss(
         text, image, image_ids, margin=margin, direction_weight=1.0, negatives="all", reduction=reduction
     )

@@ -16,9 +16,12 @@ commands that draw need it only when they draw. No TensorFlow.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from grounded_text.utils.extras import require
 
 DPI = 100
 COLORS = 64
@@ -27,8 +30,6 @@ _MAX_LABEL = 64  # characters: longer row labels are cut so that the panels keep
 
 
 def _pyplot():
-    from grounded_text.utils.extras import require
-
     matplotlib = require("matplotlib", "The report charts")
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -83,8 +84,6 @@ def _save(fig, path, rect=(0, 0, 1, 1)) -> Path:
     """Lays out, writes ``path`` and closes ``fig``. The PNG is reduced to an adaptive palette of
     ``COLORS`` colours: a chart has a handful, and the docs keep their PNGs in the repository
     (a third of the size of the full-colour file, with no visible change)."""
-    import io
-
     from PIL import Image  # a dependency of matplotlib
 
     plt = _pyplot()

@@ -65,6 +65,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grounded_text.data.features import check_npz_members
+from grounded_text.utils.durable import atomic_write
 from grounded_text.utils.progress import CountProgress, interactive
 
 __all__ = ["PHOTO_EXTENSIONS", "ImageIndex", "IndexBusyError", "IndexReport", "PhotoFile", "SearchHit",
@@ -307,8 +309,6 @@ class _Table:
 
 def _write_table(path: Path, folder: Path, fingerprint: str, table: _Table) -> None:
     """Writes ``table`` to ``path`` atomically (temp file, fsync, rename)."""
-    from grounded_text.utils.durable import atomic_write
-
     paths_utf8, path_ends = _pack(table.rels)
     failed_utf8, failed_ends = _pack([f[0] for f in table.failed])
     reasons_utf8, reason_ends = _pack([f[3] for f in table.failed])
@@ -331,8 +331,6 @@ def _read_table(path: Path, folder: Path, fingerprint: str) -> _Table:
     Raises:
       ValueError: damaged, of another format, or made for another folder or model.
     """
-    from grounded_text.data.features import check_npz_members
-
     check_npz_members(path, _MEMBERS)  # declared sizes against the data, before anything is allocated
     try:
         with np.load(path, allow_pickle=False) as z:

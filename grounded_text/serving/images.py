@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from grounded_text.data.provenance import lite0_provenance
+
 #: The feature record of the image tower (a key of its ``assets/config.json``).
 IMAGE_FEATURES_KEY = "image_features"
 
@@ -54,8 +56,6 @@ def tower_record(image_export: str | os.PathLike) -> dict | None:
     ``image_size``, ``preprocessing``), as its ``assets/config.json`` records it. A tower
     exported before towers recorded it, but trained on the data root's ``efficientnet_lite0``
     features, gets that network's record; otherwise ``None``."""
-    from grounded_text.data.provenance import lite0_provenance
-
     path = Path(image_export) / "assets" / "config.json"
     try:
         config = json.loads(path.read_text(encoding="utf-8"))

@@ -43,6 +43,7 @@ import json
 import os
 from pathlib import Path
 
+from grounded_text import shipped
 from grounded_text.data.sentence_end import check_sentence_end, rule_from_config
 from grounded_text.utils.durable import file_sha256
 
@@ -252,10 +253,6 @@ def check_export(export_dir: str | os.PathLike, config: dict | None = None) -> N
 def _local_folder(model) -> Path | None:
     """The folder ``model`` (a shipped name, a folder or a TF Hub URL handle) is read from;
     ``None`` for a handle that is not a folder and not a URL."""
-    import os
-
-    from grounded_text import shipped
-
     if shipped.is_name(model) and not Path(model).exists():
         return shipped.export_dir(model)
     text = os.fspath(model)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from grounded_text.papers.presets import PRESETS
 from grounded_text.utils.durable import atomic_write
 
 MODEL_CARD = "model_card.md"
@@ -31,8 +32,6 @@ def _data_licence(dataset: str) -> str:
 
 
 def _paper_lines(name: str) -> list[str]:
-    from grounded_text.papers.presets import PRESETS
-
     record = PRESETS.get(name)
     return ["", f"Configuration from: {record.paper}."] if record is not None else []
 

@@ -8,8 +8,10 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from grounded_text.data.sts import read_sick, sick_path
 from grounded_text.evaluation.encoders import image_tower_encoder, tower_encoder, with_sentence_end
-from grounded_text.evaluation.sts import score_sts_year
+from grounded_text.evaluation.retrieval import cosine_matrix, images_of_pairs, retrieval_metrics
+from grounded_text.evaluation.sts import correlations, cosine_rows, score_sts_year
 
 
 def _logged(value: float | None) -> float:
@@ -109,7 +111,6 @@ class SICKValidation(keras.callbacks.Callback):
     def __init__(self, text_tower, sts_dir: str | Path, metric_name: str = "val_sick", batch_size: int = 1024,
                  sentence_end: str = "none"):
         super().__init__()
-        from grounded_text.data.sts import read_sick, sick_path
 
         path = sick_path(sts_dir, "trial")
         if not path.is_file():
@@ -122,8 +123,6 @@ class SICKValidation(keras.callbacks.Callback):
 
     def scores(self) -> dict:
         """``{"pearson", "spearman", "n", ...}`` of the current weights (``evaluation.sts.correlations``)."""
-        from grounded_text.evaluation.sts import correlations, cosine_rows
-
         first = self.encoder(list(self.pairs.sentences1))
         second = self.encoder(list(self.pairs.sentences2))
         return correlations(cosine_rows(first, second), np.asarray(self.pairs.scores, dtype=np.float64))
@@ -156,7 +155,6 @@ class DevRetrieval(keras.callbacks.Callback):
 
     def __init__(self, text_tower, image_tower, pairs, metric_name: str = "val_rsum", batch_size: int = 1024):
         super().__init__()
-        from grounded_text.evaluation.retrieval import images_of_pairs
 
         _, self.caption_image, self.image_features = images_of_pairs(pairs)
         self.captions = pairs.captions.tolist()
@@ -168,8 +166,6 @@ class DevRetrieval(keras.callbacks.Callback):
 
     def scores(self) -> dict:
         """``retrieval_metrics`` of the current weights on the dev split."""
-        from grounded_text.evaluation.retrieval import cosine_matrix, retrieval_metrics
-
         text = self._text(self.captions)
         image = self._image(self.image_features)
         return retrieval_metrics(cosine_matrix(text, image), self.caption_image)

@@ -17,6 +17,7 @@ below 1. ``TowerClippedAdam`` does the same inside Keras' optimizer step
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 #: ``torch.nn.utils.clip_grad_norm``'s ``total_norm + 1e-6``.
 CLIP_EPSILON = 1e-6
@@ -35,8 +36,6 @@ def clip_tower_gradients(grads, variables, towers, key=id):
       A new list: for each tower, its gradients × ``min(1, max_norm / (‖g‖ + 1e-6))``, ``‖g‖``
       the norm over all of them (``torch.nn.utils.clip_grad_norm``).
     """
-    import tensorflow as tf
-
     grads = list(grads)
     index = {key(v): i for i, v in enumerate(variables)}
     for tower_vars, max_norm in towers:

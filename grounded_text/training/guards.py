@@ -28,6 +28,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from grounded_text.training.run_dir import StorageFull, TrainingDiverged, learning_rate_advice, storage_message
 
@@ -212,7 +213,6 @@ class CollapseGuard(keras.callbacks.Callback):
                  min_ratio: float = 1e-3, min_spread: float = 1e-6, loss_patience: int = 3,
                  loss_rtol: float = 1e-4, resumed: tuple[int, int] | None = None):
         super().__init__()
-        import tensorflow as tf
 
         self.resumed = resumed
         self._offset = 0

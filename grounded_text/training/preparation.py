@@ -9,17 +9,23 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-# TensorFlow, Keras and the modules built on them are imported where the work starts (in
-# the functions below), so that the CLI's --help and bad flags answer before TensorFlow loads.
+import keras
+import numpy as np
+import tensorflow as tf
+
 from grounded_text.config.schema import DataConfig, ExperimentConfig, TrainConfig
+from grounded_text.data.pairs import make_dataset
 from grounded_text.data.paths import resolve_data_dir
+from grounded_text.data.prepared import load_pairs
+from grounded_text.data.sampler import make_caption_pass_dataset, make_grouped_dataset
+from grounded_text.data.sentence_end import pairs_with_sentence_end
+from grounded_text.layers.text_preprocessor import build_vocabulary
+from grounded_text.models.registry import build_model
 from grounded_text.papers.resolve import ensure_resolved
-
-if TYPE_CHECKING:
-    import keras
-    import tensorflow as tf
+from grounded_text.training.clipping import make_optimizer
+from grounded_text.training.distribute import apply_mixed_precision, make_strategy, shard_by_data
+from grounded_text.training.schedules import CYCLIC_SCHEDULES, cycle_steps
 
 log = logging.getLogger("grounded_text.train")
 
@@ -75,10 +81,6 @@ def prepare_training(config: ExperimentConfig, data_dir: str | Path | None, *, s
     Raises:
       ValueError: see ``train``.
     """
-    import keras
-
-    from grounded_text.training.distribute import apply_mixed_precision, make_strategy
-
     config = ensure_resolved(config)
     if config.data.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 for in-batch losses, got {config.data.batch_size}.")
@@ -97,12 +99,6 @@ def _data(data: DataConfig, root: Path, sentence_end: str = "none"):
     """(flickr, train_pairs, dev_pairs, data_epoch, train_ds, dev_ds, steps_per_epoch): the
     pairs (slices applied; ``TextConfig.sentence_end`` applied to their captions) and their
     pipelines, sharded across replicas by data."""
-    import tensorflow as tf
-
-    from grounded_text.data.prepared import load_pairs
-    from grounded_text.data.sentence_end import pairs_with_sentence_end
-    from grounded_text.training.distribute import shard_by_data
-
     flickr = load_pairs(data, root)  # flickr8k, a prepared folder or a TFDS export
     train_pairs = flickr.splits["train"]
     if data.max_train_images:
@@ -152,8 +148,6 @@ def check_image_features(pairs, where=None, split: str = "training") -> None:
     Raises:
       ValueError: one line naming the file and what is wrong.
     """
-    import numpy as np
-
     if pairs.streamed and split != "training":
         return  # gathering rows of a streamed store is a pass over it: the training check makes one
     rows = np.unique(np.asarray(pairs.feature_rows))
@@ -185,9 +179,6 @@ def check_image_features(pairs, where=None, split: str = "training") -> None:
 def _model(config: ExperimentConfig, feature_dim: int, train_pairs, strategy, steps_per_epoch: int):
     """(vocabulary, model): the vocabulary of the training captions, and the model built and
     compiled under ``strategy`` (global batch = batch_size)."""
-    from grounded_text.layers.text_preprocessor import build_vocabulary
-    from grounded_text.models.registry import build_model
-
     vocabulary = build_vocabulary(
         train_pairs.captions.tolist(),
         max_size=config.text.max_vocab_size,
@@ -225,8 +216,6 @@ def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps
       towers: (text tower, image tower) whose gradient norms ``train_cfg.clip_norm_text`` /
         ``clip_norm_image`` clip (``grounded_text.training.clipping``).
     """
-    from grounded_text.training.clipping import make_optimizer
-
     train_model.compile(
         optimizer=make_optimizer(_learning_rate(train_cfg, steps_per_epoch), train_cfg.clip_norm_text,
                                  train_cfg.clip_norm_image, *towers),
@@ -237,17 +226,11 @@ def compile_for_training(train_model: keras.Model, train_cfg: TrainConfig, steps
 def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
     """(train_ds, dev_ds, steps_per_epoch) for the configured sampler (``epoch``: the
     variable the training order is seeded with, see ``make_dataset``)."""
-    from grounded_text.data.pairs import make_dataset
-
     if data.sampler == "grouped":
-        from grounded_text.data.sampler import make_grouped_dataset
-
         per_batch = data.batch_size // data.captions_per_image
         train_ds = make_grouped_dataset(train_pairs, per_batch, data.captions_per_image, seed=data.seed, epoch=epoch)
         dev_ds = make_grouped_dataset(dev_pairs, per_batch, data.captions_per_image, seed=data.seed, shuffle=False)
     elif data.sampler == "distinct_images":
-        from grounded_text.data.sampler import make_caption_pass_dataset
-
         train_ds = make_caption_pass_dataset(train_pairs, data.batch_size, seed=data.seed, epoch=epoch)
         dev_ds = make_dataset(dev_pairs, data.batch_size, shuffle=False)
     else:
@@ -265,8 +248,6 @@ def _datasets(data: DataConfig, train_pairs, dev_pairs, epoch=None):
 def _learning_rate(train_cfg: TrainConfig, steps_per_epoch: int):
     """A float (constant), or a cyclic cosine schedule: ``CyclicCosineSchedule``
     (Merkx & Frank §3.3, min → max → min) or ``WarmRestartCosineSchedule`` (SGDR)."""
-    from grounded_text.training.schedules import CYCLIC_SCHEDULES, cycle_steps
-
     if train_cfg.schedule in CYCLIC_SCHEDULES:
         return CYCLIC_SCHEDULES[train_cfg.schedule](train_cfg.lr_min, train_cfg.learning_rate,
                                                     cycle_steps(train_cfg.cycle_epochs, steps_per_epoch))

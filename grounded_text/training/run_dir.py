@@ -66,7 +66,8 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_text.utils.durable import atomic_write, fsync_dir
+from grounded_text.config.schema import STORED_NONE_MEANT
+from grounded_text.utils.durable import atomic_write, fsync_dir, recover_export
 
 RUN_STATE = "run_state.json"
 RESUME_DIR = "resume"
@@ -239,8 +240,6 @@ def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     key); a field of ``FIELDS_ADDED_AT`` that ``old`` lacks and ``new`` holds at its value there
     is no difference, nor is a ``None`` in ``old`` of a field of
     ``grounded_text.config.schema.STORED_NONE_MEANT`` where ``new`` holds the value it meant."""
-    from grounded_text.config.schema import STORED_NONE_MEANT
-
     out = []
     for k in sorted(set(old or {}) | set(new or {})):
         a, b = (old or {}).get(k), (new or {}).get(k)
@@ -273,8 +272,6 @@ def check_run_dir(out: str | Path, config: dict, *, resume: bool, overwrite: boo
         different config (the differing fields are listed); without ``overwrite``, a symlink
         that would carry the run's writes out of ``out`` (``check_links``).
     """
-    from grounded_text.utils.durable import recover_export
-
     out = Path(out)
     if resume and overwrite:
         raise RunDirError("--resume and --overwrite exclude each other: continue the run, or replace it.")
@@ -586,8 +583,6 @@ def exit_after_storage_error(e: BaseException, status: int) -> None:
     ``e`` is a ``StorageFull`` from a failed HDF5 write: the HDF5 library would otherwise crash
     the interpreter's exit (signal 11, exit status 139). Returns otherwise."""
     if isinstance(e, StorageFull) and e.hdf5:
-        import sys
-
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

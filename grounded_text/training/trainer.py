@@ -34,17 +34,41 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-# TensorFlow, Keras and the modules built on them are imported where the work starts (in
-# the functions below), so that the CLI's --help and bad flags answer before TensorFlow loads.
+# This module loads TensorFlow: the command line (grounded_text.train) imports it only once its
+# flags are checked, so that --help and bad flags answer before TensorFlow loads.
+import keras
+import numpy as np
+
 from grounded_text.config.schema import ExperimentConfig, config_toml
 from grounded_text.data.paths import resolve_data_dir
+from grounded_text.data.provenance import store_provenance
+from grounded_text.data.sts import sick_path, sts_year_dirs
+from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
+from grounded_text.layers.text_preprocessor import write_vocabulary
+from grounded_text.models.ensemble import build_snapshot_ensemble
 from grounded_text.papers.resolve import ensure_resolved
+from grounded_text.serving.encoder import load
+from grounded_text.serving.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
+from grounded_text.serving.model_card import write_model_card
+from grounded_text.training import run_dir
+from grounded_text.training.callbacks import (
+    DevRetrieval,
+    SICKValidation,
+    SnapshotSaver,
+    STSValidation,
+    load_snapshot_towers,
+    progress_callbacks,
+)
+from grounded_text.training.distribute import is_chief, make_strategy
 from grounded_text.training.preparation import TrainingSetup, prepare_training
+from grounded_text.training.resume import RunTracker, fit_resumable
 from grounded_text.utils.durable import atomic_write
+from grounded_text.utils.progress import interactive
 
 log = logging.getLogger("grounded_text.train")
 SELECTION_YEAR = "STS16"
@@ -104,11 +128,6 @@ def train(
         run and neither ``resume`` nor ``overwrite`` is given, or it cannot be resumed.
       grounded_text.training.run_dir.TrainingDiverged: the loss became NaN/Inf.
     """
-    import keras
-
-    from grounded_text.training import run_dir
-    from grounded_text.training.distribute import is_chief, make_strategy
-
     t_start = time.perf_counter()
     # Every argument is checked before the run directory is touched: a bad one never costs the old run.
     callbacks = check_callbacks(callbacks)
@@ -155,8 +174,6 @@ def check_callbacks(callbacks) -> tuple:
         or an entry is not a ``keras.callbacks.Callback`` (the message gives its index and
         type), so nothing is built or deleted for a run that could not start.
     """
-    import keras
-
     if callbacks is None:
         return ()
     if isinstance(callbacks, keras.callbacks.Callback):
@@ -181,8 +198,6 @@ def check_verbose(verbose) -> None:
 def _data_folders(data_dir, config: ExperimentConfig) -> list[Path]:
     """The folders the run reads its data from: the data root (when one is set) and a
     ``dataset`` folder (a prepared or TFDS export folder)."""
-    import os
-
     folders = []
     chosen = data_dir if data_dir not in (None, "") else os.environ.get("GROUNDED_TEXT_DATA")
     if chosen:
@@ -264,9 +279,6 @@ def prepare_run(config: ExperimentConfig, data_dir, output_dir, strategy, *, res
     Raises:
       ValueError, RunDirError: see ``train`` (marked as usage errors: the CLI's exit 2).
     """
-    from grounded_text.training import run_dir
-    from grounded_text.training.distribute import is_chief
-
     chief = is_chief(strategy)
     with run_dir.usage_errors():  # bad flags, data or run directory: the CLI's "error: ..." (exit 2)
         config = ensure_resolved(config)
@@ -287,9 +299,6 @@ def begin(run: TrainingRun) -> None:
     """The first write of a run, once everything it needs is built (data, model, our callbacks
     and the user's): with ``overwrite`` the old run's files go now (``run_dir.clear_run_dir``,
     only what that run made), then ``checkpoints/``, ``config.toml`` and ``vocab.txt``."""
-    from grounded_text.layers.text_preprocessor import write_vocabulary
-    from grounded_text.training import run_dir
-
     if run.overwrite:
         run_dir.clear_run_dir(run.out, spaces=run.setup.model.spaces)
     (run.out / "checkpoints").mkdir(parents=True, exist_ok=True)
@@ -303,8 +312,6 @@ def validation_files(config: ExperimentConfig, root: Path) -> list[Path]:
     """The validation data a run scores each epoch on (for the ``--resume`` data check): the
     STS16 folder (``avg2016``, and logged beside ``dev_retrieval``), STS12 (logged beside
     ``dev_retrieval``) or the SICK validation split (``sick_val``); those that exist."""
-    from grounded_text.data.sts import sick_path, sts_year_dirs
-
     sts_dir = Path(root) / "sts"
     years = sts_year_dirs(sts_dir) if sts_dir.is_dir() else {}
     select_on = config.train.select_on
@@ -327,7 +334,6 @@ def check_selection_data(config: ExperimentConfig, data_dir) -> None:
     """
     if config.train.select_on != "sick_val":
         return
-    from grounded_text.data.sts import sick_path
 
     path = sick_path(resolve_data_dir(data_dir) / "sts", "trial")
     if not path.is_file():
@@ -338,11 +344,6 @@ def check_selection_data(config: ExperimentConfig, data_dir) -> None:
 def _watch(run: TrainingRun) -> list:
     """Our callbacks, the STS scorer first so that later ones see its metric; sets the
     run's selection (``select_on``, ``monitor``, ``mode``) and ``cb``."""
-    import keras
-
-    from grounded_text.data.sts import sts_year_dirs
-    from grounded_text.training.callbacks import STSValidation
-
     model, config = run.setup.model, run.config
     run.sts_dir = run.setup.root / "sts"
     years = sts_year_dirs(run.sts_dir) if run.sts_dir.is_dir() else {}
@@ -356,9 +357,6 @@ def _watch(run: TrainingRun) -> list:
         callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: model.refit(train_captions)))
     sts = retrieval = None
     if select_on == "sick_val":
-        from grounded_text.training import run_dir
-        from grounded_text.training.callbacks import SICKValidation
-
         with run_dir.usage_errors():  # no SICK validation split: the CLI's "error: ..." (exit 2), before fit
             check_selection_data(config, run.setup.root)
             # In the STS scorer's slot: its per-epoch rows are kept across --resume and recorded.
@@ -373,8 +371,6 @@ def _watch(run: TrainingRun) -> list:
                                 sentence_end=sentence_end)
             callbacks.append(sts)
     if select_on == "dev_retrieval" or config.train.snapshots:
-        from grounded_text.training.callbacks import DevRetrieval
-
         retrieval = DevRetrieval(model.text_tower, model.image_tower, run.setup.dev_pairs)
         callbacks.append(retrieval)
     if select_on == "dev_retrieval" and SELECTION_YEAR in years and sts is None:
@@ -394,8 +390,6 @@ def _watch(run: TrainingRun) -> list:
 
 def _checkpoints(run: TrainingRun) -> list:
     """The best-epoch and last-epoch checkpoints, TensorBoard and the snapshot saver."""
-    import keras
-
     best = None
     callbacks = []
     if run.select_on != "last":
@@ -408,8 +402,6 @@ def _checkpoints(run: TrainingRun) -> list:
     ]
     snapshot = None
     if run.config.train.snapshots:
-        from grounded_text.training.callbacks import SnapshotSaver
-
         model = run.setup.model
         snapshot = SnapshotSaver(model.text_tower, run.out / "snapshots", run.config.train.cycle_epochs,
                                  image_tower=model.image_tower, score_key="val_rsum")
@@ -428,16 +420,8 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
       run_dir.TrainingDiverged: NaN/Inf loss (the run is marked "diverged").
       KeyboardInterrupt: Ctrl-C (the run is marked "interrupted").
     """
-    from grounded_text.training import run_dir
-    from grounded_text.training.callbacks import progress_callbacks
-    from grounded_text.training.resume import RunTracker, fit_resumable
-
     callbacks = check_callbacks(callbacks)
     if verbose == "auto":
-        import sys
-
-        from grounded_text.utils.progress import interactive
-
         # Keras' bar (verbose 1) redraws with carriage returns and colour codes on any POSIX
         # system, a terminal or not: a log (stdout not a terminal) gets one line per epoch.
         verbose = 1 if interactive(sys.stdout) else 2
@@ -502,10 +486,6 @@ def select(run: TrainingRun) -> None:
     Raises:
       run_dir.TrainingDiverged: ``select_on="last"`` and the last epoch's metric is NaN/Inf.
     """
-    import numpy as np
-
-    from grounded_text.training import run_dir
-
     model = run.setup.model
     run.scores = scores = np.array(run.tracker.history[run.monitor], dtype=np.float64)
     if run.select_on == "last":
@@ -525,16 +505,11 @@ def export(run: TrainingRun) -> None:
     """Step 4: ``export/`` (the best epoch's text tower, or the snapshot ensemble), each named
     sentence space ``export_<name>/`` (best epoch; e.g. ``bordes_cg_pg``'s textual u and
     grounded g(u)) and ``image_export/`` (retrieval from the run directory)."""
-    from grounded_text.serving.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
-
     model, config = run.setup.model, run.config.to_dict()
     run.export_tower, image_tower = model.text_tower, model.image_tower
     run.exported = {"kind": "best_epoch", "epoch": run.best_epoch}
     snapshot = run.cb["snapshot"]
     if snapshot is not None and snapshot.paths:
-        from grounded_text.models.ensemble import build_snapshot_ensemble
-        from grounded_text.training.callbacks import load_snapshot_towers
-
         chosen = snapshot.best(run.config.train.ensemble_size)
         run.export_tower = build_snapshot_ensemble(load_snapshot_towers([snapshot.paths[i] for i in chosen]))
         image_tower = build_snapshot_ensemble(load_snapshot_towers([snapshot.image_paths[i] for i in chosen]),
@@ -549,7 +524,6 @@ def export(run: TrainingRun) -> None:
     run.export_dir = export_text_tower(run.export_tower, run.out / "export", config)
     run.space_dirs = {name: str(export_text_tower(tower, run.out / f"export_{name}", config))
                       for name, tower in model.spaces.items()}
-    from grounded_text.data.provenance import store_provenance
 
     store = getattr(run.setup.flickr, "store", None)
     features = store_provenance(store.path) if store is not None and getattr(store, "path", None) else None
@@ -637,9 +611,6 @@ def _evaluate(run: TrainingRun, metrics: dict, verbose) -> None:
     """Sets ``metrics["evaluation"]``: the STS report of ``export/`` and its headline figures
     (``timing_seconds.evaluate`` times that), and each space's headline (the space ``export/``
     holds is not scored twice); every export's model card is rewritten with its figures."""
-    from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
-    from grounded_text.serving.encoder import load
-
     def encoder(path):  # the rule the export records (model_sentence_end): the training captions'
         enc = load(path)
         log.info("sentence ends of %s: %s", path, enc.sentence_end)
@@ -668,7 +639,5 @@ def _evaluate(run: TrainingRun, metrics: dict, verbose) -> None:
 def write_card(export_dir, tower, config: ExperimentConfig, headline: dict | None) -> Path:
     """The model card of one export (``grounded_text.serving.model_card.write_model_card``) with its
     evaluation figures, its real width (``tower``'s output, float32[B, width]) and parameters."""
-    from grounded_text.serving.model_card import write_model_card
-
     return write_model_card(export_dir, config.to_dict(), headline, embedding_dim=int(tower.output.shape[-1]),
                             parameters=int(tower.count_params()))

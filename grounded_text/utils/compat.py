@@ -12,6 +12,7 @@ TensorFlow and Keras are imported inside the functions: importing this module is
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable
 
 # --- TensorFlow --------------------------------------------------------------------------------
@@ -88,8 +89,6 @@ def keras_application_weight_hash(module: str, key: str) -> str | None:
     If gone: ``ImportError`` (or ``AttributeError``) from ``vision.networks.get_spec`` for
     every network.
     """
-    import importlib
-
     hashes = importlib.import_module(f"keras.src.applications.{module}").WEIGHTS_HASHES
     return hashes.get(key, (None, None))[1]
 

@@ -18,6 +18,7 @@ folders are removed by the next install to the same place.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import secrets
@@ -278,8 +279,6 @@ def file_sha256(path: str | os.PathLike) -> str:
     Raises:
       OSError: the file cannot be read.
     """
-    import hashlib
-
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -27,6 +27,8 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 
+from grounded_text.utils.quiet import one_line_warnings
+
 #: top-level module → (the extra that installs it, its PyPI name)
 EXTRAS = {
     "sklearn": ("eval", "scikit-learn"),
@@ -125,8 +127,6 @@ def run_command(main: Callable[..., int], argv=None) -> int:
     """Runs a command's ``main(argv)``; a missing extra becomes one ``error: ...`` line on stderr
     naming the ``pip install`` command, and exit status 2 (no traceback). Warnings print as one
     line each meanwhile (``grounded_text.utils.quiet.one_line_warnings``)."""
-    from grounded_text.utils.quiet import one_line_warnings
-
     try:
         with one_line_warnings():  # one line each, no source echo, bars kept whole
             return main(argv)

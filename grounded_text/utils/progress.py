@@ -19,6 +19,9 @@ import contextlib
 import sys
 import time
 
+from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
 #: The commands' flag that turns progress off.
 NO_PROGRESS_FLAG = "--no-progress"
 
@@ -59,8 +62,6 @@ def _redirect_logging(bar):
     """Sends console log records through ``tqdm.write`` while ``bar`` is drawn, so that a log line
     (a section's end, a data note) is printed above the bar instead of through it. Returns the
     context to exit when the bar closes."""
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
     redirect = logging_redirect_tqdm(tqdm_class=type(bar))
     redirect.__enter__()
     return redirect
@@ -111,8 +112,6 @@ class SectionProgress(_Shown):
         self.done = 0
         self._bar = None
         if self.enabled and self.total > 0 and interactive(self.file):
-            from tqdm.auto import tqdm
-
             self._bar = tqdm(total=self.total, desc=desc, unit="section", file=self.file, leave=True,
                              dynamic_ncols=True)
             self._logging = _redirect_logging(self._bar)
@@ -190,8 +189,6 @@ class CountProgress(_Shown):
         if not self.enabled:
             return
         if interactive(self.file):
-            from tqdm.auto import tqdm
-
             self._bar = tqdm(total=total, desc=desc, unit=unit, file=self.file, dynamic_ncols=True)
             self._logging = _redirect_logging(self._bar)
         else:

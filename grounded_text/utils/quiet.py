@@ -38,6 +38,8 @@ import sys
 import tempfile
 import warnings
 
+import wrapt
+
 VERBOSE_ENV = "GROUNDED_TEXT_VERBOSE"
 _set_log_level = False  # whether quiet_startup set TF_CPP_MIN_LOG_LEVEL (keep_startup_messages undoes only that)
 
@@ -147,8 +149,6 @@ def demote_internal_logs() -> None:
     if "absl.logging" in sys.modules:
         _add_demotion("absl")
     else:
-        import wrapt
-
         wrapt.register_post_import_hook(lambda _module: _add_demotion("absl"), "absl.logging")
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from grounded_text.utils.progress import CountProgress
 from grounded_text.vision import crops as crops_lib
 from grounded_text.vision.networks import FeatureNetwork, get_spec
 
@@ -276,7 +277,6 @@ def extract_features(
         network = FeatureNetwork(cnn, weights=weights, mixed_precision=mixed_precision)
     size = network.input_size
     ds = _view_batches(images, todo, size, crops, int(batch_size), max_pixels)
-    from grounded_text.utils.progress import CountProgress
 
     loop_start = time.perf_counter()
     with CountProgress(len(todo), "features", "image", enabled=progress) as bar:

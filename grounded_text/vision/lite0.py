@@ -25,6 +25,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import keras
+from keras import layers
+
 from grounded_text.data.provenance import LITE0_CHECKPOINT, LITE0_CHECKPOINT_SHA256
 from grounded_text.utils.durable import file_sha256
 
@@ -77,9 +80,6 @@ def build_lite0(input_size: int = INPUT_SIZE):
       [N, 1280]. Layer names follow the checkpoint's modules (``stem_conv`` = ``_conv_stem``,
       ``block{i}_{part}`` = ``_blocks.{i}._{part}``, ``head_conv`` = ``_conv_head``).
     """
-    import keras
-    from keras import layers
-
     def bn(name):
         return layers.BatchNormalization(epsilon=BN_EPSILON, name=name)
 

@@ -58,6 +58,8 @@ import tensorflow as tf
 from grounded_text.config.choices import NETWORK_NAMES
 from grounded_text.utils.compat import keras_application_weight_hash, keras_home
 from grounded_text.utils.durable import file_sha256
+from grounded_text.utils.extras import require
+from grounded_text.vision import lite0
 from grounded_text.vision import lite0 as _lite0
 
 _GCS = "https://storage.googleapis.com/"
@@ -182,8 +184,6 @@ def efficientnet_lite0_ra(*, include_top=False, weights=None, pooling="avg", inp
       WeightsUnavailableError: ``"imagenet"`` and the preset cannot be fetched or read.
       ValueError: another ``include_top``/``pooling``/``weights``.
     """
-    from grounded_text.utils.extras import require
-
     if include_top or pooling != "avg" or weights not in (None, "imagenet"):
         raise ValueError("efficientnet_lite0 builds pooled features only (include_top=False, pooling='avg', "
                          f"weights None or 'imagenet'), got {include_top=}, {pooling=}, {weights=}.")
@@ -216,8 +216,6 @@ def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_
     Raises:
       ValueError: another ``include_top``/``pooling``, or ``weights`` other than ``None``.
     """
-    from grounded_text.vision import lite0
-
     if include_top or pooling != "avg" or weights is not None:
         raise ValueError("efficientnet_lite0 builds pooled features only (include_top=False, pooling='avg', "
                          f"weights loaded afterwards), got {include_top=}, {pooling=}, {weights=}.")

@@ -13,6 +13,7 @@ A sink has three methods::
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.data.features import check_npz_members
+from grounded_text.data.provenance import PROVENANCE_KEY, check_provenance, read_npz_provenance
 from grounded_text.utils.durable import atomic_write
 
 _PART = re.compile(r"^part-(\d{6})\.npz$")
@@ -56,8 +59,6 @@ def check_writable(path: Path, what: str = "--out") -> None:
 
 
 def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    from grounded_text.data.features import check_npz_members
-
     check_npz_members(path)  # declared shapes against the data, before np.load allocates them
     try:
         with np.load(path, allow_pickle=False) as archive:
@@ -100,8 +101,6 @@ class NpzFeatureSink:
     """
 
     def __init__(self, path: str | os.PathLike, provenance: dict | None = None):
-        from grounded_text.data.provenance import check_provenance, read_npz_provenance
-
         self.path = Path(path)
         if self.path.suffix != ".npz":
             raise ValueError(f"--out {str(self.path)!r}: an npz feature store must end in .npz.")
@@ -137,10 +136,6 @@ class NpzFeatureSink:
 
     def _record(self) -> dict:
         """The provenance member of a written part or store (absent when unknown)."""
-        import json
-
-        from grounded_text.data.provenance import PROVENANCE_KEY
-
         return {} if self.provenance is None else {PROVENANCE_KEY: np.array(json.dumps(self.provenance,
                                                                                       sort_keys=True))}
 

@@ -17,6 +17,7 @@ from grounded_text.data.download.catalogue import (
     format_list,
 )
 from grounded_text.data.download.installing import _sample_from_env, download
+from grounded_text.data.paths import DATA_ENV_VAR
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -48,8 +49,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     """The CLI. Exit status: 0 done; 2 bad names, no data directory, or a failed
     download (one ``error: ...`` line)."""
-    from grounded_text.data.paths import DATA_ENV_VAR
-
     a = parse_args(argv)
     if a.list:
         print(format_list())

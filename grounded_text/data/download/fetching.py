@@ -35,8 +35,11 @@ import urllib.request
 from pathlib import Path
 
 import pooch
+import requests
+from tqdm.auto import tqdm
 
 from grounded_text.data.download.catalogue import MAX_UNPACKED_BYTES, DownloadError, Remote
+from grounded_text.utils.progress import interactive
 
 #: Seconds to resolve and connect to a host: an offline machine answers in about this long.
 CONNECT_TIMEOUT_S = 2.0
@@ -168,11 +171,7 @@ class _Lines:
 def progress_bar(name: str, total: int | None, have: int = 0):
     """A progress display for one transfer: a ``tqdm.auto`` bar in a terminal or a notebook
     kernel (a widget there), else a plain line every ``PROGRESS_EVERY_S`` on stderr (``update(n)``, ``close()``)."""
-    from grounded_text.utils.progress import interactive
-
     if interactive():
-        from tqdm.auto import tqdm
-
         return tqdm(total=total, initial=have, desc=name, unit="B", unit_scale=True, unit_divisor=1024,
                     file=sys.stderr, leave=False, dynamic_ncols=True)
     return _Lines(name, total, have)
@@ -322,8 +321,6 @@ class _Downloader(pooch.HTTPDownloader):
         return response
 
     def __call__(self, url, output_file, pooch_, check_only=False):
-        import requests
-
         self.url = url
         try:
             try:
