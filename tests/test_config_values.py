@@ -365,3 +365,25 @@ def test_a_string_false_reaches_the_builder_as_false():
     c = resolve_config(_cfg([]))
     gm = build_model(c.model, c.text, vocabulary, feature_dim=8)
     assert any("embedding" in w.path for w in gm.text_tower.trainable_weights)
+
+
+def test_a_config_is_checked_once_per_command_and_record_values_by_the_same_rules(monkeypatch):
+    from grounded_text.papers import resolve
+    from grounded_text.papers.presets import deep_merge
+
+    calls = []
+    real = resolve.check_config_dict
+    monkeypatch.setattr(resolve, "check_config_dict", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cfg = config_from_flags(parse_args(["--output-dir", "x", "--model", "vete_rnn", "--epochs", "2"]))
+    assert resolve.resolve_config(cfg).train.epochs == 2
+    assert len(calls) == 1, "checked by config_from_flags, not again by resolve_config"
+    cfg.train.epochs = 0  # changed after its check: checked again
+    with pytest.raises(ConfigError, match=r"train\.epochs must be an integer >= 1, got 0"):
+        resolve.resolve_config(cfg)
+    # A record's value goes through the fields' rules too (check_field), not a second copy of them.
+    bad = dataclasses.replace(PRESETS["vete_bow"], config=deep_merge(PRESETS["vete_bow"].config,
+                                                                     {"train": {"learning_rate": -1.0}}))
+    monkeypatch.setitem(PRESETS, "vete_bow", bad)
+    with pytest.raises(ConfigError, match=r"preset record 'vete_bow': train\.learning_rate must be a finite "
+                                          r"number > 0, got -1\.0"):
+        resolve.resolve_config(ExperimentConfig())

@@ -299,7 +299,11 @@ def _float(value):
     return None
 
 
-def _in_range(x, spec: Param) -> bool:
+def in_range(x, spec: Param) -> bool:
+    """``x`` (a number) is finite and within ``spec``'s bounds. The one range rule: the config
+    fields' ``parse`` rules (``grounded_text.config.schema.RULES``) are ``Param`` bounds too."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return False
     return ((spec.minimum is None or x >= spec.minimum) and (spec.above is None or x > spec.above)
             and (spec.below is None or x < spec.below)
             and (spec.maximum is None or x <= spec.maximum))
@@ -343,19 +347,19 @@ def coerce_param(value, spec: Param, what: str):
         return out
     if spec.type is int:
         out = _int(value)
-        if out is None or not _in_range(out, spec):
+        if out is None or not in_range(out, spec):
             raise ParamError(f"{what} = {value!r} is not an {spec.describe()}.")
         return out
     if spec.type is float:
         out = _float(value)
-        if out is None or not math.isfinite(out) or not _in_range(out, spec):
+        if out is None or not in_range(out, spec):
             raise ParamError(f"{what} = {value!r} is not a finite {spec.describe()}.")
         return out
     if spec.type is list:
         items = value.split(",") if isinstance(value, str) else value
         if isinstance(items, (list, tuple)) and items:
             out = [_int(v) for v in items]
-        if out is None or any(v is None or not _in_range(v, spec) for v in out):
+        if out is None or any(v is None or not in_range(v, spec) for v in out):
             raise ParamError(f"{what} = {value!r} is not a non-empty {spec.describe()} (e.g. [3, 4, 5]).")
         return out
     if not isinstance(value, str):
@@ -477,4 +481,4 @@ def type_params(params: dict, field: str, where=None) -> dict:
 
 
 __all__ = ["ENCODER_PARAMS", "LOSS_PARAMS", "RNN_PARAMS", "TINY_EMBEDDING_DIM", "TINY_ENCODERS", "Param", "ParamError",
-           "REQUIRED", "check_model_params", "check_params", "coerce_param", "type_params"]
+           "REQUIRED", "check_model_params", "check_params", "coerce_param", "in_range", "type_params"]

@@ -26,11 +26,14 @@ This module imports no TensorFlow, so ``--help`` and bad values answer at once.
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
 import types
 import typing
 from pathlib import Path
+
+import tomli_w
+
+from grounded_text.config.params import Param, ParamError, in_range, type_params
 
 # Closed sets of values of the config fields (the builders check them again).
 #: Loss name → (module, layer class); ``grounded_text.models.components.make_loss`` builds them.
@@ -383,15 +386,16 @@ def _choices_of(path: str):
     return meta.get("choices")
 
 
-#: A field's ``parse`` rule → (the range it allows, for messages; the check). Every way of
-#: setting a field (its flag, a config file, ``--set``) goes through ``check_field``.
+#: A field's ``parse`` rule → (the range it allows, for messages; its bounds, checked by
+#: ``grounded_text.config.params.in_range``, the range rule of the builders' parameters too).
+#: Every way of setting a field (its flag, a config file, ``--set``) goes through ``check_field``.
 RULES = {
-    "dimension": (f"an integer from 1 to {MAX_EMBEDDING_DIM}", lambda v: 1 <= v <= MAX_EMBEDDING_DIM),
-    "positive_int": ("an integer >= 1", lambda v: v >= 1),
-    "none_or_int": ("an integer >= 1, or 0 or none (no limit)", lambda v: v >= 1),
-    "nonnegative_int": ("an integer >= 0", lambda v: v >= 0),
-    "positive_float": ("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
-    "nonnegative_float": ("a finite number >= 0", lambda v: math.isfinite(v) and v >= 0),
+    "dimension": (f"an integer from 1 to {MAX_EMBEDDING_DIM}", Param(int, minimum=1, maximum=MAX_EMBEDDING_DIM)),
+    "positive_int": ("an integer >= 1", Param(int, minimum=1)),
+    "none_or_int": ("an integer >= 1, or 0 or none (no limit)", Param(int, minimum=1)),
+    "nonnegative_int": ("an integer >= 0", Param(int, minimum=0)),
+    "positive_float": ("a finite number > 0", Param(float, above=0.0)),
+    "nonnegative_float": ("a finite number >= 0", Param(float, minimum=0.0)),
 }
 
 
@@ -407,8 +411,8 @@ def rule_value(rule: str | None, value):
         return value
     if rule == "none_or_int" and value == 0:
         return None
-    what, ok = RULES[rule]
-    if not ok(value):
+    what, bounds = RULES[rule]
+    if not in_range(value, bounds):
         raise ValueError(f"must be {what}, got {value!r}")
     if isinstance(value, int) and value > MAX_INT.get(rule, value):
         bits = 32 if MAX_INT[rule] < 2**32 else 64
@@ -518,8 +522,6 @@ def check_config_dict(d: dict, where: str = "config", origins: dict | None = Non
       ConfigError: a field that does not fit (``check_field``), a parameter key that no
         builder (loss) takes or a parameter value that is not of its type.
     """
-    from grounded_text.config.params import ParamError, type_params
-
     origins = origins or {}
     out = {s: dict(d[s]) for s in SECTIONS}
     for s in SECTIONS:
@@ -623,8 +625,6 @@ def config_toml(config: ExperimentConfig) -> str:
     (``None`` fields are listed under ``unset``, but those of ``STORED_NONE_MEANT``, which are
     left out: their default is ``None`` and an ``unset`` entry reads as the value older files
     meant); booleans, ints and floats stay typed."""
-    import tomli_w
-
     d = config.to_dict()
     unset, body = [], {}
     for s in SECTIONS:

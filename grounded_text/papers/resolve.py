@@ -5,6 +5,13 @@ combination checked. No TensorFlow is imported here, so a bad combination answer
 take the value of the record named by ``ModelConfig.name`` (``grounded_text.papers.presets``: the
 paper's values, or ours where the paper leaves them unsaid); a value set by the user wins.
 
+A config is checked once per command: ``config_from_flags`` (a command's flags) and
+``check_config`` (a config built in code) check every value and mark what they return, and
+``resolve_config`` checks only a config not so marked (or changed since). The value rules live
+in ``grounded_text.config.schema.check_field`` (and, for the builders' parameters,
+``grounded_text.config.params``); the values ``fill_config`` takes from a record go through
+``check_field`` too, and ``resolve_config`` adds only the checks that join several fields.
+
 A run resolves its config once, at the top (the train CLI's ``main``, or
 ``grounded_text.training.trainer.train``), and hands the resolved config down: the data
 pipeline, the builders and the run directory read it as it is. ``resolve_config`` marks what
@@ -19,26 +26,32 @@ import copy
 import dataclasses
 
 from grounded_text.config.flags import flags_to_dict
+from grounded_text.config.params import ParamError, check_model_params
 from grounded_text.config.schema import (
-    BASELINE_OBJECTIVES,
-    LOSSES,
-    SAMPLERS,
-    SCHEDULES,
     SECTION_CLASSES,
-    SELECT_ON,
     ConfigError,
     ExperimentConfig,
     ModelConfig,
     TextConfig,
     check_config_dict,
+    check_field,
 )
-from grounded_text.papers.presets import DICT_FIELDS, PRESET_FIELDS, deep_merge, get_preset, record_config
+from grounded_text.papers.presets import (
+    DICT_FIELDS,
+    PRESET_FIELDS,
+    PRESETS,
+    deep_merge,
+    get_preset,
+    record_config,
+)
 
 # Losses that need several captions of one image in a batch (the grouped sampler).
 NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
 CYCLIC = ("cyclic_cosine", "warm_restarts")
 # Attribute a resolved config (and each of its sections) carries: its field values at resolution.
 _MARK = "_grounded_text_resolved_as"
+# Attribute a checked config carries: its field values when checked.
+_CHECKED = "_grounded_text_checked_as"
 
 
 def loss_needs_grouped_batches(name: str, params: dict | None = None) -> bool:
@@ -76,20 +89,23 @@ def fill_config(config: ExperimentConfig) -> ExperimentConfig:
     """Fills the ``None`` ("the preset's choice") fields of ``config`` from the record
     ``config.model.name``; set fields win. The record's ``encoder`` is merged under the
     user's; its ``loss_params`` too when the loss is the record's (another loss takes only
-    the user's). Idempotent. No validation beyond names (``resolve_config`` validates).
+    the user's). Idempotent. Each value taken from the record is checked against its field's rule
+    (``check_field``); the user's are checked by ``check_config`` (``resolve_config``).
 
     Returns:
       A new ``ExperimentConfig`` (not marked resolved: ``resolve_config`` marks).
 
     Raises:
-      ValueError: unknown preset; an encoder key the record's builder does not take.
+      ValueError: unknown preset; an encoder key the record's builder does not take; a record
+        value that does not fit its field (``ConfigError``).
     """
     record = record_config(config.model.name).to_dict()
     d = config.to_dict()
     for path in PRESET_FIELDS:
         section, field = path.split(".")
         if d[section][field] is None and field != "snapshots":
-            d[section][field] = copy.deepcopy(record[section][field])
+            d[section][field] = check_field(path, copy.deepcopy(record[section][field]),
+                                            f"preset record {config.model.name!r}")
     if d["train"]["snapshots"] is None:
         # A record's snapshots follow its cyclic schedule: with the schedule overridden to
         # "constant" there are no cycles to snapshot.
@@ -121,6 +137,18 @@ def fill_model_text(model: ModelConfig, text: TextConfig) -> tuple[ModelConfig, 
 # and the combination (``_check``, run by ``resolve_config``).
 
 
+def _mark_checked(config: ExperimentConfig) -> ExperimentConfig:
+    # The values, not a flag: a config edited after its check is checked again.
+    object.__setattr__(config, _CHECKED, dataclasses.asdict(config))
+    return config
+
+
+def is_checked(config: ExperimentConfig) -> bool:
+    """True for a ``check_config`` or ``config_from_flags`` result unchanged since."""
+    marked = getattr(config, _CHECKED, None)
+    return marked is not None and marked == dataclasses.asdict(config)
+
+
 def config_from_flags(args) -> ExperimentConfig:
     """The checked ``ExperimentConfig`` of a command's parsed flags: defaults < ``--config`` <
     flags < ``--set`` (``grounded_text.config.flags.flags_to_dict``).
@@ -137,7 +165,7 @@ def config_from_flags(args) -> ExperimentConfig:
     """
     d, origins = flags_to_dict(args)
     d = check_builder_params(check_config_dict(d, "config", origins, params=False), "config", origins)
-    return ExperimentConfig.from_dict(d)
+    return _mark_checked(ExperimentConfig.from_dict(d))
 
 
 def check_builder_params(d: dict, where: str = "config", origins: dict | None = None) -> dict:
@@ -158,9 +186,6 @@ def check_builder_params(d: dict, where: str = "config", origins: dict | None = 
       ConfigError: unknown preset, or a parameter the builder or loss does not take or
         whose value does not fit.
     """
-    from grounded_text.config.params import ParamError, check_model_params
-    from grounded_text.papers.presets import PRESETS
-
     origins = origins or {}
     name = d["model"]["name"]
     if name not in PRESETS:
@@ -183,41 +208,26 @@ def check_config(config: ExperimentConfig, where: str = "config") -> ExperimentC
     Imports no TensorFlow.
 
     Returns:
-      A new ``ExperimentConfig`` with normalised, typed values.
+      A new ``ExperimentConfig`` with normalised, typed values, marked checked (``is_checked``).
 
     Raises:
       ConfigError: see ``check_config_dict`` and ``check_builder_params``.
     """
     d = check_config_dict(config.to_dict(), where, params=False)
-    return ExperimentConfig.from_dict(check_builder_params(d, where))
+    return _mark_checked(ExperimentConfig.from_dict(check_builder_params(d, where)))
 
 
 # ----------------------------------------------------------------------------- resolution
 
 
 def _check(config: ExperimentConfig) -> None:
-    """The combination checks of ``resolve_config`` (its Raises) on a filled config."""
+    """The combination checks of ``resolve_config`` (its Raises) on a filled config: what joins
+    several fields. Each field's own rule (choices, ranges) was checked by ``check_field``, for the
+    user's values by ``check_config`` and for the record's by ``fill_config``."""
     model, data, train = config.model, config.data, config.train
-    if model.loss not in LOSSES and model.loss not in BASELINE_OBJECTIVES:
-        raise ValueError(f"Unknown loss {model.loss!r}; choose one of {sorted(LOSSES)} (or, for the papers' "
-                         f"baselines, {sorted(BASELINE_OBJECTIVES)}).")
-    if data.sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {data.sampler!r}.")
-    if train.schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {train.schedule!r}.")
-    if train.select_on not in SELECT_ON:
-        raise ValueError(f"select_on must be one of {SELECT_ON}, got {train.select_on!r}.")
     if train.snapshots and train.schedule not in CYCLIC:
         raise ValueError("snapshots=True needs a cyclic schedule, 'cyclic_cosine' or 'warm_restarts' "
                          "(a snapshot is taken at each cycle's end, where both are at lr_min).")
-    if train.ensemble_size is not None and train.ensemble_size < 1:
-        raise ValueError(f"ensemble_size must be >= 1 (or None: all snapshots), got {train.ensemble_size}.")
-    if train.epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {train.epochs}.")
-    if train.steps_per_execution < 1:
-        raise ValueError(f"steps_per_execution must be >= 1, got {train.steps_per_execution}.")
-    if not train.learning_rate > 0:
-        raise ValueError(f"learning_rate must be > 0, got {train.learning_rate}.")
     # lr_min and cycle_epochs only mean something to the cyclic schedules: a constant
     # learning rate below the record's lr_min (e.g. 1e-7) is a valid choice.
     if train.schedule in CYCLIC and (train.cycle_epochs < 1 or not 0 < train.lr_min <= train.learning_rate):
@@ -290,8 +300,9 @@ def resolve_config(config: ExperimentConfig) -> ExperimentConfig:
         ``batch_size`` for the grouped sampler.
     """
     # Values typed and range-checked first, as for flags and files: a config built in code
-    # (the API, the experiments) gets the same checks.
-    config = fill_config(check_config(config))
+    # (the API, the experiments) gets the same checks; one from a command's flags was checked
+    # there (config_from_flags) and is not checked again.
+    config = fill_config(config if is_checked(config) else check_config(config))
     _check(config)
     return _mark(config)
 
