@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import keras
+import tensorflow as tf
 
 from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 from grounded_text.utils.compat import distribute_strategy, in_multi_worker_mode, symbolic_build
 
 
 def _rank1(logs):
-    import tensorflow as tf
-
     return {k: tf.reshape(v, [1]) if getattr(v, "shape", None) == () else v for k, v in logs.items()}
 
 
@@ -55,8 +54,6 @@ class TrainModel(keras.Model):
         strategy = distribute_strategy(self)
         if strategy is None or iterator is None:
             return symbolic_build(TrainModel, self, iterator=iterator, data_batch=data_batch)
-        import tensorflow as tf
-
         for _, _, it in iterator:
             batch = next(it)
             data_batch = tf.nest.map_structure(

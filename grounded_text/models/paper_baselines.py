@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
@@ -229,8 +230,6 @@ def build_seq(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int
     tower = keras.Model(sentences, _l2("sentence_l2")(pca(joint)), name="text_tower")
 
     def refit(captions) -> None:
-        import tensorflow as tf
-
         captions = list(captions)
         x = np.concatenate([before_pca(tf.constant(captions[i:i + 4096])).numpy()
                             for i in range(0, len(captions), 4096)])

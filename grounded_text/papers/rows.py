@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from grounded_text.papers.published import figures
+
 
 @dataclasses.dataclass(frozen=True)
 class HeadlineFigure:
@@ -60,8 +62,6 @@ MF_RETRIEVAL = "Merkx & Frank 2019, Table 2, Flickr8k 1k-test retrieval, ResNet-
 def mf_table5(label: str, keys) -> HeadlineFigure:
     """A headline figure of Merkx & Frank's Table 5 (char-GRU, Flickr8k) as Pearson r: one subset's
     figure / 100, or the unweighted mean of several (the paper prints no year mean)."""
-    from grounded_text.papers.published import figures
-
     vals = [f.value for f in figures("merkx2019_char_grounding", "Table 5") if f.column == "char-GRU (Flickr8k)"
             and (f"{f.block} {f.row}" in keys or f.ours in keys)]
     if len(vals) != len(keys):
@@ -71,8 +71,6 @@ def mf_table5(label: str, keys) -> HeadlineFigure:
 
 
 def mf_table2(column: str) -> HeadlineFigure:
-    from grounded_text.papers.published import figures
-
     (fig,) = [f for f in figures("merkx2019_char_grounding", "Table 2") if f.row == "char-GRU" and f.column == column]
     return HeadlineFigure(fig.value, MF_RETRIEVAL)
 
