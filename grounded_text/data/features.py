@@ -273,7 +273,7 @@ def open_feature_store(path: str | Path):
     """
     path = Path(path)
     if path.is_dir():
-        from grounded_text.data.streaming import StreamingFeatureStore
+        from grounded_text.data.streaming import StreamingFeatureStore  # noqa: PLC0415
 
         return StreamingFeatureStore(path)
     return load_npz_features(path)

@@ -179,7 +179,7 @@ def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Pa
     Raises:
       ValueError: no caption with a split has features; RuntimeError: already exported there.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
     tfds = require("tensorflow_datasets", "Reading a TFDS dataset")
 
@@ -274,7 +274,7 @@ def load_pairs(data_config, root: str | Path | None):
       ValueError: ``dataset`` is neither ``"flickr8k"`` nor an existing folder of
         either kind; plus the readers' errors.
     """
-    from grounded_text.data.pairs import join_captions, load_flickr8k_pairs
+    from grounded_text.data.pairs import join_captions, load_flickr8k_pairs  # noqa: PLC0415
 
     dataset = getattr(data_config, "dataset", "flickr8k") or "flickr8k"
     if dataset == "flickr8k":

@@ -392,7 +392,7 @@ class CaptionSource:
             how many and the first few.
           ValueError: an image's path leaves the image folder (``image_path``).
         """
-        import tensorflow as tf
+        import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
         if self.images_fn is not None:
             return self.images_fn()
@@ -492,8 +492,8 @@ def prepare_tfds_builder(name: str, data_dir: str | Path | None, *, download: bo
       FileNotFoundError: not prepared under ``data_dir`` and ``download`` is False.
       TFDSDownloadError: the download failed (e.g. no network), with the cause.
     """
-    import tensorflow_datasets as tfds
-    from tensorflow_datasets.core.download import downloader
+    import tensorflow_datasets as tfds  # noqa: PLC0415 (optional extra)
+    from tensorflow_datasets.core.download import downloader  # noqa: PLC0415 (optional extra)
 
     builder = tfds.builder(name, data_dir=str(data_dir) if data_dir else None)
     if builder.is_prepared():
@@ -548,7 +548,7 @@ def tfds_coco_captions(
       FileNotFoundError / TFDSDownloadError: see ``prepare_tfds_builder``.
       ValueError: an unknown split; an image file name in two splits.
     """
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # noqa: PLC0415 (optional extra)
 
     splits = list(splits)
     bad = [s for s in splits if s not in KARPATHY_SPLITS]

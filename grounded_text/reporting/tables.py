@@ -65,7 +65,7 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence], align: Seque
 def json_default(x):
     """JSON for NumPy scalars and arrays, paths and anything else (as ``str``)."""
     try:
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 (inside the fallback's try)
 
         if isinstance(x, np.generic):
             return x.item()

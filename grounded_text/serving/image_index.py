@@ -530,7 +530,7 @@ class ImageIndex:
     def _lock(self):
         """Holds ``lock`` in the index folder for one update (POSIX ``flock``; elsewhere none)."""
         try:
-            import fcntl
+            import fcntl  # noqa: PLC0415 (POSIX only)
         except ImportError:  # Windows: no advisory locks in the standard library
             yield
             return
@@ -573,7 +573,7 @@ class ImageIndex:
         Returns:
           (the photos encoded, float32 [len, N] unit rows, [(rel, size, mtime_ns, reason)]).
         """
-        from grounded_text.serving.images import ImageReadError, read_image
+        from grounded_text.serving.images import ImageReadError, read_image  # noqa: PLC0415
 
         good, arrays, failed = [], [], []
         for photo in batch:

@@ -81,7 +81,7 @@ def load_image_encoder(path: str | Path, batch_size: int = 4096):
       FileNotFoundError: not a SavedModel directory. ValueError (when called):
       features of the wrong dimension (names both), NaN/Inf outputs.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
     if not (Path(path) / "saved_model.pb").is_file():
         raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
@@ -141,9 +141,9 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
       ImageReadError: the file cannot be read, is not an image, is damaged, or declares more
         than 40 million pixels (the extractor's decompression-bomb guard); the message names it.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
-    from grounded_text.vision.crops import decode_rgb
+    from grounded_text.vision.crops import decode_rgb  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
     try:
         data = Path(path).read_bytes()
@@ -211,7 +211,7 @@ class ImageSide:
     def network(self):
         """The ``FeatureNetwork`` of the record (built once)."""
         if self._network is None:
-            from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance
+            from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance  # noqa: PLC0415
 
             cnn, weights = self.record.get("cnn"), str(self.record.get("weights", ""))
             if weights.startswith("random:seed="):
@@ -240,9 +240,9 @@ class ImageSide:
     def features(self, arrays: list[np.ndarray]) -> np.ndarray:
         """uint8 images [H, W, 3] → float32 [len(arrays), d] features of the recorded network,
         preprocessed as the record says (whole image resized, or the ten-crop average)."""
-        import tensorflow as tf
+        import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
-        from grounded_text.vision.crops import make_views
+        from grounded_text.vision.crops import make_views  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
         network = self.network()
         crops = int(self.record.get("crops", 1))

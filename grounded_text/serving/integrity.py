@@ -207,8 +207,8 @@ def _check_structure(root: Path) -> None:
         raise DamagedExportError(f"{where} saved_model.pb cannot be read ({e.strerror}).") from None
     if not data:
         raise DamagedExportError(f"{where} saved_model.pb is empty.")
-    from google.protobuf.message import DecodeError
-    from tensorflow.core.protobuf import saved_model_pb2
+    from google.protobuf.message import DecodeError  # noqa: PLC0415 (TF-free at load: --help paths import this)
+    from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
     saved = saved_model_pb2.SavedModel()
     try:
@@ -257,7 +257,7 @@ def _local_folder(model) -> Path | None:
         return shipped.export_dir(model)
     text = os.fspath(model)
     if "://" in str(text) and not Path(text).exists():
-        import tensorflow_hub as hub
+        import tensorflow_hub as hub  # noqa: PLC0415 (TF-free at load: --help paths import this)
 
         return Path(hub.resolve(str(text)))  # the folder hub unpacked (and hub.load reads)
     return Path(text).expanduser()

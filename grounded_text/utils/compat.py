@@ -30,7 +30,7 @@ def save_context(options):
     tower trace costs about 1.2 s on 2 cores, three of the five per export).
     """
     try:
-        from tensorflow.python.saved_model import save_context as context
+        from tensorflow.python.saved_model import save_context as context  # noqa: PLC0415
     except ImportError:
         return contextlib.nullcontext()
     return context.save_context(options)
@@ -46,7 +46,7 @@ def no_automatic_dependency_tracking(method: Callable) -> Callable:
 
     If gone: ``AttributeError`` when ``grounded_text.serving.export`` is imported.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # noqa: PLC0415 (light room: TF internals, loaded on use)
 
     return tf.__internal__.tracking.no_automatic_dependency_tracking(method)
 
@@ -75,7 +75,7 @@ def keras_home() -> str:
     If gone: ``ImportError`` from ``vision.networks.keras_cache_dir`` when ``$KERAS_HOME`` is
     not set.
     """
-    from keras.src.backend import config
+    from keras.src.backend import config  # noqa: PLC0415 (light room: TF internals, loaded on use)
 
     return config.keras_home()
 
@@ -106,15 +106,15 @@ def rnn_cudnn_argument_checks():
       the report may drift from what Keras checks).
     """
     try:
-        from keras.src.backend.tensorflow.rnn import (
+        from keras.src.backend.tensorflow.rnn import (  # noqa: PLC0415 (light room: TF internals, loaded on use)
             _do_gru_arguments_support_cudnn,
             _do_lstm_arguments_support_cudnn,
         )
 
         return _do_gru_arguments_support_cudnn, _do_lstm_arguments_support_cudnn, "keras"
     except ImportError:
-        import tensorflow as tf
-        from keras import activations, ops
+        import tensorflow as tf  # noqa: PLC0415 (light room: TF internals, loaded on use)
+        from keras import activations, ops  # noqa: PLC0415 (light room: TF internals, loaded on use)
 
         def lstm_check(activation, recurrent_activation, unroll, use_bias):
             return (activation in (activations.tanh, tf.tanh, ops.tanh)
@@ -145,7 +145,7 @@ def in_safe_mode() -> bool | None:
     If gone: ``ImportError`` when a ``.keras`` file holding a ``HubTextEmbedding`` is loaded
     (its refusal under safe mode, as Keras' ``TFSMLayer`` refuses).
     """
-    from keras.src.saving import serialization_lib
+    from keras.src.saving import serialization_lib  # noqa: PLC0415 (light room: TF internals, loaded on use)
 
     return serialization_lib.in_safe_mode()
 

@@ -179,7 +179,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         return
     target = sys.stderr if file is None else file
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415 (inside the fallback's try)
 
         tqdm.write(format_warning(message, category), file=target)  # clears and redraws any bar
     except Exception:  # no stream to write to: a warning is never worth a crash

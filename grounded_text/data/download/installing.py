@@ -159,7 +159,7 @@ def data_dir_lock(data_dir: Path, log=print):
     (Windows), nothing is locked.
     """
     try:
-        import fcntl
+        import fcntl  # noqa: PLC0415 (POSIX only)
     except ImportError:  # pragma: no cover - Windows
         yield
         return
