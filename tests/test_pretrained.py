@@ -79,9 +79,9 @@ def test_from_run_refuses_a_run_the_recipe_did_not_make(tmp_path, capsys):
 
 
 def test_as_run_writes_a_study_arm_of_the_shipped_model_and_never_overwrites(tmp_path, capsys):
-    from grounded_text.papers.studies import CAPTION_GAP_ON_RECORD
     from grounded_text.experiments.runner import finished, plain, run_config
     from grounded_text.experiments.shipped import main
+    from grounded_text.papers.studies import CAPTION_GAP_ON_RECORD
     from grounded_text.reporting.figures import FIGURES as TABLE_FIGURES
     from grounded_text.training.run_dir import config_diff
 
