@@ -193,7 +193,7 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
       ``metrics.json`` are left out.
     """
     # Loading a tower needs TensorFlow: kept here so that tabulating a study does not load it.
-    from grounded_text.evaluation.encoders import load_image_encoder
+    from grounded_text.evaluation.encoders import load_image_encoder  # noqa: PLC0415 (TensorFlow)
 
     protocol, settings, data = Protocol(sections=("sts", "retrieval")), EvalSettings(), TestData(data_dir)
     jobs = [(run, run, None) for run in runs] + [(r.name, r.run, r.sentence_end) for r in rescored]

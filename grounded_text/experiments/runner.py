@@ -161,7 +161,9 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
     if decision.action == "reuse":
         return RunResult(run_dir, decision, read_metrics(run_dir))
     if log is None:
-        from grounded_text.training.trainer import train
+        # The trainer loads TensorFlow; this package's import (the papers' plans, the commands'
+        # flag parsing) must not.
+        from grounded_text.training.trainer import train  # noqa: PLC0415 (TensorFlow)
 
         metrics = train(config, data_dir, run_dir, evaluate=evaluate, verbose=verbose,
                         resume=decision.action == "resume", overwrite=decision.action == "overwrite")
