@@ -500,7 +500,8 @@ def test_every_preset_trains_on_real_slice_and_exports_a_loadable_hub_module(dat
 
 
 def test_ablation_table_reads_metrics(tmp_path):
-    from grounded_text import ablation
+    from grounded_text.experiments.studies import table
+    from grounded_text.papers.studies import ZOO
 
     m = {"config": {"model": {"name": "vete_bow", "loss": "pearson"}, "train": {"epochs": 5},
                     "data": {"features": "mobilenet_v1_075"}},
@@ -511,7 +512,7 @@ def test_ablation_table_reads_metrics(tmp_path):
     (tmp_path / "vete_bow__mobilenet_v1_075").mkdir()
     (tmp_path / "vete_bow__mobilenet_v1_075" / "metrics.json").write_text(json.dumps(m))
     rows = [("vete_bow@mobilenet_v1_075", {}), ("vete_rnn", {})]
-    md = ablation.table(ablation.ZOO, tmp_path, rows).splitlines()
+    md = table(ZOO, tmp_path, rows).splitlines()
     assert md[2] == ("| vete_bow@mobilenet_v1_075 | vete_bow | pearson | mobilenet_v1_075 (768) | 5 | epoch 4 "
                      "| 0.712 | 0.400 | 0.500 | – | 12 | 1,234 |")
     assert "(not run)" in md[3] and md[3].count("|") == md[2].count("|")
