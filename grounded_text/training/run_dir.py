@@ -232,7 +232,8 @@ def holds_run(out: Path) -> bool:
 # Config fields added after runs were made, with the value that every earlier run had: a run
 # whose stored config lacks one of them ran with that value, so it is still the same config
 # (an interrupted run resumes, a finished one is reused).
-FIELDS_ADDED_AT = {"model.encoder.weight_init": "keras", "train.clip_norm_text": 0.0, "train.clip_norm_image": 0.0}
+FIELDS_ADDED_AT = {"model.encoder.weight_init": "keras", "train.clip_norm_text": 0.0, "train.clip_norm_image": 0.0,
+                   "model.encoder.char_ids": "vocabulary"}
 
 
 def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
