@@ -39,7 +39,7 @@ from pathlib import Path
 
 # Reading a space file needs no TensorFlow; the tuner and its reports (KerasTuner, Keras)
 # are imported when a search starts, so that --help and bad flags answer at once.
-from grounded_text.experiments.plans import parse_sets
+from grounded_text.papers.plans import parse_sets
 from grounded_text.tuning.space import SearchSpace, SpaceError, load_space, tuner_dir
 
 log = logging.getLogger("grounded_text.tune")

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from grounded_text.config.schema import ConfigError, config_toml
-from grounded_text.experiments import plans, runner
-from grounded_text.experiments.plans import RunPlan
+from grounded_text.experiments import runner
+from grounded_text.papers import plans
+from grounded_text.papers.plans import RunPlan
 from grounded_text.reporting import figures
 from grounded_text.reporting import tables as report
 

@@ -122,7 +122,7 @@ def test_overrides_and_field_types():
 def test_overrides_use_the_trainers_grammar():
     """A trial is the plan the trainer's ``--set`` would give: one entry of a dict field is set
     with ``model.loss_params.KEY`` and the config equals ``experiments.plans.flags_config``'s."""
-    from grounded_text.experiments.plans import flags_config, parse_sets
+    from grounded_text.papers.plans import flags_config, parse_sets
 
     sets = ["model.loss=rank", "model.loss_params.margin=0.3", "train.epochs=2"]
     space = load_space("vete", "vete_bow").with_overrides(parse_sets(sets, error=SpaceError))

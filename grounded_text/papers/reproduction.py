@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from grounded_text.experiments import scoring
-from grounded_text.experiments.plans import RunPlan, merge_overrides
-from grounded_text.experiments.scoring import EvalSettings, Protocol
+from grounded_text.config import evaluation as protocols
+from grounded_text.config.evaluation import EvalSettings, Protocol
+from grounded_text.papers.plans import RunPlan, merge_overrides
+from grounded_text.papers.presets import tiny_encoders
 from grounded_text.papers.rows import PUBLISHED, mf_headline_figures
 
 
@@ -86,7 +87,7 @@ class PlannedRun:
     twin: str | None = None  # the planned run this one is the same as under the budget
 
     def config(self):
-        """The resolved config (``grounded_text.experiments.plans.resolve`` of the mapped record)."""
+        """The resolved config (``grounded_text.papers.plans.resolve`` of the mapped record)."""
         return dataclasses.replace(self.spec, preset=self.preset, overrides=self.overrides).config()
 
 
@@ -109,7 +110,7 @@ PAPERS: dict[str, Paper] = {
             *(RunSpec(f"vete_bow_{loss}", "vete_bow", {"model.loss": loss}, groups=(("loss", loss),),
                       match={"model.loss": loss}) for loss in ("covariance", "skt", "rank")),
         ),
-        protocol=Protocol(("sts", "same_image"), description=(scoring.STS_ALL, scoring.SAME_IMAGE),
+        protocol=Protocol(("sts", "same_image"), description=(protocols.STS_ALL, protocols.SAME_IMAGE),
                           figures=("sts", "same_image"), same_image_n=1000),  # VETE §4.3: 1,000 + 1,000
         figures={},
         figures_key="kurach2017_vete",
@@ -124,7 +125,7 @@ PAPERS: dict[str, Paper] = {
         runs=(RunSpec("bordes_cg_pg", "bordes_cg_pg", main=True),),
         protocol=Protocol(("sts", "structure"),
                           spaces=(("textual", ("export_textual", "export")), ("grounded", ("export_grounded",))),
-                          transfer=True, description=(scoring.STS_ALL, scoring.STRUCTURE, scoring.TRANSFER),
+                          transfer=True, description=(protocols.STS_ALL, protocols.STRUCTURE, protocols.TRANSFER),
                           figures=(("sts", {"spearman": True}), "structure", "transfer")),
         figures={},
         figures_key="bordes2019_grounded_space",
@@ -151,7 +152,7 @@ PAPERS: dict[str, Paper] = {
             RunSpec("two_branch_khard_k10", "two_branch_khard", {_K: 10}, groups=(("K", "K = 10"),),
                     match={_K: 10}),
         ),
-        protocol=Protocol(("retrieval",), description=(scoring.RETRIEVAL,), figures=("retrieval", "rsum")),
+        protocol=Protocol(("retrieval",), description=(protocols.RETRIEVAL,), figures=("retrieval", "rsum")),
         figures={},
         figures_key="kolluru_two_branch",
         published=PUBLISHED["kolluru"],
@@ -173,7 +174,7 @@ PAPERS: dict[str, Paper] = {
               RunSpec("char_gru_attention_512", "char_gru_attention_512", groups=(("width", "n = 512"),),
                       match={"model.encoder.units": 512})),
         protocol=Protocol(("sts", "supervised", "retrieval"), supervised_model="senteval",
-                          description=(scoring.STS_ALL, scoring.SUPERVISED, scoring.RETRIEVAL),
+                          description=(protocols.STS_ALL, protocols.SUPERVISED, protocols.RETRIEVAL),
                           figures=(("sts", {"subsets": True}), "mean_of_year_means", "supervised", "retrieval")),
         figures=mf_headline_figures(), figures_key="merkx2019_char_grounding",
         published=PUBLISHED["merkx_frank"],
@@ -200,14 +201,7 @@ PAPER_NAMES = tuple(PAPERS)
 SMOKE_SLICE = {"data.max_train_images": 64, "data.max_dev_images": 64, "data.batch_size": 32,
                "model.embedding_dim": 16, "train.epochs": 1, "train.select_on": "val_loss", "train.cycle_epochs": 1}
 # Tiny encoders (the keys each builder takes; sizes as in tests/test_presets.py).
-SMOKE_ENCODERS = {
-    "vete_rnn": {"word_dim": 8, "units": 8},
-    "vete_cnn": {"word_dim": 8, "filters": 4},
-    "bordes_cg_pg": {"word_dim": 8, "units": 8, "grounded_hidden": 8, "grounded_dim": 8},
-    "two_branch_khard": {"hidden_units": [16]},
-    "char_gru_attention": {"char_dim": 4, "units": 8, "attention_units": 8},
-    "char_gru_attention_512": {"char_dim": 4, "units": 8, "attention_units": 8},
-}
+SMOKE_ENCODERS = tiny_encoders()
 
 BUDGETS: dict[str, Budget] = {
     "full": Budget("full", "the preset records as the papers train them (epochs, sizes, schedules)",

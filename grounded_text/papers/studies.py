@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 from grounded_text.config.schema import ExperimentConfig
-from grounded_text.experiments.plans import RunPlan, flags_config
+from grounded_text.papers.plans import RunPlan, flags_config
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,7 +47,7 @@ import typing
 from pathlib import Path
 
 from grounded_text.config.schema import ExperimentConfig, config_fields  # noqa: F401 (config_fields re-exported)
-from grounded_text.experiments.plans import check_overrides, flags_config, parse_sets
+from grounded_text.papers.plans import check_overrides, flags_config, parse_sets
 from grounded_text.papers.presets import deep_merge
 
 if typing.TYPE_CHECKING:  # annotations only: reading a space file needs no TensorFlow
@@ -145,7 +145,7 @@ def read_space_file(path: str | Path, _seen: tuple = ()) -> dict:
 
 def check_space_field(path: str, value, where: str) -> None:
     """Raises ``SpaceError`` unless ``path`` is a config field and ``value`` fits its type, in
-    the one override grammar of ``grounded_text.experiments.plans`` (the trainer's
+    the one override grammar of ``grounded_text.papers.plans`` (the trainer's
     ``--config``/``--set`` checks; ``model.loss_params.KEY`` and ``model.encoder.KEY`` set one
     entry of a dict field)."""
     check_overrides({path: value}, where, error=SpaceError)
@@ -332,7 +332,7 @@ class SearchSpace:
     def to_config(self, values: dict) -> ExperimentConfig:
         """Hyperparameter values → the trainer's (unresolved) ``ExperimentConfig``: the trial
         as a plan of ``self.model`` on the trainer's flags
-        (``grounded_text.experiments.plans.flags_config``; defaults elsewhere).
+        (``grounded_text.papers.plans.flags_config``; defaults elsewhere).
 
         Raises:
           SpaceError: a value that does not fit its field.
@@ -424,7 +424,7 @@ def validate_all(folder: str | Path | None = None) -> dict[str, list[str]]:
 
 def parse_space_override(text: str) -> tuple[str, object]:
     """``"train.epochs=3"`` → ``("train.epochs", 3)`` (the one override grammar,
-    ``grounded_text.experiments.plans.parse_sets``).
+    ``grounded_text.papers.plans.parse_sets``).
 
     Raises:
       SpaceError: no ``=`` in ``text``.
