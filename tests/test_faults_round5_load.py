@@ -59,7 +59,7 @@ def _evaluate_main(args, capsys):
 def test_evaluate_by_name_keeps_the_shipped_rule_and_says_it(capsys):
     """A shipped model by name is scored with its own rule (not replaced by ``none`` because no
     folder of that name is in the working directory), and the rule is printed."""
-    from grounded_text.evaluate import load_text_encoder
+    from grounded_text.evaluation.loading import load_text_encoder
 
     enc = load_text_encoder(CHAR)
     assert enc.sentence_end == "space_period"

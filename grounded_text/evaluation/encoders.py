@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.evaluation.names import BASELINE_ENCODERS
 from grounded_text.serving.encoder import load
 from grounded_text.serving.images import load_image_encoder  # noqa: F401 (re-exported)
 
@@ -231,7 +232,6 @@ def run_dir_specs(run_dir: str | Path, batch_size: int = 512) -> tuple[EncoderSp
     return EncoderSpec(f"{model_name} ({run_dir.name})", "model", text, image, str(run_dir)), metrics
 
 
-BASELINE_ENCODERS = ("glove", "word2vec")
 BASELINE_LABELS = {"glove": "GloVe-mean (6B, 50d)", "word2vec": "word2vec-mean (Flickr8k train)"}
 
 

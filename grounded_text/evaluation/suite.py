@@ -45,6 +45,7 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported)
     load_image_encoder,
     run_dir_specs,
 )
+from grounded_text.evaluation.names import EVALUATION_SECTIONS
 from grounded_text.evaluation.retrieval import evaluate_retrieval, group_by_image, images_of_pairs
 from grounded_text.evaluation.same_image import CaptionedImages, evaluate_same_image, read_coco_captioned_images
 from grounded_text.evaluation.structure import structural_measures
@@ -55,7 +56,6 @@ from grounded_text.utils.progress import SectionProgress
 
 log = logging.getLogger("grounded_text.evaluate")
 
-EVALUATION_SECTIONS = ("sts", "supervised", "retrieval", "structure", "same_image")
 SAME_IMAGE_N = 5000  # pairs per label of the same-image tests (the default)
 VETE_SAME_IMAGE_N = 1000  # Kurach et al. 2017, §4.3: 1,000 related + 1,000 non-related caption pairs
 
@@ -190,49 +190,62 @@ def _max_positive_pairs(data: CaptionedImages) -> int:
     return int((counts * (counts - 1) // 2).sum())
 
 
-def evaluate_encoders(
-    specs: Sequence[EncoderSpec],
-    data_dir: str | Path,
-    *,
-    features: str = "efficientnet_lite0",
-    sts_dir: str | Path | None = None,
-    sections: Sequence[str] = EVALUATION_SECTIONS,
-    coco_captions: Sequence[str | Path] = (),
-    years: Sequence[str] | None = None,
-    same_image_n: int = SAME_IMAGE_N,
-    seed: int = 0,
-    mnno_ks: Sequence[int] = (10,),
-    retrieval_protocol: str = "flickr8k_1k",
-    supervised_model: str = "ridge",
-    retrieval_coco: tuple[str | Path, str | Path] | None = None,
-    coco_protocols: Sequence[str] = ("coco_5fold_1k", "coco_5k"),
-    transfer: dict | None = None,
-    plots_dir: str | Path | None = None,
-    run_dir: str | Path | None = None,
-    command: str | None = None,
-    progress: bool = True,
-) -> dict:
-    """The full report of several encoders on the same data (see ``report`` module for its layout).
+@dataclasses.dataclass(frozen=True)
+class SuiteSettings:
+    """What ``evaluate_encoders`` runs and how: every choice of the full report but the encoders
+    and the data root.
 
-    After the ``sections``, for every encoder: with an image encoder, the COCO retrieval
-    (``retrieval_coco`` = (captions JSON, features .npz), one entry per protocol of
-    ``coco_protocols``); the SentEval transfer tasks (``transfer``: keyword arguments of
-    ``evaluate_transfer``: ``tasks``, ``senteval_dir``, ``sts_dir``, ``config``,
-    ``max_examples``); then the plots (into ``plots_dir``; training curves of ``run_dir``).
-
-    Args:
-      specs: encoders to score (all get the same sets).
-      data_dir: data root (Flickr8k + ``sts/``).
-      features: feature file stem (the run's, so that retrieval pairs with the
-        image tower it was trained with).
+    Attributes:
+      features: feature file stem (the run's, so that retrieval pairs with the image tower it
+        was trained with).
       sts_dir: default ``data_dir/sts``.
       sections: subset of ``EVALUATION_SECTIONS``.
       coco_captions: COCO-format captions JSON files for extra same-image sets.
       years, same_image_n, seed, mnno_ks, retrieval_protocol, supervised_model: see the sections
         (``same_image_n``: ``SAME_IMAGE_N``, or ``VETE_SAME_IMAGE_N`` for VETE's protocol).
+      retrieval_coco: (captions JSON, features .npz) of a COCO retrieval, one entry per protocol
+        of ``coco_protocols``, for every encoder with an image encoder.
+      transfer: keyword arguments of ``evaluate_transfer`` (``tasks``, ``senteval_dir``,
+        ``sts_dir``, ``config``, ``max_examples``), or None for no SentEval transfer.
+      plots_dir: where the plots go (None: no plots); run_dir: whose training curves they draw.
       command: recorded as the report's ``command``.
       progress: show the sections as they run on stderr (``SectionProgress``: a bar in a
         terminal, a line per section start and end elsewhere); the report is the same.
+    """
+
+    features: str = "efficientnet_lite0"
+    sts_dir: str | Path | None = None
+    sections: Sequence[str] = EVALUATION_SECTIONS
+    coco_captions: Sequence[str | Path] = ()
+    years: Sequence[str] | None = None
+    same_image_n: int = SAME_IMAGE_N
+    seed: int = 0
+    mnno_ks: Sequence[int] = (10,)
+    retrieval_protocol: str = "flickr8k_1k"
+    supervised_model: str = "ridge"
+    retrieval_coco: tuple[str | Path, str | Path] | None = None
+    coco_protocols: Sequence[str] = ("coco_5fold_1k", "coco_5k")
+    transfer: dict | None = None
+    plots_dir: str | Path | None = None
+    run_dir: str | Path | None = None
+    command: str | None = None
+    progress: bool = True
+
+
+def evaluate_encoders(specs: Sequence[EncoderSpec], data_dir: str | Path, settings: SuiteSettings | None = None,
+                      **changes) -> dict:
+    """The full report of several encoders on the same data (see ``report`` module for its layout).
+
+    After the ``sections``, for every encoder: with an image encoder, the COCO retrieval
+    (``retrieval_coco``); the SentEval transfer tasks (``transfer``); then the plots (into
+    ``plots_dir``; training curves of ``run_dir``).
+
+    Args:
+      specs: encoders to score (all get the same sets).
+      data_dir: data root (Flickr8k + ``sts/``).
+      settings: the sections and their protocols (``SuiteSettings``; default: its defaults).
+      **changes: fields of ``SuiteSettings`` that replace those of ``settings``, e.g.
+        ``same_image_n=1000``.
 
     Returns:
       The report dict; each encoder's node holds its sections and, where run,
@@ -240,18 +253,22 @@ def evaluate_encoders(
 
     Raises:
       ValueError: an unknown section name, ``same_image_n`` < 1 or an unknown ``supervised_model``.
+      TypeError: a keyword that is not a field of ``SuiteSettings``.
     """
+    s = dataclasses.replace(settings or SuiteSettings(), **changes)
+    sections, same_image_n, supervised_model, seed = s.sections, s.same_image_n, s.supervised_model, s.seed
+    retrieval_coco, transfer, plots_dir, features = s.retrieval_coco, s.transfer, s.plots_dir, s.features
     bad = set(sections) - set(EVALUATION_SECTIONS)
     if bad:
         raise ValueError(f"Unknown section(s) {sorted(bad)}; choose from {EVALUATION_SECTIONS}.")
     check_protocol_options(same_image_n, supervised_model)
     root = Path(data_dir)
-    sts_dir, flickr, test_pairs, same_sets = _suite_data(root, features, sections, sts_dir, coco_captions)
+    sts_dir, flickr, test_pairs, same_sets = _suite_data(root, features, sections, s.sts_dir, s.coco_captions)
     report: dict = {
         "data_dir": str(root),
         "features": features,
         "sections": list(sections),
-        "protocols": _protocols(retrieval_protocol, mnno_ks, same_image_n, seed, supervised_model),
+        "protocols": _protocols(s.retrieval_protocol, s.mnno_ks, same_image_n, seed, supervised_model),
         "encoders": {},
     }
     # Every section that will run, counted before the first: the bar's total is the sections run.
@@ -265,7 +282,7 @@ def evaluate_encoders(
             check_tower_features(spec.image_encoder, flickr.store.path)
         if spec.image_encoder is not None and retrieval_coco:
             check_tower_features(spec.image_encoder, retrieval_coco[1])
-    with SectionProgress(total, "evaluate", enabled=progress) as shown:
+    with SectionProgress(total, "evaluate", enabled=s.progress) as shown:
         if flickr is not None:
             with shown.section("contamination"):
                 report.update(_contamination(root, flickr, sts_dir, same_sets))
@@ -273,20 +290,20 @@ def evaluate_encoders(
             log.info("evaluating %s (%s)", spec.name, spec.kind)
             report["encoders"][spec.name] = evaluate_one(
                 spec, sts_dir=sts_dir, test_pairs=test_pairs, same_image_sets=same_sets, sections=sections,
-                years=years, same_image_n=same_image_n, seed=seed, mnno_ks=mnno_ks,
-                retrieval_protocol=retrieval_protocol, supervised_model=supervised_model, progress=shown)
+                years=s.years, same_image_n=same_image_n, seed=seed, mnno_ks=s.mnno_ks,
+                retrieval_protocol=s.retrieval_protocol, supervised_model=supervised_model, progress=shown)
             if retrieval_coco and spec.image_encoder is not None:
                 with shown.section(f"{spec.name}: retrieval_coco"):
                     report["encoders"][spec.name]["retrieval_coco"] = {
-                        proto: coco_retrieval(spec, *retrieval_coco, protocol=proto) for proto in coco_protocols}
+                        proto: coco_retrieval(spec, *retrieval_coco, protocol=proto) for proto in s.coco_protocols}
             if transfer is not None:
                 with shown.section(f"{spec.name}: transfer"):
                     report["encoders"][spec.name]["transfer"] = evaluate_transfer(spec.encoder, **transfer)
-        if command is not None:
-            report["command"] = command
+        if s.command is not None:
+            report["command"] = s.command
         if plots_dir is not None:
             with shown.section("plots"):
-                report["plots"] = make_plots(report, plots_dir, run_dir=run_dir, specs=specs, data_dir=data_dir,
+                report["plots"] = make_plots(report, plots_dir, run_dir=s.run_dir, specs=specs, data_dir=data_dir,
                                              features=features, seed=seed)
     return report
 

