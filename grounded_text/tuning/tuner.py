@@ -24,6 +24,7 @@ from pathlib import Path
 import keras
 
 from grounded_text.config.schema import ExperimentConfig
+from grounded_text.training.trainer import train
 from grounded_text.tuning.space import SearchSpace
 from grounded_text.utils.extras import require
 
@@ -81,8 +82,6 @@ class GroundedHyperModel(kt.HyperModel):
         Raises:
           ValueError: the data has no STS16 folder (no objective to select on).
         """
-        from grounded_text.training.trainer import train
-
         if config.train.select_on != "avg2016":
             raise ValueError("Tuning maximises avg2016: train.select_on must be 'avg2016'.")
         metrics = train(config, data_dir, output_dir, evaluate=self.evaluate, verbose=self.verbose)
