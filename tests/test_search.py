@@ -29,6 +29,7 @@ from grounded_text.serving.image_index import (
     index_folder,
     scan_photos,
 )
+from grounded_text.serving.search import THUMB
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
 pytestmark = pytest.mark.xdist_group("test_search")
@@ -288,7 +289,7 @@ def test_cli_prints_the_results_and_saves_a_contact_sheet(loaded, photos, tmp_pa
     from PIL import Image
 
     with Image.open(grid) as im:
-        assert im.format == "PNG" and im.width >= 5 * search.THUMB and im.height >= search.THUMB
+        assert im.format == "PNG" and im.width >= 5 * THUMB and im.height >= THUMB
     assert 20_000 < grid.stat().st_size < 5_000_000
 
     assert cli.main([*argv[:-3], "--json"]) == 0
