@@ -101,7 +101,7 @@ def test_padding_report_on_a_tiny_slice():
 
 
 def test_char_speed_table_and_ratios():
-    from grounded_text.benchmark import char_speed_ratios, char_speed_table
+    from grounded_text.benchmarks.runs import char_speed_ratios, char_speed_table
 
     def run(units, bucket, rate, padded):
         return {"units": units, "embedding_dim": 2 * units, "bucket_by_length": bucket, "pairs_per_second": rate,

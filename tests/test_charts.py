@@ -14,6 +14,7 @@ import pytest
 from grounded_text import ablation
 from grounded_text import benchmark as bench
 from grounded_text import reproduce as rp
+from grounded_text.benchmarks import runs
 from grounded_text.experiments import paper_report, studies
 from grounded_text.experiments.reproduction import forest_chart
 from grounded_text.papers.reproduction import PAPER_NAMES
@@ -282,14 +283,14 @@ def test_a_report_without_comparable_figures_gets_no_forest_plot(tmp_path, capsy
 
 def test_an_exports_figure_comes_from_its_card_or_its_run(tmp_path):
     shipped = REPO / "grounded_text" / "shipped" / "vete_bow_flickr8k" / "export"
-    (value, lo, hi), source = bench.export_figure(shipped)
+    (value, lo, hi), source = runs.export_figure(shipped)
     card = json.loads((shipped.parent / "model.json").read_text())["figures"]["STS-B test"]
     assert (value, [lo, hi]) == (card["value"], card["ci95"]) and source == "vete_bow_flickr8k/model.json"
     run = tmp_path / "run"
     (run / "export").mkdir(parents=True)
     (run / "metrics.json").write_text(json.dumps(_metrics(0.4, 0.5, [0.45, 0.55])))
-    assert bench.export_figure(run / "export") == ((0.5, 0.45, 0.55), "run/metrics.json")
-    assert bench.export_figure(tmp_path / "nothing" / "export") is None
+    assert runs.export_figure(run / "export") == ((0.5, 0.45, 0.55), "run/metrics.json")
+    assert runs.export_figure(tmp_path / "nothing" / "export") is None
 
 
 def _rates(median: float) -> dict:
@@ -305,12 +306,12 @@ def test_chart_node_keeps_the_timed_encoders_with_a_figure(tmp_path):
               "chart_exports": {"char": {"export_dir": str(run / "export"), "sentences_per_second": _rates(900.0)}},
               "reference": {"sentences_per_second": _rates(300.0)}}
     args = bench.parse_args(["--skip-fit", "--export", shipped, "--chart", str(tmp_path / "c.png")])
-    node = bench.chart_node(report, args, tmp_path)
+    node = runs.chart_node(report, args, tmp_path)
     assert [p["label"] for p in node["points"]] == ["vete_bow_flickr8k", "char"]
     assert node["points"][1] == {"label": "char", "sentences_per_second": [900.0, 810.0, 990.0],
                                  "quality": [0.64, 0.61, 0.67], "quality_source": "char/metrics.json"}
     assert [p["label"] for p in node["left_out"]] == ["reference: TextVectorization"]  # no figure of its own
-    assert _png_shape(bench.draw_chart(node, tmp_path / "c.png")) == (420, 650)
+    assert _png_shape(runs.draw_chart(node, tmp_path / "c.png")) == (420, 650)
 
 
 def test_benchmark_redraws_the_chart_of_a_saved_report(tmp_path, capsys):

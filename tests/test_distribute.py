@@ -203,7 +203,7 @@ def test_train_under_mixed_float16_exports_float32_and_restores_policy(data_dir,
 
 
 def test_benchmark_sentence_list_and_summary(data_dir):
-    from grounded_text.benchmark import benchmark_sentences
+    from grounded_text.benchmarks.runs import benchmark_sentences
     from grounded_text.benchmarks.throughput import summary
     from grounded_text.data.sts import read_sick, read_sts_benchmark
 

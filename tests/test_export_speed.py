@@ -57,7 +57,7 @@ def test_ascii_rows_normalise_as_unicode_case_folding():
 
 @pytest.fixture(scope="module")
 def real(data_dir, tmp_path_factory):
-    from grounded_text.benchmark import benchmark_sentences
+    from grounded_text.benchmarks.runs import benchmark_sentences
 
     token_file = data_dir / "flickr8k" / "Flickr8k_text" / "Flickr8k.token.txt"
     captions = [ln.split("\t", 1)[1] for ln in token_file.read_text(encoding="utf-8").splitlines() if "\t" in ln]
