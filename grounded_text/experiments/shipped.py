@@ -23,14 +23,34 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shlex
 import shutil
 import sys
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
 
+from grounded_text.config.flags import parse_train_args
+from grounded_text.data.paths import DATA_ENV_VAR
+from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year
+from grounded_text.evaluation.encoders import cached
+from grounded_text.evaluation.stats import pearson_ci
+from grounded_text.evaluation.sts import cosine_rows
+from grounded_text.experiments.runner import plain
+from grounded_text.experiments.scoring import TestData
+from grounded_text.layers.branches import LinearImageEncoder
+from grounded_text.papers.resolve import config_from_flags, resolve_config
+from grounded_text.serving.encoder import load
+from grounded_text.serving.export import CONFIG_ASSET, export_image_tower
+from grounded_text.serving.model_card import _use_and_limits
 from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
+from grounded_text.training.run_dir import config_diff
+from grounded_text.utils.children import run_child
+from grounded_text.utils.durable import atomic_write
+from grounded_text.vision.lite0 import PROVENANCE, WEIGHTS_SHA256
 
 #: The wheel's budget per shipped model (both towers, on disk).
 MAX_BYTES = 10 * 1000 * 1000
@@ -107,7 +127,6 @@ def training_command(name: str, output_dir: str = "runs/" + "NAME") -> str:
 
 def _pairs(sts_dir: Path) -> dict[str, list]:
     """figure → its list of ``SentencePairs`` (several for a mean over subsets)."""
-    from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year
 
     sts16 = read_sts_year(sts_dir / "STS16-en-test")
     return {"STS12 MSRvid": [read_sts_year(sts_dir / "STS12-en-test")["MSRvid"]],
@@ -138,9 +157,6 @@ def shipped_figures(encoder, sts_dir: str | Path) -> dict:
     Returns:
       ``{figure: {"value": r, "ci95": [lo, hi], "n": pairs}}`` in the order of ``FIGURES``.
     """
-    from grounded_text.evaluation.encoders import cached
-    from grounded_text.evaluation.stats import pearson_ci
-    from grounded_text.evaluation.sts import cosine_rows
 
     out = {}
     rng = np.random.default_rng(SEED)
@@ -169,7 +185,6 @@ def shipped_figures(encoder, sts_dir: str | Path) -> dict:
 
 def _test_features(data_dir: Path, config: dict) -> np.ndarray:
     """The Flickr8k test images' features (float32 [n, d]) of the run's feature file."""
-    from grounded_text.experiments.scoring import TestData
 
     pairs = TestData(data_dir).test_pairs(config["data"], None)
     return np.asarray(pairs.features[np.unique(pairs.feature_rows)], np.float32)
@@ -192,11 +207,7 @@ def quantize_image_tower(image_export: Path, features: np.ndarray) -> dict:
       ValueError: the tower is not ``W x + b`` (its variables are not one [d, N] matrix and one
         [N] bias, or its outputs are not reproduced by them to 1e-4).
     """
-    import keras
-    import tensorflow as tf
 
-    from grounded_text.layers.branches import LinearImageEncoder
-    from grounded_text.serving.export import CONFIG_ASSET, export_image_tower
 
     loaded = tf.saved_model.load(str(image_export))
     variables = loaded.signatures["serving_default"].variables
@@ -252,7 +263,6 @@ def _image_network(record: dict) -> list[str]:
     """The card's section on the network photos go through (the one of the training features)."""
     if record.get("features") != "efficientnet_lite0":
         return []
-    from grounded_text.vision.lite0 import PROVENANCE, WEIGHTS_SHA256
 
     return [
         "## Image network",
@@ -266,8 +276,6 @@ def _image_network(record: dict) -> list[str]:
 
 
 def _card(name: str, record: dict) -> str:
-    from grounded_text.serving.model_card import _use_and_limits
-
     rows = [f"| {k} | {v['value']:.3f} | [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}] | {v['n']:,} |"
             for k, v in record["figures"].items()]
     return "\n".join([
@@ -343,9 +351,6 @@ def _card(name: str, record: dict) -> str:
 
 def recipe_config(name: str) -> dict:
     """The resolved config (as stored in a run's ``metrics.json``) of recipe ``name``'s command."""
-    from grounded_text.config.flags import parse_train_args
-    from grounded_text.experiments.runner import plain
-    from grounded_text.papers.resolve import config_from_flags, resolve_config
 
     args = parse_train_args(["--output-dir", "unused", *RECIPES[name].train_args])
     return plain(resolve_config(config_from_flags(args)).to_dict())
@@ -360,7 +365,6 @@ def check_run(name: str, run_dir: str | Path) -> dict:
       FileNotFoundError: no ``metrics.json`` (no finished run). ValueError: another config
       (the fields that differ, named).
     """
-    from grounded_text.training.run_dir import config_diff
 
     path = Path(run_dir) / "metrics.json"
     if not path.is_file():
@@ -384,7 +388,6 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
       ``MAX_BYTES``. FileNotFoundError: the run lacks an export or ``metrics.json``.
       ValueError: ``run_dir`` holds a run of another config.
     """
-    from grounded_text.serving.encoder import load
 
     recipe = RECIPES[name]
     data_dir = Path(data_dir)
@@ -395,7 +398,6 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
         command = [sys.executable, "-m", "grounded_text.train", "--data-dir", str(data_dir), "--output-dir",
                    str(run_dir), "--overwrite", *recipe.train_args]
         log("$ " + shlex.join(command))
-        from grounded_text.utils.children import run_child
 
         if run_child(command) != 0:  # stopping this command stops the training too
             raise RuntimeError(f"training {name} failed: {shlex.join(command)}")
@@ -425,8 +427,6 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
     config = metrics["config"]
     image_dims = None
     if (staged / "image_export").is_dir():
-        import tensorflow as tf
-
         image = tf.saved_model.load(str(staged / "image_export"))
         spec = image.signatures["serving_default"].structured_input_signature[1]
         image_dims = int(next(iter(spec.values())).shape[-1])
@@ -516,7 +516,6 @@ def as_run(name: str, run_dir: str | Path) -> Path:
         "history": {},
         "evaluation": {"headline": headline, "sts": sts},
     }
-    from grounded_text.utils.durable import atomic_write
 
     atomic_write(run_dir / "metrics.json", lambda f: f.write((json.dumps(metrics, indent=2) + "\n").encode()))
     return run_dir
@@ -548,9 +547,7 @@ def main(argv=None) -> int:
         for name in RECIPES:
             print(f"{name}: {training_command(name)}")
         return 0
-    import os
 
-    from grounded_text.data.paths import DATA_ENV_VAR
 
     data_dir = a.data_dir or os.environ.get(DATA_ENV_VAR)
     if not data_dir:

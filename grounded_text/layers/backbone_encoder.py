@@ -13,10 +13,10 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from grounded_text.utils.extras import require
+
 
 def _keras_hub():
-    from grounded_text.utils.extras import require
-
     return require("keras_hub", "PretrainedTextEncoder")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from grounded_text.utils.compat import track_variable
+from grounded_text.utils.compat import in_safe_mode, track_variable
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
@@ -62,8 +62,8 @@ class HubTextEmbedding(keras.layers.Layer):
 
     def __init__(self, handle: str, trainable: bool = False, output_dim: int | None = None, **kwargs):
         super().__init__(trainable=trainable, **kwargs)
-        import tensorflow_hub as hub
-        import tensorflow_text  # noqa: F401  (registers the ops of modules that use them)
+        import tensorflow_hub as hub  # noqa: PLC0415 (slow to import, and only this layer needs it)
+        import tensorflow_text  # noqa: F401, PLC0415 (registers the ops of the modules that use them)
 
         local = Path(os.fspath(handle)).expanduser()
         self.handle = str(local.resolve()) if local.exists() else str(handle)
@@ -122,7 +122,6 @@ class HubTextEmbedding(keras.layers.Layer):
           ValueError: safe mode is on (pass ``safe_mode=False`` to ``keras.saving.load_model``
             for an artifact you trust, or call ``keras.config.enable_unsafe_deserialization()``).
         """
-        from grounded_text.utils.compat import in_safe_mode
 
         if (safe_mode if safe_mode is not None else in_safe_mode()) is not False:
             raise ValueError(

@@ -22,6 +22,8 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from grounded_text.utils.durable import atomic_write
+
 BOS = "<S>"
 EOS = "</S>"
 PADDING_ID = 0
@@ -189,7 +191,6 @@ def write_vocabulary(vocabulary: list[str], path: str | Path) -> Path:
       ['<S>', '</S>', 'a', 'dog']
       >>> tmp.cleanup()
     """
-    from grounded_text.utils.durable import atomic_write
 
     path = Path(path)
     data = "".join(t + "\n" for t in vocabulary).encode("utf-8")

