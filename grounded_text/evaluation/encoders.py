@@ -21,7 +21,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
+from grounded_text.baselines.glove import glove_mean_encoder
+from grounded_text.baselines.word2vec import word2vec_mean_encoder
+from grounded_text.data.provenance import check_pairing, store_provenance
+from grounded_text.data.sentence_end import add_sentence_end, apply_sentence_end, check_sentence_end
 from grounded_text.evaluation.names import BASELINE_ENCODERS
 from grounded_text.serving.encoder import load
 from grounded_text.serving.images import load_image_encoder  # noqa: F401 (re-exported)
@@ -106,14 +111,10 @@ class SentenceEndEncoder:
     """
 
     def __init__(self, encoder: Encoder, rule: str):
-        from grounded_text.data.sentence_end import check_sentence_end
-
         self.encoder = encoder
         self.sentence_end = check_sentence_end(rule)
 
     def _apply(self, sentences):
-        from grounded_text.data.sentence_end import add_sentence_end, apply_sentence_end
-
         if isinstance(sentences, (str, bytes)):
             return add_sentence_end(sentences, self.sentence_end)
         return apply_sentence_end(list(sentences), self.sentence_end)
@@ -146,8 +147,6 @@ def tower_encoder(text_tower, batch_size: int = 1024) -> Encoder:
 
     One ``tf.function`` with a ``[None]`` string signature, called in inference mode
     (``training=False``), so every batch size reuses one trace."""
-    import tensorflow as tf
-
     forward = tf.function(lambda s: text_tower(s, training=False), input_signature=[tf.TensorSpec([None], tf.string)],
                           reduce_retracing=True)
     return batched(lambda b: forward(tf.constant(list(b), dtype=tf.string)), batch_size)
@@ -159,8 +158,6 @@ def image_tower_encoder(image_tower, feature_dim: int, batch_size: int = 1024) -
     Raises (when called):
       ValueError: features not [n, ``feature_dim``]; NaN/Inf outputs.
     """
-    import tensorflow as tf
-
     forward = tf.function(lambda x: image_tower(x, training=False),
                           input_signature=[tf.TensorSpec([None, feature_dim], tf.float32)], reduce_retracing=True)
 
@@ -204,8 +201,6 @@ def check_tower_features(image_encoder, store_path: str | Path) -> None:
     Raises:
       grounded_text.data.provenance.FeaturePairingError (a ValueError): one line naming both.
     """
-    from grounded_text.data.provenance import check_pairing, store_provenance
-
     check_pairing(getattr(image_encoder, "record", None), store_provenance(store_path),
                   repr(getattr(image_encoder, "path", "")), str(store_path))
 
@@ -244,11 +239,7 @@ def baseline_encoder(name: str, batch_size: int = 4096, *, data_dir: str | Path 
       ValueError: unknown name.
     """
     if name == "glove":
-        from grounded_text.baselines.glove import glove_mean_encoder
-
         return glove_mean_encoder(batch_size=batch_size)
     if name == "word2vec":
-        from grounded_text.baselines.word2vec import word2vec_mean_encoder
-
         return word2vec_mean_encoder(data_dir, seed=seed)
     raise ValueError(f"Unknown baseline {name!r}; choose from {list(BASELINE_ENCODERS)}.")

@@ -17,14 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
+
+from grounded_text.utils.extras import require
 
 
 def _pyplot():
-    from grounded_text.utils.extras import require
-
     matplotlib = require("matplotlib", "The evaluation plots")
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 (matplotlib is an optional extra, and its backend is chosen first)
 
     return plt
 
@@ -36,8 +37,6 @@ def history_from_tensorboard(log_dir: str | Path) -> dict[str, list[float]]:
     ``val_<metric>``. Returns ``{name: [value per epoch, in step order]}`` (empty
     if no event file is found).
     """
-    import tensorflow as tf
-
     out: dict[str, dict[int, float]] = {}
     for event_file in sorted(Path(log_dir).rglob("*tfevents*")):
         prefix = "val_" if "validation" in event_file.parent.name else ""
@@ -124,8 +123,6 @@ def plot_tsne(embeddings: np.ndarray, labels: Sequence, out_png: str | Path, *, 
     Returns:
       ``out_png`` as a ``Path``.
     """
-    from grounded_text.utils.extras import require
-
     TSNE = require("sklearn.manifold", "The t-SNE plot").TSNE
 
     x = np.asarray(embeddings, dtype=np.float64)

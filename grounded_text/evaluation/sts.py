@@ -34,6 +34,7 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the 
     batched,
     cached,
 )
+from grounded_text.evaluation.stats import pearson_ci, spearman_ci
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -81,8 +82,6 @@ def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:
         "n": n,
     }
     if n >= 4:
-        from grounded_text.evaluation.stats import pearson_ci, spearman_ci
-
         out["pearson_ci95"] = list(pearson_ci(out["pearson"], n))
         out["spearman_ci95"] = list(spearman_ci(out["spearman"], n))
     return out

@@ -29,11 +29,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from grounded_text.data.features import load_npz_features
+from grounded_text.data.flickr8k import read_flickr8k
 from grounded_text.data.pairs import CaptionPairs, load_flickr8k_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
 from grounded_text.evaluation.contamination import ContaminationIndex
@@ -46,6 +49,7 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported)
     run_dir_specs,
 )
 from grounded_text.evaluation.names import EVALUATION_SECTIONS
+from grounded_text.evaluation.plots import load_history, plot_training_curves, plot_tsne
 from grounded_text.evaluation.retrieval import evaluate_retrieval, group_by_image, images_of_pairs
 from grounded_text.evaluation.same_image import CaptionedImages, evaluate_same_image, read_coco_captioned_images
 from grounded_text.evaluation.structure import structural_measures
@@ -344,8 +348,6 @@ def _protocols(retrieval_protocol: str, mnno_ks, same_image_n: int, seed: int,
 def _contamination(root: Path, flickr, sts_dir: Path | None, same_sets: Sequence[CaptionedImages]) -> dict:
     """The report's contamination entries: every text set against the Flickr8k train-split
     captions, and against every caption of the release."""
-    from grounded_text.data.flickr8k import read_flickr8k
-
     train_caps = flickr.splits["train"].captions.tolist()
     index = ContaminationIndex(train_caps, name="flickr8k train-split captions")
     # Against every caption of the release (the data README's "334 SICK test sentences").
@@ -373,10 +375,6 @@ def coco_retrieval(spec: EncoderSpec, captions_json: str | Path, features_npz: s
     Raises:
       ValueError: no image encoder; see ``evaluate_retrieval`` for the rest.
     """
-    import warnings
-
-    from grounded_text.data.features import load_npz_features
-
     if spec.image_encoder is None:
         raise ValueError(f"{spec.name}: retrieval needs an image encoder (image_export/ or --image-model).")
     data = read_coco_captioned_images(captions_json)
@@ -404,8 +402,6 @@ def make_plots(report: dict, out_dir: str | Path, *, run_dir: str | Path | None,
     Returns:
       The PNG file names written into ``out_dir``.
     """
-    from grounded_text.evaluation.plots import load_history, plot_training_curves, plot_tsne
-
     out_dir = Path(out_dir)
     written = []
     if run_dir is not None:

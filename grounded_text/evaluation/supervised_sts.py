@@ -41,11 +41,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from grounded_text.data.sts import SentencePairs, read_sick, read_sts_benchmark
 from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached
 from grounded_text.evaluation.sts import correlations
+from grounded_text.utils.extras import require
 
 ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 REGRESSOR = "sklearn Ridge on [u, v, |u-v|, u*v], alpha selected on dev Pearson r"
@@ -78,8 +81,6 @@ def fit_select_score(train: tuple, dev: tuple, test: tuple, alphas=ALPHAS) -> di
       "dev_by_alpha": {alpha: pearson}, "regressor": REGRESSOR, "model": "ridge",
       "protocol": "supervised"}``.
     """
-    from grounded_text.utils.extras import require
-
     Ridge = require("sklearn.linear_model", "Supervised STS").Ridge
     lo, hi = float(np.min(train[1])), float(np.max(train[1]))
     dev_scores = {}
@@ -180,9 +181,6 @@ def fit_senteval(train: tuple, dev: tuple, test: tuple, *, classes: tuple[int, i
     Raises:
       ValueError: a gold score outside the classes; mismatched rows; empty splits.
     """
-    import keras
-    import tensorflow as tf
-
     lo, hi = int(classes[0]), int(classes[1])
     x_tr, x_dev, x_te = (np.asarray(split[0], dtype=np.float32) for split in (train, dev, test))
     for name, (x, y) in (("train", (x_tr, train[1])), ("dev", (x_dev, dev[1])), ("test", (x_te, test[1]))):
@@ -272,8 +270,6 @@ def evaluate_supervised_sts(encoder: Encoder, sts_dir: str | Path, model: str = 
       ValueError: an unknown ``model``.
       MissingExtraError (an ImportError): scikit-learn is missing (the ``[eval]`` extra).
     """
-    from grounded_text.utils.extras import require
-
     if model not in SUPERVISED_MODELS:
         raise ValueError(f"supervised STS model must be one of {SUPERVISED_MODELS}, got {model!r}.")
     require("sklearn.linear_model", "Supervised STS")  # named before anything is encoded

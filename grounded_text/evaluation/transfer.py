@@ -35,6 +35,7 @@ An encoder is any callable ``list[str]`` (n) → float array [n, N]: a hub Saved
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import warnings
@@ -46,6 +47,7 @@ import numpy as np
 from grounded_text.data import senteval as se
 from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached
 from grounded_text.evaluation.names import SENTEVAL_SEED, TASKS
+from grounded_text.utils.extras import require
 
 CV_C_GRID = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold/Split, sklearn branch
 KFOLD_C_GRID = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier, sklearn branch
@@ -134,9 +136,9 @@ class ClassifierConfig:
 
 def make_classifier(C: float, config: ClassifierConfig = ClassifierConfig()):
     """A fresh ``Pipeline([StandardScaler], LogisticRegression(C))`` (see ``ClassifierConfig``)."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.linear_model import LogisticRegression  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
+    from sklearn.pipeline import make_pipeline  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
+    from sklearn.preprocessing import StandardScaler  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
 
     clf = LogisticRegression(C=C, max_iter=config.max_iter, random_state=config.seed)
     return make_pipeline(StandardScaler(), clf) if config.standardize else make_pipeline(clf)
@@ -144,9 +146,7 @@ def make_classifier(C: float, config: ClassifierConfig = ClassifierConfig()):
 
 def _fitting(config: ClassifierConfig):
     """Context for the fits: BLAS thread limit, lbfgs convergence warnings silenced."""
-    import contextlib
-
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415 (comes with scikit-learn, an optional extra)
 
     stack = contextlib.ExitStack()
     if config.blas_threads is not None:
@@ -179,7 +179,7 @@ def _check_folds(y, k: int, name: str):
 
 def _grid_search(X, y, grid, config: ClassifierConfig, name: str):
     """Stratified k-fold CV over C (``GridSearchCV``, accuracy); refits on all of X."""
-    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
 
     _check_folds(y, config.kfold, name)
     pipe = make_classifier(1.0, config)
@@ -211,7 +211,7 @@ def cross_validated_accuracy(X, y, config: ClassifierConfig = ClassifierConfig()
       ValueError: shapes disagree, non-finite features, fewer than 2 classes, or a
       class with fewer than ``kfold`` examples.
     """
-    from sklearn.model_selection import StratifiedKFold
+    from sklearn.model_selection import StratifiedKFold  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
 
     X, y = _check_xy(X, y, name)
     _check_folds(y, config.kfold, name)
@@ -234,7 +234,7 @@ def train_cv_test(X_train, y_train, X_test, y_test, config: ClassifierConfig = C
       ``{"acc": test accuracy (%), "devacc": best CV accuracy on train (%), "C": chosen C,
       "n_train", "n_test"}`` and ``"f1"`` (%, positive class 1, binary only) when ``f1``.
     """
-    from sklearn.metrics import f1_score
+    from sklearn.metrics import f1_score  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
 
     X_train, y_train = _check_xy(X_train, y_train, f"{name}/train")
     X_test, y_test = _check_xy(X_test, y_test, f"{name}/test")
@@ -411,8 +411,6 @@ def evaluate_transfer(
     Raises:
       FileNotFoundError: ``senteval_dir`` does not exist. ValueError: unknown task.
     """
-    from grounded_text.utils.extras import require
-
     require("sklearn", "SentEval transfer")  # the classifiers: named before any task is read
     senteval_dir = Path(senteval_dir)
     if not senteval_dir.is_dir():
