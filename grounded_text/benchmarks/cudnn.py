@@ -21,23 +21,21 @@ on the ids the model's own preprocessor produces (``padding_report``).
 
 from __future__ import annotations
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from grounded_text.utils.compat import flatten_layers, rnn_cudnn_argument_checks
 
 
 def gpu_available() -> bool:
     """Keras' own test (``_is_gpu_available``: a logical GPU device exists)."""
-    import tensorflow as tf
-
     return bool(tf.config.list_logical_devices("GPU"))
 
 
 def recurrent_layers(model) -> list:
     """Every ``keras.layers.GRU`` / ``LSTM`` inside ``model`` (a layer or model), the
     two directions of a ``Bidirectional`` included, each once."""
-    import keras
-
     seen, out = set(), []
     for layer in flatten_layers(model):
         candidates = [layer]
@@ -55,8 +53,6 @@ def rnn_cudnn_report(model) -> list[dict]:
     cuDNN kernel (``eligible``: the argument check, ``recurrent_dropout == 0`` and
     ``use_cudnn`` not False), independent of the machine, with the reasons when not;
     and ``on_this_machine`` (eligible and a GPU visible)."""
-    import keras
-
     # Keras' own predicates, or a copy of their conditions where Keras no longer has them.
     gru_check, lstm_check, source = rnn_cudnn_argument_checks()
     gpu = gpu_available()

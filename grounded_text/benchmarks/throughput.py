@@ -39,7 +39,19 @@ import threading
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops of the exported module)
+
+from grounded_text.benchmarks.cudnn import mask_statistics, padding_report, rnn_cudnn_report
+from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig, TrainConfig
+from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
+from grounded_text.layers.bow_encoder import layer_chain
+from grounded_text.layers.char_encoder import CharacterPreprocessor
+from grounded_text.layers.text_preprocessor import TextPreprocessor, tokenize, tokenize_reference
+from grounded_text.serving.export import export_text_tower
+from grounded_text.training.preparation import compile_for_training, prepare_training
 
 
 def rss_mib() -> float:
@@ -104,9 +116,6 @@ class GpuSampler:
 
 def machine_info() -> dict:
     """CPU count, load, Python/TF/Keras versions, accelerator names."""
-    import keras
-    import tensorflow as tf
-
     gpus = tf.config.list_physical_devices("GPU")
     names = []
     for g in gpus:
@@ -132,8 +141,6 @@ def machine_info() -> dict:
 
 def _fit_config(a: dict):
     """The ``ExperimentConfig`` of a ``fit`` phase from its JSON arguments."""
-    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-
     per_execution = {"steps_per_execution": a["steps_per_execution"]} if a.get("steps_per_execution") else {}
     return ExperimentConfig(
         data=DataConfig(batch_size=a["batch_size"], max_train_images=a.get("max_train_images"), max_dev_images=1),
@@ -147,8 +154,6 @@ def _bare_step(setup, model):
     """``(step_fn, batches)``: the model's compiled train step (under the run's strategy) and
     one epoch of the pipeline's batches in memory, as eager tensors (distributed per replica
     when there are several); the step is traced once here."""
-    import tensorflow as tf
-
     batches = list(setup.train_ds)
     if setup.strategy.num_replicas_in_sync > 1:
         step_fn = tf.function(lambda b: setup.strategy.run(model.train_step, args=(b,)))
@@ -163,8 +168,6 @@ def _bare_step(setup, model):
 def _epoch_timer(seconds: list, after_epoch=None):
     """A Keras callback that appends each epoch's seconds (``on_epoch_begin`` to
     ``on_epoch_end``) to ``seconds``, then calls ``after_epoch()`` outside the timing."""
-    import keras
-
     class EpochTimer(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             self.t0 = time.perf_counter()
@@ -185,8 +188,6 @@ def _timed_fit_and_bare_steps(model, train_ds, step_fn, batches, repeats: int) -
     Returns:
       ``(epoch_seconds, bare_seconds)``, ``repeats`` each.
     """
-    import keras
-
     epoch_seconds, bare_seconds = [], []
 
     def bare_pass():
@@ -215,8 +216,6 @@ def _tokenize_in_pipeline_timing(setup, repeats: int, pairs_per_epoch: int) -> d
 
 
 def _fit_phase(a: dict) -> dict:
-    from grounded_text.training.preparation import prepare_training
-
     rss0 = rss_mib()
     cfg = _fit_config(a)
     t0 = time.perf_counter()
@@ -255,8 +254,6 @@ def _fit_phase(a: dict) -> dict:
         "tokenize_in_pipeline": variant,
     }
     if a.get("export_dir"):
-        from grounded_text.serving.export import export_text_tower
-
         export_text_tower(setup.model.text_tower, a["export_dir"], cfg.to_dict())
         result["export_dir"] = a["export_dir"]
     return result
@@ -269,13 +266,6 @@ def tokenize_in_pipeline_variant(setup):
     ``TextPreprocessor``). Only for towers that are a chain string → preprocessor →
     layers; returns ``(train_model, dataset)`` or ``None``.
     """
-    import keras
-    import tensorflow as tf
-
-    from grounded_text.data.pairs import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
-    from grounded_text.layers.bow_encoder import layer_chain
-    from grounded_text.layers.text_preprocessor import TextPreprocessor
-
     layers = layer_chain(setup.model.text_tower)
     if not layers or not isinstance(layers[0], TextPreprocessor):
         return None
@@ -290,8 +280,6 @@ def tokenize_in_pipeline_variant(setup):
     image_id = keras.Input(shape=(), dtype="int64", name=IMAGE_ID_KEY)
     loss = loss_layer(x, setup.model.image_tower(features), image_ids=image_id)
     ids_model = keras.Model({CAPTION_KEY: ids, FEATURES_KEY: features, IMAGE_ID_KEY: image_id}, loss)
-    from grounded_text.training.preparation import compile_for_training
-
     compile_for_training(ids_model, setup.config.train, setup.steps_per_epoch)
     ds = setup.train_ds.map(lambda d: {**d, CAPTION_KEY: pre(d[CAPTION_KEY])},
                             num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
@@ -359,9 +347,6 @@ def _side_by_side_loop(encoders: dict, sentences, batch_sizes, repeats, min_seco
 
 
 def _encode_phase(a: dict) -> dict:
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the ops of the exported module)
-
     rss0 = rss_mib()
     sentences = json.loads(open(a["sentences_file"]).read())
     module = tf.saved_model.load(a["export_dir"])
@@ -374,8 +359,6 @@ def _encode_phase(a: dict) -> dict:
     result = {"export_dir": a["export_dir"], "embedding_dim": dim, "sentences": len(sentences),
               "concrete_functions": len(getattr(module.__call__, "concrete_functions", []))}
     if a.get("tokenizer_floor"):
-        from grounded_text.layers.text_preprocessor import tokenize, tokenize_reference
-
         config_file = Path(a["export_dir"]) / "assets" / "config.json"
         config = json.loads(config_file.read_text()) if config_file.is_file() else {}
         lowercase = bool((config.get("text") or {}).get("lowercase", True))
@@ -419,9 +402,6 @@ def _encode_phase(a: dict) -> dict:
 
 
 def _textvectorization_phase(a: dict) -> dict:
-    import keras
-    import tensorflow as tf
-
     rss0 = rss_mib()
     sentences = json.loads(open(a["sentences_file"]).read())
     vectorizer = keras.layers.TextVectorization(max_tokens=30000, output_mode="int")
@@ -445,15 +425,6 @@ def _textvectorization_phase(a: dict) -> dict:
 
 
 def _char_speed_phase(a: dict) -> dict:
-    import keras
-    import tensorflow as tf
-
-    from grounded_text.benchmarks.cudnn import mask_statistics, padding_report, rnn_cudnn_report
-    from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TextConfig
-    from grounded_text.data.pairs import CAPTION_KEY
-    from grounded_text.layers.char_encoder import CharacterPreprocessor
-    from grounded_text.training.preparation import prepare_training
-
     units, steps, warmup = int(a["units"]), int(a["steps"]), int(a.get("warmup", 3))
     rss0 = rss_mib()
     # The paper's configuration as train.py builds it: N = 2 × units, case and
