@@ -15,6 +15,7 @@ import sys
 import typing
 from pathlib import Path
 
+from grounded_text.config.params import check_checkpoint_every
 from grounded_text.config.schema import (
     SECTION_CLASSES,
     SECTIONS,
@@ -26,7 +27,6 @@ from grounded_text.config.schema import (
     rule_value,
 )
 from grounded_text.config.schema import _choices_of as _field_choices
-from grounded_text.training.run_dir import check_checkpoint_every
 from grounded_text.utils.durable import check_writable_target
 
 _DEST = "cfg__"  # argparse dest prefix of a generated flag: cfg__<section>__<field>

@@ -299,6 +299,21 @@ def _float(value):
     return None
 
 
+def check_checkpoint_every(seconds) -> float:
+    """``seconds`` as a float >= 0 (``math.inf``: epoch ends only).
+
+    Raises:
+      ValueError: negative, NaN or not a number.
+    """
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        raise ValueError(f"checkpoint_every must be a number of seconds, got {seconds!r}.") from None
+    if not value >= 0:
+        raise ValueError(f"checkpoint_every must be >= 0 seconds, got {seconds!r}.")
+    return value
+
+
 def in_range(x, spec: Param) -> bool:
     """``x`` (a number) is finite and within ``spec``'s bounds. The one range rule: the config
     fields' ``parse`` rules (``grounded_text.config.schema.RULES``) are ``Param`` bounds too."""

@@ -66,6 +66,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.config.params import check_checkpoint_every  # noqa: F401 (the trainer's name for it)
 from grounded_text.config.schema import STORED_NONE_MEANT
 from grounded_text.utils.durable import atomic_write, fsync_dir, recover_export
 
@@ -89,21 +90,6 @@ FAILED_STATUSES = ("diverged", "failed")
 #: most this much (an n = 1,024 character-model epoch runs about 90 minutes on one CPU core),
 #: for one weights-and-optimizer write (about a second) each time.
 CHECKPOINT_EVERY = 600.0
-
-
-def check_checkpoint_every(seconds) -> float:
-    """``seconds`` as a float >= 0 (``math.inf``: epoch ends only).
-
-    Raises:
-      ValueError: negative, NaN or not a number.
-    """
-    try:
-        value = float(seconds)
-    except (TypeError, ValueError):
-        raise ValueError(f"checkpoint_every must be a number of seconds, got {seconds!r}.") from None
-    if not value >= 0:
-        raise ValueError(f"checkpoint_every must be >= 0 seconds, got {seconds!r}.")
-    return value
 
 
 # Adam's default step size (Kingma & Ba 2015, Algorithm 1): the advice for absurd rates.
