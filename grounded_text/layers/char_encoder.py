@@ -21,7 +21,7 @@ from grounded_text.layers.pooling import (
     masked_max,
     masked_mean,
 )
-from grounded_text.layers.stacked_rnn import CELLS, StackedRNN
+from grounded_text.layers.stacked_rnn import CELLS, StackedRNN, UsesStackedRNN
 from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
 
 # "attention" is Merkx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
@@ -201,7 +201,7 @@ class CharacterPreprocessor(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
-class CharacterEncoder(keras.layers.Layer):
+class CharacterEncoder(UsesStackedRNN, keras.layers.Layer):
     """Character ids → embeddings → bidirectional RNN(s) (``StackedRNN``) → attention/max pooling → L2.
 
     Merkx & Frank (2019, §3.1): 20-d character embeddings, a bidirectional
@@ -326,19 +326,6 @@ class CharacterEncoder(keras.layers.Layer):
         # Heads 2.. (none by default, so a one-head encoder keeps its weight layout).
         self.extra_heads = ([head(f"attention_{i}") for i in range(1, self.attention_heads)]
                             if attention_cls is not None else [])
-
-    @property
-    def rnns(self) -> list:
-        """The recurrent layers, bottom first (``StackedRNN.rnns``)."""
-        return self.stacked_rnn.rnns
-
-    @property
-    def fused_rnn(self) -> bool:
-        return self.stacked_rnn.fused
-
-    @fused_rnn.setter
-    def fused_rnn(self, value: bool):
-        self.stacked_rnn.fused = bool(value)
 
     @property
     def output_dim(self) -> int:

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from grounded_text.layers.pooling import WEIGHT_INITS, last_valid, masked_max, masked_mean
-from grounded_text.layers.stacked_rnn import CELLS, StackedRNN
+from grounded_text.layers.stacked_rnn import CELLS, StackedRNN, UsesStackedRNN
 from grounded_text.layers.text_preprocessor import PADDING_ID
 
 __all__ = ["CELLS", "RNN_POOLINGS", "RNNEncoder"]
@@ -15,7 +15,7 @@ RNN_POOLINGS = ("last", "mean", "max")
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
-class RNNEncoder(keras.layers.Layer):
+class RNNEncoder(UsesStackedRNN, keras.layers.Layer):
     """Token ids → stacked GRU/LSTM (``StackedRNN``) → pooled state → (optional FC) → L2.
 
     ``h^(l) = RNN_l(h^(l−1))``, ``h^(0) = E[w]``, l = 1..num_layers; the sentence
@@ -103,22 +103,9 @@ class RNNEncoder(keras.layers.Layer):
                            if self.output_dim else None)
 
     @property
-    def rnns(self) -> list:
-        """The recurrent layers, bottom first (``StackedRNN.rnns``)."""
-        return self.stacked_rnn.rnns
-
-    @property
     def drop(self) -> keras.layers.Dropout:
         """The dropout between layers."""
         return self.stacked_rnn.drop
-
-    @property
-    def fused_rnn(self) -> bool:
-        return self.stacked_rnn.fused
-
-    @fused_rnn.setter
-    def fused_rnn(self, value: bool):
-        self.stacked_rnn.fused = bool(value)
 
     @property
     def state_dim(self) -> int:

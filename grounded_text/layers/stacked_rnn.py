@@ -137,3 +137,21 @@ class StackedRNN(keras.layers.Layer):
                       bidirectional=self.bidirectional, dropout=self.dropout, weight_init=self.weight_init,
                       fused=self.fused)
         return config
+
+
+class UsesStackedRNN:
+    """What an encoder holding a ``StackedRNN`` as ``self.stacked_rnn`` exposes of it: its
+    recurrent layers and its fused-path switch (not serialised: it is no model choice)."""
+
+    @property
+    def rnns(self) -> list:
+        """The recurrent layers, bottom first (``StackedRNN.rnns``)."""
+        return self.stacked_rnn.rnns
+
+    @property
+    def fused_rnn(self) -> bool:
+        return self.stacked_rnn.fused
+
+    @fused_rnn.setter
+    def fused_rnn(self, value: bool):
+        self.stacked_rnn.fused = bool(value)
