@@ -49,8 +49,9 @@ import sys
 from pathlib import Path
 
 from grounded_text.baselines import glove
+from grounded_text.config.evaluation import EvalSettings, Protocol
 from grounded_text.data.paths import resolve_data_dir
-from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
+from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.papers import published as paper_figures
 from grounded_text.reporting.figures import FIGURES
 from grounded_text.reporting.tables import markdown_table as table_lines

@@ -17,8 +17,9 @@ The figures registry and the number formatter, table builder and report writer a
 Importing this package imports no TensorFlow.
 """
 
+from grounded_text.config.evaluation import EvalSettings, Protocol
 from grounded_text.experiments.runner import Decision, RunConflict, decide, ensure_run, finished, run_config
-from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder, score_run
+from grounded_text.experiments.scoring import TestData, score_encoder, score_run
 from grounded_text.papers.plans import RunPlan, merge_overrides, nest, parse_sets, resolve
 from grounded_text.reporting.figures import FAMILIES, FIGURES, Figure, digits_for, fmt_figure, read_families
 from grounded_text.reporting.tables import fmt, markdown_table, update_sections, write_report

@@ -34,13 +34,14 @@ from pathlib import Path
 import numpy as np
 
 from grounded_text import shipped as pretrained
+from grounded_text.config.evaluation import EvalSettings, Protocol
 from grounded_text.data.sts import read_sick, read_sts_benchmark
 from grounded_text.evaluation.encoders import cached, load_image_encoder
 from grounded_text.evaluation.stats import format_p
 from grounded_text.evaluation.supervised_sts import evaluate_supervised_sts
 from grounded_text.experiments import paper_report
 from grounded_text.experiments.comparison import paired_retrieval, paired_sts, read_ours, sts_label
-from grounded_text.experiments.scoring import EvalSettings, Protocol, TestData, score_encoder
+from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.experiments.verdicts import CONSERVATIVE_R23, williams_verdict
 from grounded_text.papers.published import figures
 from grounded_text.reporting.tables import markdown_table, read_sections

@@ -16,16 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_text.config.evaluation import (  # noqa: F401 (re-exported: the experiments' names)
-    RETRIEVAL,
-    SAME_IMAGE,
-    STRUCTURE,
-    STS_ALL,
-    SUPERVISED,
-    TRANSFER,
-    EvalSettings,
-    Protocol,
-)
+from grounded_text.config.evaluation import EvalSettings, Protocol
 from grounded_text.config.schema import DataConfig
 from grounded_text.data.prepared import load_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
