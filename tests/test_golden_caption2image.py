@@ -10,7 +10,10 @@ only. Their weights are mapped into our layers (``CharacterPreprocessor``,
 ``reduction="mean_matrix"``), and the embeddings, the loss, every gradient, the
 parameters after one Adam step and the learning-rate schedule are compared. Each
 comparison is also shown to fail for a planted difference (our defaults), so a pass
-means something. ``docs/caption2image_differences.md`` lists the differences.
+means something. The tower as it is exported (``export_text_tower``) runs another recurrent
+kernel at inference (``fused_rnn._bigru_outputs``; training runs ``_bigru``): its embeddings
+are compared too, on padded batches and on single captions. ``docs/caption2image_differences.md``
+lists the differences.
 """
 
 from __future__ import annotations
@@ -416,3 +419,96 @@ def test_masked_path_where_their_code_must_agree(fx):
         # Padding is really there: the masked batch differs from theirs on the shorter captions.
         assert np.abs(text[~longest] - fx[f"batch{b}.caption_embeddings"][~longest]).max() > 100 * EMB_TOL
     assert compared >= 2
+
+
+# --------------------------------------------------------------------------- the exported tower
+def _captions(fx, b) -> list:
+    """Batch ``b``'s captions in their trainer's order (longest first), the fixture's rows."""
+    return [str(fx[f"batch{b}.captions"][i]) for i in fx[f"batch{b}.order"]]
+
+
+@pytest.fixture(scope="module")
+def exported(fx, tmp_path_factory):
+    """Our tower with the fixture's weights (their attention over padding), written by
+    ``export_text_tower`` as a trained model's export is and loaded back with
+    ``tf.saved_model.load``; returns (loaded module, preprocessor, encoder, how many times the
+    export traced the inference kernel ``fused_rnn._bigru_outputs``, whether this machine fuses
+    at all: ``can_fuse`` is False where Keras runs cuDNN)."""
+    import keras
+    import tensorflow as tf
+
+    from grounded_text.layers import fused_rnn
+    from grounded_text.serving.export import export_text_tower
+
+    pre, enc, _, _ = build_ours(fx)
+    sentences = keras.Input(shape=(), dtype="string", name="sentences")
+    tower = keras.Model(sentences, enc(pre(sentences)), name="text_tower")  # as models/char_level.py builds it
+    kernel, traced = fused_rnn._bigru_outputs, []
+
+    def recording(*args):
+        traced.append(len(args))
+        return kernel(*args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fused_rnn, "_bigru_outputs", recording)
+        path = export_text_tower(tower, tmp_path_factory.mktemp("caption2image_export") / str(fx["variant"]))
+    return tf.saved_model.load(str(path)), pre, enc, len(traced), fused_rnn.can_fuse(enc.rnns[0], training=False)
+
+
+def test_exported_tower_on_padded_batches(fx, exported):
+    """The exported tower, through ``__call__`` and ``serving_default``, on each fixture batch
+    (six captions of 29 to 91 characters, padded to the longest): every row equals their
+    code's embedding. The export runs the fused inference kernel (``_bigru_outputs``), which
+    the tests above, all in training mode, never reach."""
+    import tensorflow as tf
+
+    loaded, _, _, traced, fused = exported
+    assert traced or not fused, "the export did not trace fused_rnn._bigru_outputs"
+    for b in (0, 1):
+        captions = tf.constant(_captions(fx, b))
+        theirs = fx[f"batch{b}.caption_embeddings"]
+        np.testing.assert_allclose(loaded(captions).numpy(), theirs, rtol=0, atol=EMB_TOL, err_msg=f"batch {b}")
+        served = loaded.signatures["serving_default"](sentences=captions)["embeddings"].numpy()
+        np.testing.assert_allclose(served, theirs, rtol=0, atol=EMB_TOL, err_msg=f"batch {b}, serving_default")
+
+
+def test_exported_tower_on_single_captions(fx, exported):
+    """Each caption alone (a batch of 1, no padding) through the exported tower. The fixture
+    holds their embedding of a caption alone only where their batch had no padding for it
+    (each batch's longest caption): there the export must equal it. Their attention reads the
+    padded steps, so for a shorter caption their batch row is no reference; there the export
+    must equal the training path (``_bigru``, held to their code by ``test_embeddings_and_loss``)
+    on the same caption alone."""
+    import tensorflow as tf
+
+    loaded, pre, enc, _, _ = exported
+    direct = 0
+    for b in (0, 1):
+        lengths = fx[f"batch{b}.lengths"][fx[f"batch{b}.order"]]
+        for i, caption in enumerate(_captions(fx, b)):
+            alone = loaded(tf.constant([caption])).numpy()[0]
+            if lengths[i] == lengths.max():
+                reference, direct = fx[f"batch{b}.caption_embeddings"][i], direct + 1
+            else:
+                reference = enc(pre(tf.constant([caption])), training=True).numpy()[0]
+            np.testing.assert_allclose(alone, reference, rtol=0, atol=EMB_TOL, err_msg=f"batch {b}, caption {i}")
+    assert direct >= 2
+
+
+def test_planted_kernel_difference_fails(fx, monkeypatch):
+    """The inference kernel with its recurrent bias doubled moves the embeddings past the
+    tolerance, so the comparisons of the exported tower can fail; unplanted, the same call
+    (training=False, in memory) equals their code."""
+    import tensorflow as tf
+
+    from grounded_text.layers import fused_rnn
+
+    pre, enc, _, _ = build_ours(fx)
+    if not fused_rnn.can_fuse(enc.rnns[0], training=False):
+        pytest.skip("no fused kernel here: Keras runs cuDNN on a GPU")
+    ids, theirs = pre(tf.constant(_captions(fx, 0))), fx["batch0.caption_embeddings"]
+    np.testing.assert_allclose(enc(ids, training=False).numpy(), theirs, rtol=0, atol=EMB_TOL)
+    kernel = fused_rnn._bigru_outputs
+    monkeypatch.setattr(fused_rnn, "_bigru_outputs",
+                        lambda x, mask, k, u, b_in, b_rec: kernel(x, mask, k, u, b_in, 2.0 * b_rec))
+    assert np.abs(enc(ids, training=False).numpy() - theirs).max() > 100 * EMB_TOL
