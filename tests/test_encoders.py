@@ -133,6 +133,22 @@ def test_padding_never_changes_a_sentence_embedding(name):
     assert padded.dtype == np.float32
 
 
+def test_tower_encoder_orders_by_length_and_returns_the_callers_order():
+    """The evaluation's in-memory encoder batches sentences by length; each row is still the
+    sentence's own embedding (the tower alone on it), in the order the caller gave."""
+    from grounded_text.evaluation.encoders import tower_encoder
+
+    pre = CharacterPreprocessor(list("abcdefgh ."), num_oov_buckets=1, lowercase=False)
+    enc = CharacterEncoder(pre.vocabulary_size, 4, 5)
+    sentences = keras.Input(shape=(), dtype="string")
+    tower = keras.Model(sentences, enc(pre(sentences)))
+    texts = ["a bad cafe .", "ab", "", "hedge", "a bad cafe . a bad cafe .", "ab"]
+    got = tower_encoder(tower, batch_size=2)(texts)
+    alone = np.concatenate([tower(tf.constant([t])).numpy() for t in texts])
+    assert got.shape == (6, 10) and got.dtype == np.float32
+    np.testing.assert_allclose(got, alone, atol=1e-5)
+
+
 def test_rnn_last_and_mean_equal_unpadded_recurrence():
     enc = RNNEncoder(30, 6, 5, cell="gru", pooling="last", normalize=False)
     ids = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 10]])

@@ -13,7 +13,13 @@ import pytest
 
 import grounded_text as gt
 from grounded_text import shipped
-from grounded_text.experiments.shipped import FIGURES, MAX_BYTES, RECIPES, shipped_figures
+from grounded_text.experiments.shipped import (
+    FIGURES,
+    MAX_EXPORT_BYTES,
+    MAX_SHIPPED_BYTES,
+    RECIPES,
+    shipped_figures,
+)
 
 SHIPPED = shipped.names()
 
@@ -31,7 +37,10 @@ def test_at_least_the_readme_job_is_shipped_and_listed_without_tensorflow():
 def test_each_shipped_model_has_its_record_card_and_fits_the_budget(name):
     (record,) = [m for m in gt.models() if m["name"] == name]
     assert name in RECIPES
-    assert record["size_bytes"] <= MAX_BYTES
+    folder = shipped.SHIPPED_DIR / name
+    for part in ("export", "image_export"):
+        assert sum(p.stat().st_size for p in (folder / part).rglob("*") if p.is_file()) <= MAX_EXPORT_BYTES
+    assert sum(p.stat().st_size for p in shipped.SHIPPED_DIR.rglob("*") if p.is_file()) <= MAX_SHIPPED_BYTES
     assert list(record["figures"]) == list(FIGURES)
     for figure in record["figures"].values():
         lo, hi = figure["ci95"]

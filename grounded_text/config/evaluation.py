@@ -21,6 +21,8 @@ SAME_IMAGE = ("VETE §4.3 same-image test on Flickr8k test captions: Pearson r o
               "N same + N different-image pairs, seed 0")
 STRUCTURE = ("Bordes §4.3 on Flickr8k test: mNNO@10, ρ_vis (Pearson, as §4.3; Spearman beside it), C_intra, "
              "C_inter; visual vectors = the CNN features")
+AUTHORS_SENTENCE_ENDS = ("test-time sentence ends: the authors' SentEval batcher's for every model (\" .\" unless the "
+                         "last whitespace token is \".\"; SentEval/evaluate_char.py:58-60 of DannyMerkx/caption2image)")
 TRANSFER = ("SentEval tasks under data_dir/senteval: logistic regression on frozen embeddings "
             "(grounded_text.evaluation.transfer), accuracy %")
 
@@ -39,6 +41,9 @@ class Protocol:
         ``None`` (the budget's ``EvalSettings.same_image_n``); the smaller of the two is used.
       supervised_model: the paper's STS-B / SICK-R regressor (``"ridge"`` or ``"senteval"``,
         SentEval's relatedness classifier); a budget may ask for the ridge to stay quick.
+      sentence_end: the sentence-end rule every test sentence gets (a rule of
+        ``grounded_text.data.sentence_end``), where the paper's own evaluation code applied one;
+        ``None``: each model's training rule, as ``grounded_text.load`` applies it.
     """
 
     sections: tuple
@@ -48,6 +53,7 @@ class Protocol:
     figures: tuple = ()
     same_image_n: int | None = None
     supervised_model: str = "ridge"
+    sentence_end: str | None = None
 
     def same_image_pairs(self, settings: EvalSettings) -> int:
         """Pairs per label of the same-image test under ``settings`` (``same_image_n``)."""

@@ -146,10 +146,24 @@ def tower_encoder(text_tower, batch_size: int = 1024) -> Encoder:
     """An in-memory Keras text tower (string[B] → float[B, N]) as a NumPy ``Encoder``.
 
     One ``tf.function`` with a ``[None]`` string signature, called in inference mode
-    (``training=False``), so every batch size reuses one trace."""
+    (``training=False``), so every batch size reuses one trace. The sentences are encoded in
+    order of length and the rows put back in the caller's order: a batch is padded to its
+    longest sentence, so batches of similar lengths (the ``TextEncoder``'s order too) spare a
+    recurrent tower most of its padded steps. Each row is the same as in any other batch (the
+    towers mask their padding)."""
     forward = tf.function(lambda s: text_tower(s, training=False), input_signature=[tf.TensorSpec([None], tf.string)],
                           reduce_retracing=True)
-    return batched(lambda b: forward(tf.constant(list(b), dtype=tf.string)), batch_size)
+    encode = batched(lambda b: forward(tf.constant(list(b), dtype=tf.string)), batch_size)
+
+    def by_length(sentences: Sequence[str]) -> np.ndarray:
+        sentences = list(sentences)
+        order = np.argsort([len(s) for s in sentences], kind="stable")
+        out = encode([sentences[i] for i in order])
+        rows = np.empty_like(out)
+        rows[order] = out
+        return rows
+
+    return by_length
 
 
 def image_tower_encoder(image_tower, feature_dim: int, batch_size: int = 1024) -> ImageEncoder:

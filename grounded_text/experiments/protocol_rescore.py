@@ -55,9 +55,24 @@ RULE_WORDS = {"space_period_tokens": "the authors' SentEval sentence ends (\" .\
 SUPERVISED = {"STSBenchmark": "STS-B test r (supervised)", "SICK": "SICK-R test r (supervised)"}
 
 
-def _score(model: str, rule: str, data_dir: Path, cache_dir: Path) -> tuple[dict, dict]:
-    """``(figures, predictions)`` of ``model`` with ``rule``, from the cache when it holds them."""
-    stem = f"{Path(model).name}.{rule}"
+def score_with_rule(model: str, rule: str, data_dir: Path, cache_dir: Path, *,
+                    stem: str | None = None) -> tuple[dict, dict]:
+    """``(figures, predictions)`` of ``model`` with the test-time sentence-end ``rule``, from
+    the cache when it holds them.
+
+    Args:
+      model: a shipped model's name, or a run folder (``export/``, ``image_export/``).
+      rule: a sentence-end rule (``grounded_text.data.sentence_end.SENTENCE_ENDS``).
+      data_dir: the data root; cache_dir: where ``STEM.RULE.json`` / ``.npz`` are kept.
+      stem: the cache files' stem (default: the model's folder or shipped name).
+
+    Returns:
+      ``figures``: ``{label: {"value", "ci", "n"}}`` (every STS subset found, STS-B and SICK-R
+      cosine and supervised with SentEval's classifier, caption→image and image→caption R@1/5/10
+      on the Flickr8k test split); ``predictions``: ``scoring.predictions``' dict, plus the
+      supervised test predictions, for the paired tests.
+    """
+    stem = f"{stem or Path(model).name}.{rule}"
     js, npz = cache_dir / f"{stem}.json", cache_dir / f"{stem}.npz"
     if js.is_file() and npz.is_file():
         figures = json.loads(js.read_text())
@@ -124,7 +139,7 @@ def rescore(model: str, data_dir: str | Path, output_dir: str | Path, rules=RULE
     """
     out_dir = Path(output_dir)
     name = Path(model).name
-    scored = {rule: _score(model, rule, Path(data_dir), out_dir / "cache") for rule in rules}
+    scored = {rule: score_with_rule(model, rule, Path(data_dir), out_dir / "cache") for rule in rules}
     result = {"model": model, "rules": list(rules), "figures": {r: f for r, (f, _) in scored.items()},
               "paired": paired(scored[rules[0]][1], scored[rules[1]][1])}
     out_dir.mkdir(parents=True, exist_ok=True)

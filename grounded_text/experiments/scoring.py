@@ -188,9 +188,9 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
             out[space] = {"status": "missing", "reason": f"the run has no {' or '.join(c + '/' for c in candidates)}"}
             continue
         held: dict | None = {} if keep is not None else None
-        # The run's test sentences end as its training captions did: the rule its export
-        # records (model_sentence_end decides, as for every loaded model).
-        encoder = load(export)
+        # The protocol's test-time rule where the paper's evaluation code applied one; else the
+        # run's test sentences end as its training captions did (model_sentence_end decides).
+        encoder = load(export, sentence_end=protocol.sentence_end)
         log.info("sentence ends of %s: %s", export, encoder.sentence_end)
         res = score_encoder(f"{run_dir.name}:{space}", encoder, protocol, settings, data,
                             data_cfg=data_cfg, image_encoder=image_encoder, source=str(export), keep=held)

@@ -6,6 +6,8 @@
   (the benchmark).
 * ``ablation_chart``: each run of a study, each figure with its 95 % interval, the
   baseline marked (the ablation studies).
+* ``training_curve_chart``: figures per epoch in two panels, cycle ends and chosen snapshots
+  marked (a long run's curve, as Merkx & Frank's Figure 4).
 
 Each takes plain numbers, writes one PNG (100 dpi, parent folders created) and returns its
 path. A figure with its interval is ``(value, lo, hi)``; ``lo`` and ``hi`` are both None
@@ -305,6 +307,73 @@ def ablation_chart(
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(runs)), [f"{r} (baseline)" if r == baseline else r for r in reversed(runs)])
     axes[0][0].set_ylim(-0.7, len(runs) - 0.3)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return _save(fig, path)
+
+
+def training_curve_chart(
+    epochs: Sequence[int],
+    left: Mapping[str, Sequence],
+    right: Mapping[str, Sequence],
+    path: str | Path,
+    *,
+    marks: Sequence[int] = (),
+    chosen: Sequence[int] = (),
+    title: str | None = None,
+) -> Path:
+    """Figures per epoch in two panels (e.g. the training task's dev R@10 on the left, the
+    semantic task's STS means on the right, as Merkx & Frank's Figure 4), with the epochs in
+    ``marks`` (cycle ends) as dotted lines and those in ``chosen`` (the ensemble's snapshots)
+    ringed on every line.
+
+    Args:
+      epochs: the x values (1-based epochs), one per point.
+      left, right: ``{line label: one value per epoch, or None where not logged}``.
+      path: the PNG to write.
+      marks, chosen: epochs to mark (dotted line) and to ring.
+      title: the figure's title.
+
+    Returns:
+      ``path`` as a ``Path``.
+
+    Raises:
+      ValueError: no epochs, a line whose length is not that of ``epochs``, a line with no
+        value, or a value that is not a finite number.
+      MissingExtraError: matplotlib is not installed.
+    """
+    xs = [int(_number(e, "training_curve_chart epoch")) for e in epochs]
+    if not xs:
+        raise ValueError("training_curve_chart: no epochs to draw")
+    panels = []
+    for side, lines in (("left", left), ("right", right)):
+        checked = {}
+        for label, values in lines.items():
+            if len(values) != len(xs):
+                raise ValueError(f"training_curve_chart: {side} line {label!r} has {len(values)} values for "
+                                 f"{len(xs)} epochs")
+            points = [(x, _number(v, f"training_curve_chart {label} at epoch {x}")) for x, v in zip(xs, values)
+                      if v is not None]
+            if not points:
+                raise ValueError(f"training_curve_chart: {side} line {label!r} has no value")
+            checked[_label(label, "training_curve_chart line")] = points
+        panels.append(checked)
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), squeeze=False)
+    ringed = set(int(c) for c in chosen)
+    for ax, lines in zip(axes[0], panels):
+        for m in marks:
+            ax.axvline(int(m), color="0.75", ls=":", lw=1)
+        for label, points in lines.items():
+            (line,) = ax.plot([x for x, _ in points], [y for _, y in points], marker=".", ms=4, lw=1.2, label=label)
+            rings = [(x, y) for x, y in points if x in ringed]
+            if rings:
+                ax.plot([x for x, _ in rings], [y for _, y in rings], ls="none", marker="o", ms=10, mfc="none",
+                        mec=line.get_color(), mew=1.4)
+        ax.set_xlabel("epoch", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=9)
     return _save(fig, path)
