@@ -101,7 +101,8 @@ def _config(model_or_config, overrides: dict):
     """An ``ExperimentConfig`` from a preset name, a config, a dict or a TOML path, with
     ``overrides`` (``epochs=1`` or ``{"train.epochs": 1}``) applied; fields left ``None``
     are the preset's choice."""
-    from grounded_text.config.schema import ConfigError, ExperimentConfig, apply_override, read_config_file
+    from grounded_text.config.files import read_config_file
+    from grounded_text.config.schema import ConfigError, ExperimentConfig, apply_override
 
     if isinstance(model_or_config, ExperimentConfig):
         d = model_or_config.to_dict()

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from grounded_text.config.files import config_toml, read_config_file
 from grounded_text.config.params import ENCODER_PARAMS, LOSS_PARAMS, REQUIRED, Param, ParamError, coerce_param
 from grounded_text.config.schema import (
     SECTION_CLASSES,
     SECTIONS,
     ConfigError,
     ExperimentConfig,
-    config_toml,
-    read_config_file,
 )
 from grounded_text.papers.presets import PRESETS
 from grounded_text.papers.resolve import check_config, config_from_flags

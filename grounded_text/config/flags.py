@@ -15,6 +15,7 @@ import sys
 import typing
 from pathlib import Path
 
+from grounded_text.config.files import read_config_dict
 from grounded_text.config.params import check_checkpoint_every
 from grounded_text.config.schema import (
     SECTION_CLASSES,
@@ -23,7 +24,6 @@ from grounded_text.config.schema import (
     ExperimentConfig,
     apply_override,
     parse_override,
-    read_config_dict,
     rule_value,
 )
 from grounded_text.config.schema import _choices_of as _field_choices
