@@ -169,7 +169,7 @@ def train(model_or_config, *, output_dir: str | os.PathLike, data_dir: str | os.
         preset or field, a value that does not fit, a bad combination, a ``verbose`` Keras does
         not know, bad data (constant image features, an empty split), an ``output_dir`` that is,
         holds or lies inside the data folder, or a run directory that holds a run.
-      grounded_text.training.run_dir.TrainingDiverged: the loss diverged or collapsed.
+      grounded_text.training.run_errors.TrainingDiverged: the loss diverged or collapsed.
 
     Example:
       >>> import grounded_text as gt
@@ -190,7 +190,7 @@ def train(model_or_config, *, output_dir: str | os.PathLike, data_dir: str | os.
       grounded_text.config.schema.ConfigError: train: 'epoch' is not a config field; known fields: [...].
     """
     from grounded_text.papers.resolve import resolve_config
-    from grounded_text.training.trainer import check_callbacks, check_verbose
+    from grounded_text.training.arguments import check_callbacks, check_verbose
     from grounded_text.training.trainer import train as run_trainer
 
     # Every argument is checked before the config is resolved and long before the run

@@ -30,7 +30,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from grounded_text.training.run_dir import StorageFull, TrainingDiverged, learning_rate_advice, storage_message
+from grounded_text.training.run_errors import StorageFull, TrainingDiverged, learning_rate_advice
+from grounded_text.training.storage_errors import storage_message
 
 
 class DataEpoch(keras.callbacks.Callback):
