@@ -36,14 +36,8 @@ from grounded_text.config.schema import (
     check_config_dict,
     check_field,
 )
-from grounded_text.papers.presets import (
-    DICT_FIELDS,
-    PRESET_FIELDS,
-    PRESETS,
-    deep_merge,
-    get_preset,
-    record_config,
-)
+from grounded_text.papers.presets import DICT_FIELDS, PRESET_FIELDS, PRESETS, get_preset, record_config
+from grounded_text.papers.record import deep_merge
 
 # Losses that need several captions of one image in a batch (the grouped sampler).
 NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
