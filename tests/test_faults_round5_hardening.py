@@ -444,7 +444,8 @@ def test_a_count_beyond_32_bits_is_refused_naming_the_field(tmp_path, capsys):
 @pytest.mark.parametrize("dim, dtype", [(8, "float16"), (3, "float32")])
 def test_a_streaming_store_whose_manifest_dim_disagrees_with_its_rows_is_refused_at_open(tmp_path, dim, dtype):
     from grounded_text.data.features import open_feature_store
-    from grounded_text.data.streaming import MANIFEST, write_feature_store
+    from grounded_text.data.store_writer import write_feature_store
+    from grounded_text.data.streaming import MANIFEST
 
     store = write_feature_store(tmp_path / "store", ["a.jpg", "b.jpg", "c.jpg"],
                                 np.arange(12, dtype=np.float32).reshape(3, 4), dtype="float16", rows_per_shard=2)

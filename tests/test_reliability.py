@@ -219,7 +219,7 @@ def test_epoch_order_is_a_function_of_seed_and_epoch(tmp_path):
     from grounded_text.data.features import open_feature_store
     from grounded_text.data.pairs import CaptionPairs, make_dataset
     from grounded_text.data.sampler import make_grouped_dataset
-    from grounded_text.data.streaming import write_feature_store
+    from grounded_text.data.store_writer import write_feature_store
 
     keras.utils.set_random_seed(0)  # as the trainer does (a global seed of 0 is a TF corner case)
     n = 40

@@ -1,5 +1,5 @@
 """Crash-safe writes: single files (``atomic_write``, used by the feature-store writers
-``vision.sinks.NpzFeatureSink`` and ``data.streaming.TFRecordFeatureSink``, the run state
+``vision.sinks.NpzFeatureSink`` and ``data.store_writer.TFRecordFeatureSink``, the run state
 and the model card) and whole folders (``install_dir``, used by every export).
 
 After a crash, even SIGKILL, a reader sees either the old file or folder or the whole new
