@@ -409,7 +409,7 @@ def test_zero_or_negative_epochs_steps_and_trials_are_rejected_by_the_parsers(tm
     for trials in ("0", "-1"):
         with pytest.raises(SystemExit) as e:
             tune_args(["--directory", str(tmp_path / "tune"), "--trials", trials])
-        assert e.value.code == 2 and "must be >= 1" in capsys.readouterr().err
+        assert e.value.code == 2 and "argument --trials: must be an integer >= 1" in capsys.readouterr().err
     assert not (tmp_path / "run").exists() and not (tmp_path / "tune").exists()
     for train in (TrainConfig(epochs=0), TrainConfig(steps_per_execution=0)):  # the library path too
         with pytest.raises(ValueError, match="must be an integer >= 1"):
