@@ -101,7 +101,8 @@ def _config(model_or_config, overrides: dict):
     """An ``ExperimentConfig`` from a preset name, a config, a dict or a TOML path, with
     ``overrides`` (``epochs=1`` or ``{"train.epochs": 1}``) applied; fields left ``None``
     are the preset's choice."""
-    from grounded_text.config.schema import ConfigError, ExperimentConfig, apply_override, read_config_file
+    from grounded_text.config.files import read_config_file
+    from grounded_text.config.schema import ConfigError, ExperimentConfig, apply_override
 
     if isinstance(model_or_config, ExperimentConfig):
         d = model_or_config.to_dict()
@@ -168,7 +169,7 @@ def train(model_or_config, *, output_dir: str | os.PathLike, data_dir: str | os.
         preset or field, a value that does not fit, a bad combination, a ``verbose`` Keras does
         not know, bad data (constant image features, an empty split), an ``output_dir`` that is,
         holds or lies inside the data folder, or a run directory that holds a run.
-      grounded_text.training.run_dir.TrainingDiverged: the loss diverged or collapsed.
+      grounded_text.training.run_errors.TrainingDiverged: the loss diverged or collapsed.
 
     Example:
       >>> import grounded_text as gt
@@ -189,7 +190,7 @@ def train(model_or_config, *, output_dir: str | os.PathLike, data_dir: str | os.
       grounded_text.config.schema.ConfigError: train: 'epoch' is not a config field; known fields: [...].
     """
     from grounded_text.papers.resolve import resolve_config
-    from grounded_text.training.trainer import check_callbacks, check_verbose
+    from grounded_text.training.arguments import check_callbacks, check_verbose
     from grounded_text.training.trainer import train as run_trainer
 
     # Every argument is checked before the config is resolved and long before the run

@@ -68,6 +68,8 @@ import argparse
 import logging
 import sys
 
+from grounded_text.config.flags import positive_int
+
 # The scoring modules (TensorFlow, SciPy) are imported once the flags are parsed and checked,
 # so that --help and bad flags answer at once.
 from grounded_text.config.schema import SENTENCE_ENDS
@@ -79,7 +81,7 @@ from grounded_text.evaluation.names import (
     SENTEVAL_SEED,
     TASKS,
 )
-from grounded_text.evaluation.preflight import check_writable, check_years, needed_extras, positive_int, suite_requested
+from grounded_text.evaluation.preflight import check_writable, check_years, needed_extras, suite_requested
 from grounded_text.utils.extras import check_extras
 
 

@@ -35,7 +35,7 @@ Writes to ``--output-dir``:
     and the STS report of the export (``grounded_text.evaluate``); ``spaces`` maps each
     space to its folder, ``evaluation.spaces`` to its STS headline figures;
   * ``run_state.json`` and, while the run is unfinished, ``resume/``: what ``--resume``
-    continues from (``grounded_text.training.run_dir``).
+    continues from (``grounded_text.training.run_state``).
 
 A directory that already holds a run is refused unless ``--resume`` (continue an
 interrupted run from its last checkpoint, with the same flags: the last completed epoch, or
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     check_extras(needed_extras(config))  # before TensorFlow loads and any feature is read
     # The flags are good: now the TensorFlow side (Ctrl-C while it loads: one line, exit 130).
     try:
-        from grounded_text.training import run_dir
+        from grounded_text.training import run_errors, run_state, storage_errors
         from grounded_text.training.trainer import train
     except KeyboardInterrupt:
         print("interrupted while starting (loading TensorFlow): nothing was written.", file=sys.stderr)
@@ -110,17 +110,17 @@ def main(argv=None) -> int:
     try:
         metrics = train(config, args.data_dir, args.output_dir, evaluate=args.evaluate, verbose=args.verbose,
                         resume=args.resume, overwrite=args.overwrite, checkpoint_every=args.checkpoint_every)
-    except run_dir.TrainingDiverged as e:
+    except run_errors.TrainingDiverged as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(run_dir.interrupted_message(args.output_dir, argv), file=sys.stderr)
+        print(run_state.interrupted_message(args.output_dir, argv), file=sys.stderr)
         return 130
     except (ValueError, FileNotFoundError) as e:
-        if not run_dir.is_usage_error(e):
+        if not run_errors.is_usage_error(e):
             raise
         print(f"error: {e}", file=sys.stderr)
-        run_dir.exit_after_storage_error(e, 2)  # a failed HDF5 write would otherwise crash the exit (rc 139)
+        storage_errors.exit_after_storage_error(e, 2)  # a failed HDF5 write would otherwise crash the exit (rc 139)
         return 2
     print(json.dumps({"best_epoch": metrics["selection"]["best_epoch"],
                       "headline": metrics.get("evaluation", {}).get("headline"),

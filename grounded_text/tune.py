@@ -38,15 +38,9 @@ from pathlib import Path
 
 # Reading a space file needs no TensorFlow; the tuner and its reports (KerasTuner, Keras)
 # are imported when a search starts, so that --help and bad flags answer at once.
+from grounded_text.config.flags import positive_int
 from grounded_text.papers.plans import parse_sets
 from grounded_text.tuning.space import SpaceError, load_space, tuner_dir
-
-
-def _positive_int(s: str) -> int:
-    value = int(s)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -60,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--directory", default=None,
                    help="KerasTuner directory (projects live under it); required unless --show-space")
     p.add_argument("--project-name", default=None, help="default: <model>-<space>")
-    p.add_argument("--trials", type=_positive_int, default=None, help="random sets (default: the protocol's)")
+    p.add_argument("--trials", type=positive_int, default=None, help="random sets (default: the protocol's)")
     p.add_argument("--seed", type=int, default=None, help="random-search seed (default: the protocol's)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="fix a config field or hyperparameter, e.g. train.epochs=1, data.max_train_images=200")

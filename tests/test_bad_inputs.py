@@ -457,9 +457,9 @@ def test_evaluate_cli_header_only_sick_is_an_error_naming_it(toy_cli, capsys):
 
 
 @pytest.mark.parametrize("args, why", [
-    (["--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
-    (["--batch-size", "-5"], "argument --batch-size: must be >= 1, got -5"),
-    (["--batch-size", "x"], "argument --batch-size: expected an integer >= 1, got 'x'"),
+    (["--batch-size", "0"], "argument --batch-size: must be an integer >= 1, got 0"),
+    (["--batch-size", "-5"], "argument --batch-size: must be an integer >= 1, got -5"),
+    (["--batch-size", "x"], "argument --batch-size: expected an integer, got 'x'"),
     (["--years", "STS99"], "--years: no STS99-en-test folder under"),
     (["--years", "STS12", "STS15"], "(years found: STS12, STS16)"),
     (["--years"], "--years: give at least one year"),

@@ -10,14 +10,8 @@ import tensorflow as tf
 
 from grounded_text.data.features import open_feature_store
 from grounded_text.data.pairs import CaptionPairs, load_flickr8k_pairs, make_dataset
-from grounded_text.data.streaming import (
-    MANIFEST,
-    StreamingFeatureStore,
-    TFRecordFeatureSink,
-    make_caption_store_dataset,
-    write_caption_store,
-    write_feature_store,
-)
+from grounded_text.data.store_writer import TFRecordFeatureSink, write_caption_store, write_feature_store
+from grounded_text.data.streaming import MANIFEST, StreamingFeatureStore, make_caption_store_dataset
 
 
 def _pairs(n=300, d=12, seed=0):

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from grounded_text.config.files import config_toml, read_config_file
 from grounded_text.config.params import ENCODER_PARAMS, LOSS_PARAMS, REQUIRED, Param, ParamError, coerce_param
 from grounded_text.config.schema import (
     SECTION_CLASSES,
     SECTIONS,
     ConfigError,
     ExperimentConfig,
-    config_toml,
-    read_config_file,
 )
 from grounded_text.papers.presets import PRESETS
 from grounded_text.papers.resolve import check_config, config_from_flags
@@ -369,7 +368,7 @@ def test_a_string_false_reaches_the_builder_as_false():
 
 def test_a_config_is_checked_once_per_command_and_record_values_by_the_same_rules(monkeypatch):
     from grounded_text.papers import resolve
-    from grounded_text.papers.presets import deep_merge
+    from grounded_text.papers.record import deep_merge
 
     calls = []
     real = resolve.check_config_dict

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grounded_text.config.schema import ConfigError, config_toml
+from grounded_text.config.files import config_toml
+from grounded_text.config.schema import ConfigError
 from grounded_text.experiments import runner
 from grounded_text.papers import plans
 from grounded_text.papers.plans import RunPlan

@@ -28,7 +28,7 @@ def _digests(folder: Path) -> dict:
 
 def _finished_run(out: Path) -> dict:
     """A folder holding a finished run: state complete, export/, image_export/, metrics.json."""
-    from grounded_text.training.run_dir import write_state
+    from grounded_text.training.run_state import write_state
 
     (out / "export" / "variables").mkdir(parents=True)
     (out / "export" / "saved_model.pb").write_bytes(b"old text tower")
@@ -85,7 +85,8 @@ def test_the_old_run_is_cleared_only_once_the_callbacks_are_built(tmp_path, data
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink"])
 def test_a_planted_lock_link_is_refused_and_its_target_unchanged(tmp_path, kind):
-    from grounded_text.training.run_dir import LOCK_FILE, RunDirError, guard_run
+    from grounded_text.training.run_errors import RunDirError
+    from grounded_text.training.run_lock import LOCK_FILE, guard_run
 
     target = tmp_path / "precious.txt"
     target.write_text("my thesis\n")
@@ -134,7 +135,8 @@ def test_output_dir_in_or_around_the_data_folder_is_refused(tmp_path, capsys, wh
 
 
 def test_overwrite_deletes_only_what_the_run_made(tmp_path):
-    from grounded_text.training.run_dir import clear_run_dir, write_state
+    from grounded_text.training.run_dir import clear_run_dir
+    from grounded_text.training.run_state import write_state
 
     out = tmp_path / "run"
     _finished_run(out)
@@ -161,7 +163,8 @@ def test_overwrite_deletes_only_what_the_run_made(tmp_path):
 
 def test_resume_with_other_sts_validation_gold_scores_is_refused(tmp_path):
     from grounded_text.config.schema import ExperimentConfig
-    from grounded_text.training.run_dir import RunDirError, check_data
+    from grounded_text.training.fingerprint import check_data
+    from grounded_text.training.run_errors import RunDirError
     from grounded_text.training.trainer import validation_files
 
     def root_with(gold: str) -> Path:

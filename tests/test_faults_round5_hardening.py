@@ -40,7 +40,7 @@ def _one_error_line(err: str) -> str:
 def _interrupted_run(out: Path) -> dict:
     """A run folder holding an interrupted run (state ``interrupted``, epoch 1 of 3 committed)."""
     from grounded_text.config.schema import ExperimentConfig
-    from grounded_text.training.run_dir import write_state
+    from grounded_text.training.run_state import write_state
 
     config = ExperimentConfig().to_dict()
     (out / "resume").mkdir(parents=True)
@@ -57,7 +57,8 @@ def _interrupted_run(out: Path) -> dict:
 @pytest.mark.parametrize("planted", ["logs", "checkpoints", "logs/train", "checkpoints/best.weights.h5",
                                      "dangling checkpoints"])
 def test_resume_refuses_planted_links_out_of_the_run_folder(tmp_path, planted):
-    from grounded_text.training.run_dir import RunDirError, check_run_dir
+    from grounded_text.training.run_dir import check_run_dir
+    from grounded_text.training.run_errors import RunDirError
 
     out = tmp_path / "run"
     config = _interrupted_run(out)
@@ -81,7 +82,8 @@ def test_resume_refuses_planted_links_out_of_the_run_folder(tmp_path, planted):
 
 def test_a_fresh_run_refuses_a_dangling_planted_link(tmp_path):
     from grounded_text.config.schema import ExperimentConfig
-    from grounded_text.training.run_dir import RunDirError, check_run_dir
+    from grounded_text.training.run_dir import check_run_dir
+    from grounded_text.training.run_errors import RunDirError
 
     out = tmp_path / "run"
     out.mkdir()
@@ -112,7 +114,9 @@ def test_resume_removes_stale_staged_state_files(tmp_path):
                  "8, bytes this sub-write = 8, bytes actually written = 18446744073709551615, offset = 0)"),
 ])
 def test_a_file_size_limit_is_a_storage_error(tmp_path, raised):
-    from grounded_text.training.run_dir import StorageFull, guard_run, storage_error
+    from grounded_text.training.run_errors import StorageFull
+    from grounded_text.training.run_lock import guard_run
+    from grounded_text.training.storage_errors import storage_error
 
     assert storage_error(raised)[:2] == (errno.EFBIG, "/r/x.h5")
     with pytest.raises(StorageFull, match=r"^file-size limit \(ulimit -f\) exceeded writing in '.*run' "
@@ -127,7 +131,8 @@ def test_a_real_file_size_limit_on_an_hdf5_write_gives_one_line(tmp_path):
     script = textwrap.dedent(f"""
         import resource, sys
         import h5py, numpy as np
-        from grounded_text.training.run_dir import StorageFull, guard_run
+        from grounded_text.training.run_errors import StorageFull
+        from grounded_text.training.run_lock import guard_run
         resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
         try:
             with guard_run({str(tmp_path / "run")!r}):
@@ -150,7 +155,8 @@ def test_h5py_destructor_echoes_of_a_storage_failure_are_not_printed(tmp_path, m
     with tracebacks around the one storage line. Other unraisable errors are still reported."""
     from types import SimpleNamespace
 
-    from grounded_text.training.run_dir import StorageFull, guard_run
+    from grounded_text.training.run_errors import StorageFull
+    from grounded_text.training.run_lock import guard_run
 
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", seen.append)
@@ -177,7 +183,9 @@ def test_h5py_destructor_echoes_of_a_storage_failure_are_not_printed(tmp_path, m
 
 
 def test_a_run_folder_made_unwritable_mid_run_gives_one_line(tmp_path):
-    from grounded_text.training.run_dir import StorageFull, guard_run, is_usage_error, write_state
+    from grounded_text.training.run_errors import StorageFull, is_usage_error
+    from grounded_text.training.run_lock import guard_run
+    from grounded_text.training.run_state import write_state
 
     out = tmp_path / "run"
     # root may write anywhere, so the refusal is raised as the file system would.
@@ -436,7 +444,8 @@ def test_a_count_beyond_32_bits_is_refused_naming_the_field(tmp_path, capsys):
 @pytest.mark.parametrize("dim, dtype", [(8, "float16"), (3, "float32")])
 def test_a_streaming_store_whose_manifest_dim_disagrees_with_its_rows_is_refused_at_open(tmp_path, dim, dtype):
     from grounded_text.data.features import open_feature_store
-    from grounded_text.data.streaming import MANIFEST, write_feature_store
+    from grounded_text.data.store_writer import write_feature_store
+    from grounded_text.data.streaming import MANIFEST
 
     store = write_feature_store(tmp_path / "store", ["a.jpg", "b.jpg", "c.jpg"],
                                 np.arange(12, dtype=np.float32).reshape(3, 4), dtype="float16", rows_per_shard=2)

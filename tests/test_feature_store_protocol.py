@@ -12,7 +12,7 @@ from grounded_text.data.pairs import CaptionPairs
 
 @pytest.fixture()
 def stores(tmp_path):
-    from grounded_text.data.streaming import write_feature_store
+    from grounded_text.data.store_writer import write_feature_store
 
     rng = np.random.default_rng(0)
     ids = np.array([f"img{i:03d}.jpg" for i in range(37)])

@@ -22,7 +22,8 @@ from grounded_text.models.components import (
 )
 from grounded_text.models.grounded_model import assemble
 from grounded_text.models.registry import MODELS
-from grounded_text.papers.presets import PRESETS, Preset, records_markdown, tiny_encoders
+from grounded_text.papers.presets import PRESETS, records_markdown, tiny_encoders
+from grounded_text.papers.record import Preset
 from grounded_text.papers.resolve import resolve_config
 from grounded_text.train import config_from_args, parse_args
 

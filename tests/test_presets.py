@@ -20,7 +20,8 @@ from grounded_text.models import build_model
 from grounded_text.models.registry import MODELS, preset_config, resolve_config
 from grounded_text.papers import resolve as resolve_mod
 from grounded_text.papers.presets import PRESETS as RECORDS
-from grounded_text.papers.presets import Preset, get_preset, leaves, tiny_encoders
+from grounded_text.papers.presets import get_preset, tiny_encoders
+from grounded_text.papers.record import Preset, leaves
 from grounded_text.train import config_from_args, parse_args
 from grounded_text.training.trainer import train
 

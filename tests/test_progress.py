@@ -109,7 +109,7 @@ def test_the_trainer_shows_that_bar(data_dir, tmp_path, bar_updates, capsys):
 
 def test_divergence_guard_names_the_steps_of_the_epochs_last_call():
     from grounded_text.training.guards import DivergenceGuard
-    from grounded_text.training.run_dir import TrainingDiverged
+    from grounded_text.training.run_errors import TrainingDiverged
 
     guard = DivergenceGuard(steps_per_epoch=10, steps_per_execution=4, learning_rate=1e-3)
     guard.on_epoch_begin(0)

@@ -169,14 +169,15 @@ def test_sick_validation_logs_the_cosine_pearson_of_the_trial_split(tmp_path):
 
 def test_sick_val_without_a_sick_validation_split_is_refused_before_the_run(tmp_path):
     from grounded_text.config.schema import ExperimentConfig, TrainConfig
-    from grounded_text.training import run_dir, trainer
+    from grounded_text.training import trainer
     from grounded_text.training.callbacks import SICKValidation
+    from grounded_text.training.run_errors import is_usage_error
 
     (tmp_path / "data" / "sts").mkdir(parents=True)
     config = ExperimentConfig(train=TrainConfig(select_on="sick_val"))
     with pytest.raises(ValueError, match="SICK validation split.*SICK_trial.txt") as e:
         trainer.train(config, tmp_path / "data", tmp_path / "run")
-    assert run_dir.is_usage_error(e.value)  # the CLI's "error: ..." line, exit 2
+    assert is_usage_error(e.value)  # the CLI's "error: ..." line, exit 2
     assert not (tmp_path / "run").exists()
     with pytest.raises(FileNotFoundError, match="SICK_trial.txt"):
         SICKValidation(None, tmp_path / "data" / "sts")

@@ -48,7 +48,8 @@ def test_resume_after_sigkill_mid_epoch_matches_the_uninterrupted_run(data_dir, 
     # Without a flag the directory is refused, naming --resume (checked in-process: no TF start-up).
     from grounded_text.models.registry import resolve_config
     from grounded_text.train import config_from_args, parse_args
-    from grounded_text.training.run_dir import RunDirError, check_run_dir
+    from grounded_text.training.run_dir import check_run_dir
+    from grounded_text.training.run_errors import RunDirError
 
     config = resolve_config(config_from_args(parse_args(args + ["--output-dir", str(cut)]))).to_dict()
     with pytest.raises(RunDirError, match="1 of 3 epochs done, 4 steps of epoch 2.*--resume"):
@@ -83,7 +84,7 @@ def test_resume_restores_optimizer_random_state_and_an_earlier_best_epoch(tmp_pa
     import keras
 
     from grounded_text.training.resume import RunTracker
-    from grounded_text.training.run_dir import read_state
+    from grounded_text.training.run_state import read_state
 
     scores = [5.0, 1.0, 3.0]  # epoch 1 is the best: epochs 2 and 3 must not replace it
 
@@ -143,7 +144,7 @@ def test_resume_from_a_mid_epoch_checkpoint_ends_as_the_uninterrupted_run(tmp_pa
     import tensorflow as tf
 
     from grounded_text.training.resume import RunTracker, fit_resumable
-    from grounded_text.training.run_dir import interrupted_message, read_state
+    from grounded_text.training.run_state import interrupted_message, read_state
 
     class Noise(keras.layers.Layer):  # a random state that moves every step, like the losses' permutations
         def __init__(self):
@@ -218,7 +219,7 @@ def test_epoch_order_is_a_function_of_seed_and_epoch(tmp_path):
     from grounded_text.data.features import open_feature_store
     from grounded_text.data.pairs import CaptionPairs, make_dataset
     from grounded_text.data.sampler import make_grouped_dataset
-    from grounded_text.data.streaming import write_feature_store
+    from grounded_text.data.store_writer import write_feature_store
 
     keras.utils.set_random_seed(0)  # as the trainer does (a global seed of 0 is a TF corner case)
     n = 40
@@ -253,7 +254,9 @@ def test_epoch_order_is_a_function_of_seed_and_epoch(tmp_path):
 
 
 def test_run_directory_is_protected_and_overwrite_clears_only_the_run(tmp_path):
-    from grounded_text.training.run_dir import RunDirError, check_run_dir, clear_run_dir, write_state
+    from grounded_text.training.run_dir import check_run_dir, clear_run_dir
+    from grounded_text.training.run_errors import RunDirError
+    from grounded_text.training.run_state import write_state
 
     config = ExperimentConfig().to_dict()
     out = tmp_path / "run"
@@ -287,7 +290,7 @@ def test_run_directory_is_protected_and_overwrite_clears_only_the_run(tmp_path):
 
 def test_train_cli_refuses_a_finished_run_with_one_error_line(tmp_path, capsys):
     from grounded_text.train import main
-    from grounded_text.training.run_dir import write_state
+    from grounded_text.training.run_state import write_state
 
     out = tmp_path / "run"
     out.mkdir()
@@ -349,7 +352,8 @@ def test_export_killed_at_any_point_leaves_a_loadable_export(tmp_path):
 
 def test_divergence_guard_and_selection_skip_non_finite_epochs():
     from grounded_text.training.guards import DivergenceGuard
-    from grounded_text.training.run_dir import TrainingDiverged, select_best_epoch
+    from grounded_text.training.run_errors import TrainingDiverged
+    from grounded_text.training.trainer import select_best_epoch
 
     guard = DivergenceGuard(steps_per_epoch=10, steps_per_execution=4, learning_rate=1e-3)
     guard.on_epoch_begin(2)
@@ -405,7 +409,7 @@ def test_zero_or_negative_epochs_steps_and_trials_are_rejected_by_the_parsers(tm
     for trials in ("0", "-1"):
         with pytest.raises(SystemExit) as e:
             tune_args(["--directory", str(tmp_path / "tune"), "--trials", trials])
-        assert e.value.code == 2 and "must be >= 1" in capsys.readouterr().err
+        assert e.value.code == 2 and "argument --trials: must be an integer >= 1" in capsys.readouterr().err
     assert not (tmp_path / "run").exists() and not (tmp_path / "tune").exists()
     for train in (TrainConfig(epochs=0), TrainConfig(steps_per_execution=0)):  # the library path too
         with pytest.raises(ValueError, match="must be an integer >= 1"):
@@ -622,7 +626,9 @@ def test_features_ids_cannot_leave_the_images_folder(tmp_path):
 
 
 def test_interrupted_message_fits_how_far_the_run_got(tmp_path):
-    from grounded_text.training.run_dir import RunDirError, check_run_dir, interrupted_message, write_state
+    from grounded_text.training.run_dir import check_run_dir
+    from grounded_text.training.run_errors import RunDirError
+    from grounded_text.training.run_state import interrupted_message, write_state
 
     out, argv = tmp_path / "run", ["--output-dir", str(tmp_path / "run"), "--overwrite", "--epochs", "9"]
     assert interrupted_message(out, argv).startswith(

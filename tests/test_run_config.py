@@ -9,8 +9,9 @@ import json
 
 import pytest
 
+from grounded_text.config.files import config_toml, read_config_file
 from grounded_text.config.params import LOSS_PARAMS
-from grounded_text.config.schema import ConfigError, ExperimentConfig, check_field, config_toml, read_config_file
+from grounded_text.config.schema import ConfigError, ExperimentConfig, check_field
 from grounded_text.papers.presets import PRESETS
 from grounded_text.papers.resolve import config_from_flags, preset_config
 from grounded_text.train import parse_args

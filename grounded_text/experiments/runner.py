@@ -28,9 +28,11 @@ import sys
 import time
 from pathlib import Path
 
-from grounded_text.config.schema import ConfigError, ExperimentConfig, config_toml, read_config_file
+from grounded_text.config.files import config_toml, read_config_file
+from grounded_text.config.schema import ConfigError, ExperimentConfig
 from grounded_text.reporting.tables import json_default
-from grounded_text.training.run_dir import RUN_ENTRIES, RUN_STATE, config_diff
+from grounded_text.training.run_dir import RUN_ENTRIES, config_diff
+from grounded_text.training.run_state import RUN_STATE
 from grounded_text.utils.children import run_child
 
 

@@ -36,14 +36,8 @@ from grounded_text.config.schema import (
     check_config_dict,
     check_field,
 )
-from grounded_text.papers.presets import (
-    DICT_FIELDS,
-    PRESET_FIELDS,
-    PRESETS,
-    deep_merge,
-    get_preset,
-    record_config,
-)
+from grounded_text.papers.presets import DICT_FIELDS, PRESET_FIELDS, PRESETS, get_preset, record_config
+from grounded_text.papers.record import deep_merge
 
 # Losses that need several captions of one image in a batch (the grouped sampler).
 NEEDS_GROUPED_BATCHES = {"cluster", "grounding", "cap2cap", "cap2both"}
@@ -259,8 +253,8 @@ def _check_char_encoder(model: ModelConfig) -> None:
         raise ValueError(f"model.encoder.attention_heads = {heads} needs an attention pooling "
                          f"(pooling = 'attention' or 'scalar_attention'), got pooling = {enc.get('pooling')!r}.")
     directions = 2 if enc.get("bidirectional") else 1
-    if enc.get("units") is not None and model.embedding_dim is not None \
-            and int(enc["units"]) * directions * heads != int(model.embedding_dim):
+    if (enc.get("units") is not None and model.embedding_dim is not None
+            and int(enc["units"]) * directions * heads != int(model.embedding_dim)):
         raise ValueError(f"model.embedding_dim = {model.embedding_dim} must equal units × directions × "
                          f"attention heads = {enc['units']} × {directions} × {heads} (or set units = none).")
 
@@ -298,6 +292,18 @@ def resolve_config(config: ExperimentConfig) -> ExperimentConfig:
         cosine schedule; ``ensemble_size < 1``; for a cyclic schedule ``cycle_epochs < 1`` or
         not ``0 < lr_min <= learning_rate``; ``captions_per_image < 2`` or not dividing
         ``batch_size`` for the grouped sampler.
+
+    Example:
+      >>> from grounded_text.config.schema import ExperimentConfig, ModelConfig, TrainConfig
+      >>> config = resolve_config(ExperimentConfig(model=ModelConfig(name="vete_rnn"), train=TrainConfig(epochs=3)))
+      >>> config.train.epochs, config.model.loss, config.data.batch_size  # yours, then the record's
+      (3, 'pearson', 128)
+      >>> config.model.encoder["cell"], is_resolved(config)
+      ('lstm', True)
+      >>> resolve_config(ExperimentConfig(train=TrainConfig(epochs=0)))
+      Traceback (most recent call last):
+        ...
+      grounded_text.config.schema.ConfigError: config: train.epochs must be an integer >= 1, got 0.
     """
     # Values typed and range-checked first, as for flags and files: a config built in code
     # (the API, the experiments) gets the same checks; one from a command's flags was checked

@@ -2,7 +2,7 @@
 
 from grounded_text.utils.lazy import lazy_getattr
 
-# Lazy: `training.run_dir` serves the train CLI before TensorFlow is imported.
+# Lazy: `training.run_errors` and `training.run_state` serve the train CLI before TensorFlow is imported.
 _EXPORTS = {
     "SnapshotSaver": "callbacks", "STSValidation": "callbacks", "load_snapshot_towers": "callbacks",
     "CYCLIC_SCHEDULES": "schedules", "CyclicCosineSchedule": "schedules",

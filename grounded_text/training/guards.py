@@ -30,7 +30,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from grounded_text.training.run_dir import StorageFull, TrainingDiverged, learning_rate_advice, storage_message
+from grounded_text.training.run_errors import StorageFull, TrainingDiverged, learning_rate_advice
+from grounded_text.training.storage_errors import storage_message
 
 
 class DataEpoch(keras.callbacks.Callback):
@@ -308,10 +309,10 @@ class CollapseGuard(keras.callbacks.Callback):
             limit = max(self.min_ratio * start if math.isfinite(start) else 0.0, self.min_spread)
             if math.isfinite(spread) and spread >= limit:
                 continue
-            size = f"{self.captions.shape[0]} probe captions" if tower == "text tower" else \
-                f"{self.image_features.shape[0]} probe images"
-            what = "non-finite embeddings" if not math.isfinite(spread) else \
-                f"relative spread {spread:.3g}, {start:.3g} at the start; limit {limit:.3g}"
+            size = (f"{self.captions.shape[0]} probe captions" if tower == "text tower"
+                    else f"{self.image_features.shape[0]} probe images")
+            what = ("non-finite embeddings" if not math.isfinite(spread)
+                    else f"relative spread {spread:.3g}, {start:.3g} at the start; limit {limit:.3g}")
             raise TrainingDiverged(
                 f"training collapsed: the {tower} maps the {size} to nearly one vector ({what}) at "
                 f"epoch {self._epoch}, step {step} of {self.steps_per_epoch}, although the loss is finite. Try a "

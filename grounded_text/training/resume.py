@@ -20,7 +20,7 @@ committed when, and what a crash leaves):
   ``DataEpoch``), so a resumed run ends with the same history, best epoch and metrics as
   an uninterrupted one (tests/test_reliability.py checks it after a SIGKILL mid-epoch).
 * **Mid-epoch resume.** Every ``checkpoint_every`` seconds within an epoch (``train``'s
-  argument, ``--checkpoint-every``; default ``run_dir.CHECKPOINT_EVERY``) ``ResumeCheckpoint`` commits
+  argument, ``--checkpoint-every``; default ``run_state.CHECKPOINT_EVERY``) ``ResumeCheckpoint`` commits
   a step checkpoint the same way: ``resume/step-EEEE-SSSSSSS.weights.h5`` (weights, optimizer)
   and the state's ``step`` (epoch, steps done, their seconds, the epoch's running training
   means, the random states), a new file name each time. A resumed run loads the latest one of
@@ -54,18 +54,17 @@ from grounded_text.training.guards import (
     _TestENOSPC,
     _TestKill,
 )
-from grounded_text.training.run_dir import (
+from grounded_text.training.run_errors import RunDirError, TrainingDiverged
+from grounded_text.training.run_state import (
     BEST_COPY,
     ENOSPC_ENV,
     KILL_ENV,
     RESUME_DIR,
     STATE_VERSION,
-    RunDirError,
-    TrainingDiverged,
-    _plain,
-    _step_of,
     check_state_paths,
     confined_path,
+    plain,
+    step_of,
     write_state,
 )
 from grounded_text.utils.durable import atomic_save, atomic_write
@@ -106,7 +105,7 @@ class RunTracker:
         self.sts_cb, self.retrieval_cb, self.snapshot_cb = sts_cb, retrieval_cb, snapshot_cb
         self.resumed = resume_state is not None
         self.state = resume_state or {
-            "version": STATE_VERSION, "status": "running", "config": _plain(config), "epochs": int(epochs),
+            "version": STATE_VERSION, "status": "running", "config": plain(config), "epochs": int(epochs),
             "epochs_done": 0, "checkpoint": None, "random_state": [], "history": {}, "sts_history": [],
             "retrieval_history": [], "snapshots": None,
             "best": {"monitor": monitor, "mode": mode, "value": None, "epoch": None, "checkpoint": None},
@@ -167,7 +166,7 @@ class RunTracker:
         state = self.state
         check_state_paths(self.out, state)
         ckpt, saved = self.last_checkpoint(), state.get("random_state", [])
-        step = _step_of(state)
+        step = step_of(state)
         if step is not None:  # killed mid-epoch after a step commit: continue from that step
             ckpt, saved = confined_path(self.out, step["checkpoint"], "step.checkpoint"), step["random_state"]
             self.resumed_step = {k: step[k] for k in ("epoch", "steps", "logs", "seconds")}
@@ -304,9 +303,9 @@ class RunTracker:
         for key, value in self._running(epoch, self.steps_per_epoch or 0, logs).items():
             state["history"].setdefault(key, []).append(value)
         if self.sts_cb is not None:
-            state["sts_history"] = _plain(self.sts_cb.history)
+            state["sts_history"] = plain(self.sts_cb.history)
         if self.retrieval_cb is not None:
-            state["retrieval_history"] = _plain(self.retrieval_cb.history)
+            state["retrieval_history"] = plain(self.retrieval_cb.history)
         if self.snapshot_cb is not None:
             rel = lambda p: str(Path(p).relative_to(self.out))  # noqa: E731
             state["snapshots"] = {"paths": [rel(p) for p in self.snapshot_cb.paths],

@@ -44,8 +44,9 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from grounded_text.config.schema import ExperimentConfig, config_toml
-from grounded_text.data.paths import resolve_data_dir
+from grounded_text.config.files import config_toml
+from grounded_text.config.params import check_checkpoint_every
+from grounded_text.config.schema import ExperimentConfig
 from grounded_text.data.provenance import store_provenance
 from grounded_text.data.sts import sick_path, sts_year_dirs
 from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline_figures
@@ -55,7 +56,7 @@ from grounded_text.papers.resolve import ensure_resolved
 from grounded_text.serving.encoder import load
 from grounded_text.serving.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
 from grounded_text.serving.model_card import write_model_card
-from grounded_text.training import run_dir
+from grounded_text.training.arguments import check_callbacks, check_output_dir, check_selection_data, check_verbose
 from grounded_text.training.callbacks import (
     DevRetrieval,
     SICKValidation,
@@ -65,8 +66,13 @@ from grounded_text.training.callbacks import (
     progress_callbacks,
 )
 from grounded_text.training.distribute import is_chief, make_strategy
+from grounded_text.training.fingerprint import check_data
 from grounded_text.training.preparation import TrainingSetup, prepare_training
 from grounded_text.training.resume import RunTracker, fit_resumable
+from grounded_text.training.run_dir import check_run_dir, clear_run_dir
+from grounded_text.training.run_errors import RunDirError, TrainingDiverged, usage_errors
+from grounded_text.training.run_lock import guard_run
+from grounded_text.training.run_state import CHECKPOINT_EVERY
 from grounded_text.utils.durable import atomic_write
 from grounded_text.utils.progress import interactive
 
@@ -106,7 +112,7 @@ def train(
         epoch's ``val_avg2016`` / ``val_rsum``); on the chief and every worker alike.
       checkpoint_every: seconds (wall time) between the mid-epoch resume checkpoints (weights,
         optimizer and random states after a compiled call), so that ``resume`` loses at most
-        that much of an interrupted epoch; ``None``: ``run_dir.CHECKPOINT_EVERY`` (600 s); ``0``: after
+        that much of an interrupted epoch; ``None``: ``run_state.CHECKPOINT_EVERY`` (600 s); ``0``: after
         every compiled call (tests); ``math.inf``: at epoch ends only. Not part of the config:
         it never changes what the run computes.
 
@@ -124,16 +130,16 @@ def train(
         ``batch_size < 2``, a training slice with fewer than ``batch_size`` pairs), a
         ``verbose`` Keras does not know, an ``output_dir`` that is, holds or lies inside the
         data folder, constant image features, an empty split.
-      grounded_text.training.run_dir.RunDirError (a ValueError): ``output_dir`` holds a
+      grounded_text.training.run_errors.RunDirError (a ValueError): ``output_dir`` holds a
         run and neither ``resume`` nor ``overwrite`` is given, or it cannot be resumed.
-      grounded_text.training.run_dir.TrainingDiverged: the loss became NaN/Inf.
+      grounded_text.training.run_errors.TrainingDiverged: the loss became NaN/Inf.
     """
     t_start = time.perf_counter()
     # Every argument is checked before the run directory is touched: a bad one never costs the old run.
     callbacks = check_callbacks(callbacks)
     check_verbose(verbose)
-    every = run_dir.check_checkpoint_every(run_dir.CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every)
-    with run_dir.usage_errors():  # resolved once (prepare keeps it); refused before the run directory is touched
+    every = check_checkpoint_every(CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every)
+    with usage_errors():  # resolved once (prepare keeps it); refused before the run directory is touched
         config = ensure_resolved(config)
         check_output_dir(output_dir, data_dir, config)
         check_selection_data(config, data_dir)
@@ -142,7 +148,7 @@ def train(
     previous_policy = keras.mixed_precision.global_policy().name
     try:
         # The run directory's lock, its "failed" state on a collapse, and a full disk's one-line error.
-        with run_dir.guard_run(output_dir, enabled=is_chief(strategy)):
+        with guard_run(output_dir, enabled=is_chief(strategy)):
             run = prepare_run(config, data_dir, output_dir, strategy, resume=resume, overwrite=overwrite)
             run.checkpoint_every = every
             fit(run, verbose=verbose, callbacks=callbacks)
@@ -151,77 +157,6 @@ def train(
             return record(run, t_start=t_start, evaluate=evaluate, verbose=verbose)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
-
-
-# ----------------------------------------------------------------------------- argument checks
-
-#: Keras ``fit``'s verbosities.
-VERBOSITIES = ("auto", 0, 1, 2)
-
-
-def check_callbacks(callbacks) -> tuple:
-    """The user's ``callbacks`` as a tuple, each checked to be a Keras callback.
-
-    Args:
-      callbacks: a list or tuple (any iterable but a ``str``/``bytes``/``dict``) of
-        ``keras.callbacks.Callback`` instances; ``None`` = none.
-
-    Returns:
-      A tuple of the callbacks.
-
-    Raises:
-      TypeError: ``callbacks`` is a string, a mapping, a single callback or not iterable,
-        or an entry is not a ``keras.callbacks.Callback`` (the message gives its index and
-        type), so nothing is built or deleted for a run that could not start.
-    """
-    if callbacks is None:
-        return ()
-    if isinstance(callbacks, keras.callbacks.Callback):
-        raise TypeError("train: callbacks must be a list of keras.callbacks.Callback, got one callback "
-                        f"({type(callbacks).__name__}); pass [it].")
-    if isinstance(callbacks, (str, bytes, dict)) or not hasattr(callbacks, "__iter__"):
-        raise TypeError(f"train: callbacks must be a list of keras.callbacks.Callback, got {type(callbacks).__name__} "
-                        f"{callbacks!r:.60}.")
-    items = tuple(callbacks)
-    for i, cb in enumerate(items):
-        if not isinstance(cb, keras.callbacks.Callback):
-            raise TypeError(f"train: callbacks[{i}] is a {type(cb).__name__}, not a keras.callbacks.Callback.")
-    return items
-
-
-def check_verbose(verbose) -> None:
-    """Raises ``ValueError`` unless ``verbose`` is one of Keras ``fit``'s ``"auto"``, 0, 1, 2."""
-    if isinstance(verbose, bool) or verbose not in VERBOSITIES:
-        raise ValueError(f"train: verbose must be one of 'auto', 0, 1, 2, got {verbose!r}.")
-
-
-def _data_folders(data_dir, config: ExperimentConfig) -> list[Path]:
-    """The folders the run reads its data from: the data root (when one is set) and a
-    ``dataset`` folder (a prepared or TFDS export folder)."""
-    folders = []
-    chosen = data_dir if data_dir not in (None, "") else os.environ.get("GROUNDED_TEXT_DATA")
-    if chosen:
-        folders.append(Path(chosen).expanduser())
-    dataset = config.data.dataset
-    if dataset and dataset != "flickr8k":
-        folders.append(Path(dataset).expanduser())
-    return [f for f in folders if f.is_dir()]
-
-
-def check_output_dir(output_dir, data_dir, config: ExperimentConfig) -> None:
-    """Refuses an ``output_dir`` that is the data root (or a dataset folder), lies inside it, or
-    holds it: a run (and ``--overwrite``) would write into, or delete from, the data.
-
-    Raises:
-      ValueError: one line naming both folders.
-    """
-    out = Path(output_dir).expanduser().resolve()
-    for folder in _data_folders(data_dir, config):
-        data = folder.resolve()
-        if out == data or out.is_relative_to(data) or data.is_relative_to(out):
-            how = "is" if out == data else "is inside" if out.is_relative_to(data) else "contains"
-            raise ValueError(f"--output-dir {str(output_dir)!r} {how} the data folder {str(folder)!r}; a run would "
-                             "write into the data. Choose an --output-dir outside it.")
 
 
 # ----------------------------------------------------------------------------- the steps
@@ -245,7 +180,7 @@ class TrainingRun:
     tracker: object = None
     initial_epoch: int = 0
     overwrite: bool = False  # the old run's files are cleared by ``begin``, once the new run can start
-    checkpoint_every: float = 600.0  # seconds between mid-epoch checkpoints (run_dir.CHECKPOINT_EVERY)
+    checkpoint_every: float = 600.0  # seconds between mid-epoch checkpoints (run_state.CHECKPOINT_EVERY)
     fit_seconds: float = 0.0
     fit_load: dict = dataclasses.field(default_factory=dict)
     best_epoch: int = 0
@@ -280,16 +215,16 @@ def prepare_run(config: ExperimentConfig, data_dir, output_dir, strategy, *, res
       ValueError, RunDirError: see ``train`` (marked as usage errors: the CLI's exit 2).
     """
     chief = is_chief(strategy)
-    with run_dir.usage_errors():  # bad flags, data or run directory: the CLI's "error: ..." (exit 2)
+    with usage_errors():  # bad flags, data or run directory: the CLI's "error: ..." (exit 2)
         config = ensure_resolved(config)
         resume_state = None
         if chief:
             if resume and config.train.strategy == "multi_worker":
-                raise run_dir.RunDirError("--resume is not supported with --strategy multi_worker.")
-            resume_state = run_dir.check_run_dir(output_dir, config.to_dict(), resume=resume, overwrite=overwrite)
+                raise RunDirError("--resume is not supported with --strategy multi_worker.")
+            resume_state = check_run_dir(output_dir, config.to_dict(), resume=resume, overwrite=overwrite)
         setup = prepare_training(config, data_dir, strategy=strategy)
         # --resume on other data (features, splits, vocabulary, validation sets) is refused.
-        fingerprint = run_dir.check_data(resume_state, setup, validation_files(config, setup.root))
+        fingerprint = check_data(resume_state, setup, validation_files(config, setup.root))
     # Non-chief workers write to a temporary folder (TF multi-worker guide), removed at the end.
     out = Path(output_dir) if chief else Path(tempfile.mkdtemp(prefix="grounded_text_worker_"))
     return TrainingRun(setup, out, chief, resume_state, fingerprint, overwrite=chief and overwrite)
@@ -300,7 +235,7 @@ def begin(run: TrainingRun) -> None:
     and the user's): with ``overwrite`` the old run's files go now (``run_dir.clear_run_dir``,
     only what that run made), then ``checkpoints/``, ``config.toml`` and ``vocab.txt``."""
     if run.overwrite:
-        run_dir.clear_run_dir(run.out, spaces=run.setup.model.spaces)
+        clear_run_dir(run.out, spaces=run.setup.model.spaces)
     (run.out / "checkpoints").mkdir(parents=True, exist_ok=True)
     # The resolved config: ``train --config RUN/config.toml`` replays this run.
     config_text = config_toml(run.setup.config).encode("utf-8")
@@ -325,22 +260,6 @@ def validation_files(config: ExperimentConfig, root: Path) -> list[Path]:
     return [p for p in wanted if p is not None and p.exists()]
 
 
-def check_selection_data(config: ExperimentConfig, data_dir) -> None:
-    """Refuses a selection whose validation data is missing: ``select_on="sick_val"`` needs the
-    SICK validation split ``sts/SICK/SICK_trial.txt`` (Bordes et al. 2019 §4.4) in the data folder.
-
-    Raises:
-      ValueError: ``select_on="sick_val"`` and no such file (names the path expected).
-    """
-    if config.train.select_on != "sick_val":
-        return
-
-    path = sick_path(resolve_data_dir(data_dir) / "sts", "trial")
-    if not path.is_file():
-        raise ValueError(f"select_on='sick_val' needs the SICK validation split: no {str(path)!r} in the data "
-                         "folder. Add the SICK 2014 release there or choose another --select-on.")
-
-
 def _watch(run: TrainingRun) -> list:
     """Our callbacks, the STS scorer first so that later ones see its metric; sets the
     run's selection (``select_on``, ``monitor``, ``mode``) and ``cb``."""
@@ -357,7 +276,7 @@ def _watch(run: TrainingRun) -> list:
         callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: model.refit(train_captions)))
     sts = retrieval = None
     if select_on == "sick_val":
-        with run_dir.usage_errors():  # no SICK validation split: the CLI's "error: ..." (exit 2), before fit
+        with usage_errors():  # no SICK validation split: the CLI's "error: ..." (exit 2), before fit
             check_selection_data(config, run.setup.root)
             # In the STS scorer's slot: its per-epoch rows are kept across --resume and recorded.
             sts = SICKValidation(model.text_tower, run.sts_dir, metric_name="val_sick", sentence_end=sentence_end)
@@ -417,7 +336,7 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
     ``fit`` from the first epoch not done.
 
     Raises:
-      run_dir.TrainingDiverged: NaN/Inf loss (the run is marked "diverged").
+      TrainingDiverged: NaN/Inf loss (the run is marked "diverged").
       KeyboardInterrupt: Ctrl-C (the run is marked "interrupted").
     """
     callbacks = check_callbacks(callbacks)
@@ -450,7 +369,7 @@ def fit(run: TrainingRun, *, verbose="auto", callbacks=()) -> None:
                       epochs=config.train.epochs,
                       callbacks=ours + list(callbacks) + progress_callbacks(callbacks, verbose),
                       validation_data=setup.dev_ds, verbose=verbose, shuffle=False)
-    except run_dir.TrainingDiverged:
+    except TrainingDiverged:
         tracker.mark("diverged")
         raise
     except KeyboardInterrupt:
@@ -484,21 +403,38 @@ def select(run: TrainingRun) -> None:
     with ``select_on="last"``; its weights loaded (and the tower's refit statistics).
 
     Raises:
-      run_dir.TrainingDiverged: ``select_on="last"`` and the last epoch's metric is NaN/Inf.
+      TrainingDiverged: ``select_on="last"`` and the last epoch's metric is NaN/Inf.
     """
     model = run.setup.model
     run.scores = scores = np.array(run.tracker.history[run.monitor], dtype=np.float64)
     if run.select_on == "last":
         run.best_epoch = len(scores)
         if not np.isfinite(scores[-1]):
-            raise run_dir.TrainingDiverged(f"the last epoch's {run.monitor} is {scores[-1]}: not exported. Try a "
-                                           "lower --learning-rate.", run.best_epoch, 0)
+            raise TrainingDiverged(f"the last epoch's {run.monitor} is {scores[-1]}: not exported. Try a "
+                                   "lower --learning-rate.", run.best_epoch, 0)
         model.train_model.load_weights(str(run.last_path))
     else:
-        run.best_epoch = run_dir.select_best_epoch(scores, run.mode)
+        run.best_epoch = select_best_epoch(scores, run.mode)
         model.train_model.load_weights(str(run.best_path))
     if model.refit is not None:
         model.refit(run.setup.train_pairs.captions.tolist())
+
+
+def select_best_epoch(scores, mode: str) -> int:
+    """1-based best epoch of per-epoch ``scores`` (``"max"`` or ``"min"``) among the finite
+    ones: an epoch scored NaN or ±Inf is never selected.
+
+    Raises:
+      TrainingDiverged: no epoch has a finite score.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    finite = np.isfinite(scores)
+    if not finite.any():
+        raise TrainingDiverged(f"no epoch has a finite validation score ({scores.tolist()}): nothing to select. "
+                               "Training probably diverged; try a lower --learning-rate.", len(scores), 0,
+                               status="failed")
+    masked = np.where(finite, scores, -np.inf if mode == "max" else np.inf)
+    return int(np.argmax(masked) if mode == "max" else np.argmin(masked)) + 1
 
 
 def export(run: TrainingRun) -> None:
@@ -630,8 +566,8 @@ def _evaluate(run: TrainingRun, metrics: dict, verbose) -> None:
     evaluation["spaces"] = {}
     spaces = run.setup.model.spaces
     for name, space_dir in run.space_dirs.items():
-        headline = evaluation["headline"] if spaces[name] is run.export_tower else \
-            headline_figures(evaluate_sts(encoder(space_dir), run.sts_dir))
+        headline = (evaluation["headline"] if spaces[name] is run.export_tower
+                    else headline_figures(evaluate_sts(encoder(space_dir), run.sts_dir)))
         evaluation["spaces"][name] = headline
         write_card(space_dir, spaces[name], run.config, headline)
 

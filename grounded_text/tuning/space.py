@@ -48,7 +48,7 @@ from pathlib import Path
 
 from grounded_text.config.schema import ExperimentConfig, config_fields  # noqa: F401 (config_fields re-exported)
 from grounded_text.papers.plans import check_overrides, flags_config, parse_sets
-from grounded_text.papers.presets import deep_merge
+from grounded_text.papers.record import deep_merge
 
 if typing.TYPE_CHECKING:  # annotations only: reading a space file needs no TensorFlow
     import keras_tuner as kt

@@ -1,5 +1,5 @@
 """Crash-safe writes: single files (``atomic_write``, used by the feature-store writers
-``vision.sinks.NpzFeatureSink`` and ``data.streaming.TFRecordFeatureSink``, the run state
+``vision.sinks.NpzFeatureSink`` and ``data.store_writer.TFRecordFeatureSink``, the run state
 and the model card) and whole folders (``install_dir``, used by every export).
 
 After a crash, even SIGKILL, a reader sees either the old file or folder or the whole new
@@ -214,14 +214,29 @@ def check_writable_target(target: str | Path, what: str = "export folder") -> Pa
         parent = parent.parent
     if not parent.is_dir():
         raise NotADirectoryError(f"{what} {str(target)!r}: {str(parent)!r} is not a folder.")
-    # A real write, not os.access: that answers yes to root and to some read-only mounts.
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".write-probe-", dir=parent))
-    except OSError as e:
-        raise PermissionError(f"{what} {str(target)!r}: cannot write in {str(parent)!r} ({e.strerror}).") from e
+    check_can_write_in(parent, what, target)
     if target.is_dir() and not os.access(target, os.W_OK | os.X_OK):  # its files are removed after the swap
         raise PermissionError(f"{what} {str(target)!r} is not writable.")
     return target
+
+
+def check_can_write_in(folder: str | Path, what: str, target: str | Path) -> None:
+    """Fails unless something can be written in ``folder`` now: a real write (a probe folder
+    created and removed), not ``os.access``, which answers yes to root and to some read-only
+    mounts. The one writability test of the package's output paths.
+
+    Args:
+      folder: an existing folder.
+      what: the flag or argument that named ``target``, for the message (``"--out"``).
+      target: the path that will be written in ``folder`` (named by the message).
+
+    Raises:
+      PermissionError: ``"<what> '<target>': cannot write in '<folder>' (<reason>)."``
+    """
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".write-probe-", dir=folder))
+    except OSError as e:
+        raise PermissionError(f"{what} {str(target)!r}: cannot write in {str(folder)!r} ({e.strerror}).") from e
 
 
 def staging_dir(target: Path) -> Path:
