@@ -7,7 +7,6 @@ embeddings → bidirectional GRU/LSTM → self-attention (or max) pooling → L2
 from __future__ import annotations
 
 import string
-from collections import Counter
 from collections.abc import Iterable
 
 import keras
@@ -22,7 +21,7 @@ from grounded_text.layers.pooling import (
     masked_mean,
 )
 from grounded_text.layers.stacked_rnn import CELLS, StackedRNN, UsesStackedRNN
-from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
+from grounded_text.layers.text_preprocessor import PADDING_ID, count_vocabulary, lookup_ids
 
 # "attention" is Merkx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
 CHAR_POOLINGS = ("attention", "scalar_attention", "max", "mean")
@@ -102,10 +101,11 @@ def split_characters(strings, lowercase: bool = True) -> tf.RaggedTensor:
 
 def build_character_vocabulary(texts: Iterable[str], *, min_count: int = 1, lowercase: bool = True,
                                max_size: int | None = None, batch_size: int = 8192) -> list[str]:
-    """The characters of the training captions, most frequent first (ties by code point).
+    """The characters of the training captions, most frequent first (ties by code point):
+    ``count_vocabulary`` over ``split_characters``.
 
     Raises:
-      ValueError: ``min_count < 1``.
+      ValueError: ``min_count < 1`` or ``max_size < 0``.
 
     Example:
       >>> build_character_vocabulary(["Abba", "cab"])
@@ -113,15 +113,8 @@ def build_character_vocabulary(texts: Iterable[str], *, min_count: int = 1, lowe
       >>> build_character_vocabulary(["Abba", "cab"], min_count=2, lowercase=False)
       ['b', 'a']
     """
-    if min_count < 1:
-        raise ValueError(f"build_character_vocabulary: min_count must be >= 1, got {min_count}.")
-    texts = list(texts)
-    counts: Counter = Counter()
-    for start in range(0, len(texts), batch_size):
-        chars = split_characters(texts[start : start + batch_size], lowercase).flat_values.numpy()
-        counts.update(c.decode("utf-8") for c in chars)
-    chars = sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c))
-    return chars if max_size is None else chars[:max_size]
+    return count_vocabulary(texts, lambda batch: split_characters(batch, lowercase), min_count=min_count,
+                            max_size=max_size, batch_size=batch_size, what="build_character_vocabulary")
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
