@@ -88,8 +88,8 @@ def test_record_round_trips_and_every_value_is_explained(name):
 
 def test_records_hold_the_papers_values():
     c = preset_config("char_gru_attention")
-    assert (c.text.lowercase, c.data.batch_size, c.data.bucket_by_length, c.model.embedding_dim) == \
-        (False, 32, True, 2048)
+    assert (c.text.lowercase, c.data.batch_size, c.data.bucket_by_length, c.model.embedding_dim) == (
+        False, 32, True, 2048)
     assert c.model.encoder["units"] == 1024 and c.model.encoder["char_dim"] == 20
     assert c.model.encoder["pooling"] == "attention" and c.model.encoder["attention_units"] == 128
     assert c.model.loss_params == {"margin": 0.2, "direction_weight": 1.0, "negatives": "all"}

@@ -296,8 +296,8 @@ class CharacterEncoder(UsesStackedRNN, keras.layers.Layer):
         self.num_layers, self.cell, self.bidirectional = int(num_layers), cell, bool(bidirectional)
         self.pooling, self.attention_units, self.normalize = pooling, int(attention_units), bool(normalize)
         self.char_embedding_init, self.weight_init, self.dropout = char_embedding_init, weight_init, float(dropout)
-        initializer = "uniform" if char_embedding_init == "uniform" else \
-            keras.initializers.RandomNormal(mean=0.0, stddev=1.0)
+        initializer = ("uniform" if char_embedding_init == "uniform"
+                       else keras.initializers.RandomNormal(mean=0.0, stddev=1.0))
         self.embedding = keras.layers.Embedding(self.vocabulary_size, self.char_dim, dtype=self.dtype_policy,
                                                 embeddings_initializer=initializer, name="char_embedding")
         # Keras' weight files walk a layer's attributes in sorted order and store each layer once,
