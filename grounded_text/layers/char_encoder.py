@@ -13,6 +13,8 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.pooling import (
     WEIGHT_INITS,
     ScalarAttentionPooling,
@@ -185,6 +187,12 @@ class CharacterPreprocessor(keras.layers.Layer):
 
     def compute_output_spec(self, inputs):
         return keras.KerasTensor((inputs.shape[0], None), dtype="int64")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary": build_character_vocabulary(examples.CAPTIONS), "max_chars": 40},
+                            examples.captions(), output_dtype="int64", trainable=False)
 
     def get_config(self):
         config = super().get_config()
@@ -377,6 +385,12 @@ class CharacterEncoder(UsesStackedRNN, keras.layers.Layer):
 
     def compute_output_spec(self, ids, training=None):
         return keras.KerasTensor((ids.shape[0], self.output_dim), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary_size": 11, "char_dim": 4, "units": 3, "attention_units": 5},
+                            examples.word_ids())
 
     def get_config(self):
         config = super().get_config()

@@ -22,6 +22,8 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.utils.durable import atomic_write
 
 BOS = "<S>"
@@ -399,6 +401,12 @@ class TextPreprocessor(keras.layers.Layer):
 
     def compute_output_spec(self, inputs):
         return keras.KerasTensor((inputs.shape[0], None), dtype="int64")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary": build_vocabulary(examples.CAPTIONS), "num_oov_buckets": 3, "max_tokens": 5},
+                            examples.captions(), output_dtype="int64", trainable=False)
 
     def get_config(self):
         config = super().get_config()

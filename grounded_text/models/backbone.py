@@ -27,8 +27,10 @@ import tensorflow as tf
 
 from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
+from grounded_text.layers import examples
 from grounded_text.layers.backbone_encoder import build_pretrained_text_tower
 from grounded_text.layers.branches import GroundedProjection
+from grounded_text.layers.examples import LayerExample
 from grounded_text.models.components import GROUNDING_KEYS, build_identity_image_tower, family_loss, require_params
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
@@ -51,6 +53,12 @@ class EmbeddingAnchor(keras.layers.Layer):
         cos = tf.reduce_sum(tf.math.l2_normalize(u, -1) * tf.math.l2_normalize(u0, -1), -1)
         self.add_loss(self.weight * tf.reduce_mean(1.0 - cos))
         return u
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"weight": 0.5}, (examples.image_features(4), examples.image_features(4)[::-1].copy()),
+                            trainable=False)
 
     def get_config(self):
         return {**super().get_config(), "weight": self.weight}
