@@ -31,7 +31,13 @@ from grounded_text.layers import examples
 from grounded_text.layers.backbone_encoder import build_pretrained_text_tower
 from grounded_text.layers.branches import GroundedProjection
 from grounded_text.layers.examples import LayerExample
-from grounded_text.models.components import GROUNDING_KEYS, build_identity_image_tower, family_loss, require_params
+from grounded_text.models.components import (
+    GROUNDING_KEYS,
+    architecture,
+    build_identity_image_tower,
+    family_loss,
+    require_params,
+)
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
 
@@ -64,6 +70,11 @@ class EmbeddingAnchor(keras.layers.Layer):
         return {**super().get_config(), "weight": self.weight}
 
 
+@architecture(
+    "keras-hub transformer → mean over tokens → L2 = textual space u (exported in `export/`); g: 2-layer MLP "
+    "to the grounded space (both spaces also in `export_textual/`, `export_grounded/`: ask for g(u) there)",
+    "none (CNN features)",
+    "α_C L_C + α_P L_P (+ optional anchor)")
 def build_grounded_pretrained(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int,
                               seed: int = 0, **_) -> GroundedModel:
     """A pretrained keras-hub tower grounded with C_g + P_g (Bordes et al. 2019 eqs. 2–3).
