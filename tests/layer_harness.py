@@ -1,5 +1,6 @@
 """``run_layer_test``: the checks every grounded_text layer must pass, in one place
-(in the manner of keras-hub's ``TestCase.run_layer_test``).
+(in the manner of keras-hub's ``TestCase.run_layer_test``); ``registered_layers`` finds every
+registered layer and ``run_registered_layer_test`` runs one on its own ``example()``.
 
 For a layer class, its constructor arguments and a batch of inputs it checks:
 
@@ -22,10 +23,14 @@ poolings take ``(h, mask)``). Weights are copied between layers with
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 
@@ -171,6 +176,44 @@ def run_layer_test(
 
 
 def _takes_training(layer) -> bool:
-    import inspect
-
     return "training" in inspect.signature(layer.call).parameters
+
+
+# ----------------------------------------------------------------------------- every registered layer
+
+#: The packages whose modules define the layers the harness runs (importing them registers the layers).
+LAYER_PACKAGES = ("grounded_text.layers", "grounded_text.models")
+
+
+def registered_layers(prefix: str = "grounded_text>") -> list[type]:
+    """Every Keras layer registered under ``prefix`` (``register_keras_serializable(package=
+    "grounded_text")``) once the modules of ``LAYER_PACKAGES`` are imported, by class name.
+
+    Models (the builders' towers, checked by tests/model_checks.py) and the loss layers (their
+    own kind: each is tested against a NumPy reference in tests/test_losses*.py) are left out.
+    """
+    for package in LAYER_PACKAGES:
+        root = importlib.import_module(package)
+        for info in pkgutil.walk_packages(root.__path__, f"{package}."):
+            importlib.import_module(info.name)
+    found = {obj for key, obj in keras.saving.get_custom_objects().items()
+             if key.startswith(prefix) and isinstance(obj, type) and issubclass(obj, keras.layers.Layer)
+             and not issubclass(obj, keras.Model) and not obj.__module__.startswith("grounded_text.losses.")}
+    return sorted(found, key=lambda cls: (cls.__name__, cls.__module__))
+
+
+def run_registered_layer_test(layer_cls, tmp_path: Path):
+    """``run_layer_test`` on the layer's own ``example()`` (``grounded_text.layers.examples``):
+    the one entry point for every registered layer, shipped or new. Skips, with the layer's
+    reason, a layer whose example says it cannot run on its own."""
+    example = getattr(layer_cls, "example", None)
+    assert example is not None, (
+        f"{layer_cls.__name__}: a registered layer declares a classmethod example() -> LayerExample "
+        "(grounded_text.layers.examples), which the shared layer tests run it on")
+    case = example()
+    if case.skip:
+        pytest.skip(f"{layer_cls.__name__}: {case.skip}")
+    return run_layer_test(layer_cls, case.init_kwargs, case.input_data, tmp_path=tmp_path,
+                          call_kwargs=case.call_kwargs, expected_output_dtype=case.output_dtype,
+                          expected_mixed_output_dtype=case.mixed_output_dtype,
+                          expect_trainable_weights=case.trainable)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grounded_text.config.files import config_toml, read_config_file
-from grounded_text.config.params import ENCODER_PARAMS, LOSS_PARAMS, REQUIRED, Param, ParamError, coerce_param
+from grounded_text.config.params import ENCODER_PARAMS, LOSS_PARAMS, Param, ParamError, coerce_param
 from grounded_text.config.schema import (
     SECTION_CLASSES,
     SECTIONS,
@@ -280,58 +280,25 @@ def test_an_old_config_toml_with_a_string_false_replays_as_false(tmp_path):
 # ----------------------------------------------------------------------------- the tables against the builders
 
 
-def _target(source: str):
-    import importlib
-    import inspect
-
-    module, _, obj = source.partition(":")
-    owner, _, arg = obj.partition(".")
-    target = getattr(importlib.import_module(module), owner)
-    if not arg:
-        return target, None
-    fn = target.__init__ if inspect.isclass(target) else target
-    return target, inspect.signature(fn).parameters[arg]
-
-
-def _check_against_source(spec: Param, what: str):
-    import typing
-
-    target, param = _target(spec.source)
-    if param is None:  # a closed set of values the builder or layer checks
-        assert spec.type is str and sorted(spec.choices) == sorted(target), what
-        return
-    default = param.default
-    if default is param.empty:
-        assert spec.default == REQUIRED, what
-    else:
-        assert spec.default == (list(default) if isinstance(default, tuple) else default), what
-    if spec.type is list:
-        assert isinstance(default, (list, tuple)) and all(type(x) is int for x in default), what
-        return
-    hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target)
-    hint = hints.get(param.name)
-    allowed = set(typing.get_args(hint)) or {hint}
-    assert spec.type in allowed, (what, hint)
-    if type(None) in allowed and spec.type is not str:
-        assert spec.nullable, what
-
-
 def test_encoder_table_matches_the_builders():
     # The builders read their keys from ENCODER_PARAMS itself; what is checked here is that every
-    # registered builder has a table and each entry matches the argument or constant it names.
+    # registered builder has a table and each entry matches the argument or constant it names
+    # (tests/model_checks.py, which tests/test_new_model.py runs on a new model too).
+    from model_checks import check_encoder_table, check_registration
+
     from grounded_text.models.registry import MODELS
 
     assert set(ENCODER_PARAMS) == set(MODELS)
-    for builder, table in ENCODER_PARAMS.items():
-        for key, spec in table.items():
-            _check_against_source(spec, f"{builder}.{key}")
-    for name, p in PRESETS.items():
-        assert set(p.config["model"].get("encoder", {})) == set(ENCODER_PARAMS[p.builder]), name
+    for builder in ENCODER_PARAMS:
+        check_encoder_table(builder)
+        check_registration(builder)
 
 
 def test_loss_table_matches_the_loss_signatures():
     import importlib
     import inspect
+
+    from model_checks import check_param_source
 
     from grounded_text.config.schema import BASELINE_OBJECTIVES, LOSSES
     from grounded_text.losses.correlation import PEARSON_EPSILON
@@ -344,11 +311,11 @@ def test_loss_table_matches_the_loss_signatures():
         for key, spec in LOSS_PARAMS[name].items():
             if spec.choices is None:
                 assert spec.source == f"{module}:{cls_name}.{key}", (name, key)
-            _check_against_source(spec, f"{name}.{key}")
+            check_param_source(spec, f"{name}.{key}")
     assert LOSS_PARAMS["pearson"]["epsilon"].default == PEARSON_EPSILON
     for name in BASELINE_OBJECTIVES:
         for key, spec in LOSS_PARAMS[name].items():
-            _check_against_source(spec, f"{name}.{key}")
+            check_param_source(spec, f"{name}.{key}")
 
 
 def test_a_string_false_reaches_the_builder_as_false():

@@ -61,8 +61,8 @@ class Param:
 
     def describe(self) -> str:
         """``"int >= 1 or none"``-like text for error messages."""
-        name = f"one of {list(self.choices)}" if self.choices else "list of int" if self.type is list \
-            else self.type.__name__
+        name = (f"one of {list(self.choices)}" if self.choices
+                else "list of int" if self.type is list else self.type.__name__)
         bounds = [f"{op} {x:g}" for op, x in ((">=", self.minimum), (">", self.above), ("<", self.below),
                                                ("<=", self.maximum)) if x is not None]
         return name + (" " + " and ".join(bounds) if bounds else "") + (" or none" if self.nullable else "")

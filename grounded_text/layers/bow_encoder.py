@@ -8,6 +8,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.text_preprocessor import PADDING_ID, TextPreprocessor
 
 
@@ -111,6 +113,11 @@ class BagOfWordsEncoder(keras.layers.Layer):
 
     def compute_output_spec(self, ids):
         return keras.KerasTensor((ids.shape[0], self.embedding_dim), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary_size": 11, "embedding_dim": 6, "pooling": "sum"}, examples.word_ids())
 
     def get_config(self):
         config = super().get_config()

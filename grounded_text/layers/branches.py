@@ -15,6 +15,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.torch_init import fan_in_uniform
 
 
@@ -66,6 +68,11 @@ class LinearImageEncoder(keras.layers.Layer):
 
     def compute_output_spec(self, x):
         return keras.KerasTensor((x.shape[0], self.output_dim), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"output_dim": 3, "normalize": True}, examples.image_features())
 
     def get_config(self):
         config = super().get_config()
@@ -136,6 +143,11 @@ class MLPBranch(keras.layers.Layer):
     def compute_output_spec(self, x, training=None):
         return keras.KerasTensor((x.shape[0], self.output_dim), dtype="float32")
 
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"hidden_units": (5, 4), "output_dim": 3, "dropout": 0.2}, examples.image_features())
+
     def get_config(self):
         config = super().get_config()
         config.update(hidden_units=list(self.hidden_units), output_dim=self.output_dim, dropout=self.dropout,
@@ -195,6 +207,11 @@ class GroundedProjection(keras.layers.Layer):
     def compute_output_spec(self, u):
         dim = u.shape[-1] if self.kind == "identity" else self.output_dim
         return keras.KerasTensor((u.shape[0], dim), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"kind": "mlp", "hidden_units": 5, "output_dim": 2}, examples.image_features())
 
     def get_config(self):
         config = super().get_config()

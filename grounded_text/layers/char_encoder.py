@@ -7,13 +7,14 @@ embeddings → bidirectional GRU/LSTM → self-attention (or max) pooling → L2
 from __future__ import annotations
 
 import string
-from collections import Counter
 from collections.abc import Iterable
 
 import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.pooling import (
     WEIGHT_INITS,
     ScalarAttentionPooling,
@@ -22,7 +23,7 @@ from grounded_text.layers.pooling import (
     masked_mean,
 )
 from grounded_text.layers.stacked_rnn import CELLS, StackedRNN, UsesStackedRNN
-from grounded_text.layers.text_preprocessor import PADDING_ID, lookup_ids
+from grounded_text.layers.text_preprocessor import PADDING_ID, count_vocabulary, lookup_ids
 
 # "attention" is Merkx & Frank's vector self-attention (§3.1), "scalar_attention" one weight per step.
 CHAR_POOLINGS = ("attention", "scalar_attention", "max", "mean")
@@ -102,10 +103,11 @@ def split_characters(strings, lowercase: bool = True) -> tf.RaggedTensor:
 
 def build_character_vocabulary(texts: Iterable[str], *, min_count: int = 1, lowercase: bool = True,
                                max_size: int | None = None, batch_size: int = 8192) -> list[str]:
-    """The characters of the training captions, most frequent first (ties by code point).
+    """The characters of the training captions, most frequent first (ties by code point):
+    ``count_vocabulary`` over ``split_characters``.
 
     Raises:
-      ValueError: ``min_count < 1``.
+      ValueError: ``min_count < 1`` or ``max_size < 0``.
 
     Example:
       >>> build_character_vocabulary(["Abba", "cab"])
@@ -113,15 +115,8 @@ def build_character_vocabulary(texts: Iterable[str], *, min_count: int = 1, lowe
       >>> build_character_vocabulary(["Abba", "cab"], min_count=2, lowercase=False)
       ['b', 'a']
     """
-    if min_count < 1:
-        raise ValueError(f"build_character_vocabulary: min_count must be >= 1, got {min_count}.")
-    texts = list(texts)
-    counts: Counter = Counter()
-    for start in range(0, len(texts), batch_size):
-        chars = split_characters(texts[start : start + batch_size], lowercase).flat_values.numpy()
-        counts.update(c.decode("utf-8") for c in chars)
-    chars = sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c))
-    return chars if max_size is None else chars[:max_size]
+    return count_vocabulary(texts, lambda batch: split_characters(batch, lowercase), min_count=min_count,
+                            max_size=max_size, batch_size=batch_size, what="build_character_vocabulary")
 
 
 @keras.saving.register_keras_serializable(package="grounded_text")
@@ -192,6 +187,12 @@ class CharacterPreprocessor(keras.layers.Layer):
 
     def compute_output_spec(self, inputs):
         return keras.KerasTensor((inputs.shape[0], None), dtype="int64")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary": build_character_vocabulary(examples.CAPTIONS), "max_chars": 40},
+                            examples.captions(), output_dtype="int64", trainable=False)
 
     def get_config(self):
         config = super().get_config()
@@ -303,8 +304,8 @@ class CharacterEncoder(UsesStackedRNN, keras.layers.Layer):
         self.num_layers, self.cell, self.bidirectional = int(num_layers), cell, bool(bidirectional)
         self.pooling, self.attention_units, self.normalize = pooling, int(attention_units), bool(normalize)
         self.char_embedding_init, self.weight_init, self.dropout = char_embedding_init, weight_init, float(dropout)
-        initializer = "uniform" if char_embedding_init == "uniform" else \
-            keras.initializers.RandomNormal(mean=0.0, stddev=1.0)
+        initializer = ("uniform" if char_embedding_init == "uniform"
+                       else keras.initializers.RandomNormal(mean=0.0, stddev=1.0))
         self.embedding = keras.layers.Embedding(self.vocabulary_size, self.char_dim, dtype=self.dtype_policy,
                                                 embeddings_initializer=initializer, name="char_embedding")
         # Keras' weight files walk a layer's attributes in sorted order and store each layer once,
@@ -384,6 +385,12 @@ class CharacterEncoder(UsesStackedRNN, keras.layers.Layer):
 
     def compute_output_spec(self, ids, training=None):
         return keras.KerasTensor((ids.shape[0], self.output_dim), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary_size": 11, "char_dim": 4, "units": 3, "attention_units": 5},
+                            examples.word_ids())
 
     def get_config(self):
         config = super().get_config()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.pooling import masked_max
 from grounded_text.layers.text_preprocessor import PADDING_ID
 
@@ -97,6 +99,12 @@ class KimCNNEncoder(keras.layers.Layer):
 
     def compute_output_spec(self, ids, training=None):
         return keras.KerasTensor((ids.shape[0], self.output_dim), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary_size": 11, "word_dim": 6, "filter_widths": (2, 3), "filters": 3,
+                             "output_dim": 4}, examples.word_ids())
 
     def get_config(self):
         config = super().get_config()

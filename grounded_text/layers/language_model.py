@@ -6,6 +6,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.text_preprocessor import PADDING_ID
 
 
@@ -70,6 +72,11 @@ class RecurrentLanguageModel(keras.layers.Layer):
         t = None if ids.shape[1] is None else ids.shape[1] - 1
         return keras.KerasTensor((ids.shape[0], t, self.vocabulary_size), dtype="float32"), final
 
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary_size": 11, "word_dim": 4, "units": 5}, examples.word_ids())
+
     def get_config(self):
         return {**super().get_config(), "vocabulary_size": self.vocabulary_size, "word_dim": self.word_dim,
                 "units": self.units}
@@ -94,6 +101,11 @@ class ZeroImage(keras.layers.Layer):
 
     def compute_output_spec(self, ids):
         return keras.KerasTensor((ids.shape[0], self.feature_dim), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"feature_dim": 3}, examples.word_ids(), trainable=False)
 
     def get_config(self):
         return {**super().get_config(), "feature_dim": self.feature_dim}

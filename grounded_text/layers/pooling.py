@@ -13,6 +13,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.torch_init import fan_in_uniform
 
 #: How an attention pooling's (and the character encoder's) weights are drawn: Keras' defaults,
@@ -147,6 +149,11 @@ class _AttentionPoolingBase(keras.layers.Layer):
 
     def compute_output_spec(self, h, mask):
         return keras.KerasTensor((h.shape[0], h.shape[-1]), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"units": 4}, examples.sequence_and_mask())
 
     def get_config(self):
         config = super().get_config()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.pooling import WEIGHT_INITS, last_valid, masked_max, masked_mean
 from grounded_text.layers.stacked_rnn import CELLS, StackedRNN, UsesStackedRNN
 from grounded_text.layers.text_preprocessor import PADDING_ID
@@ -140,6 +142,13 @@ class RNNEncoder(UsesStackedRNN, keras.layers.Layer):
 
     def compute_output_spec(self, ids, training=None):
         return keras.KerasTensor((ids.shape[0], self.output_dim or self.state_dim), dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary_size": 11, "word_dim": 6, "units": 4, "num_layers": 2, "cell": "lstm",
+                             "pooling": "mean", "bidirectional": True, "output_dim": 3, "dropout": 0.1},
+                            examples.word_ids())
 
     def get_config(self):
         config = super().get_config()

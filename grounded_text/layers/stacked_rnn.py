@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import keras
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.fused_rnn import bidirectional_gru, can_fuse
 from grounded_text.layers.pooling import WEIGHT_INITS
 from grounded_text.layers.torch_init import rnn_initializers
@@ -128,8 +130,16 @@ class StackedRNN(keras.layers.Layer):
                 h = rnn(h, mask=mask, training=training)
         return h
 
-    def compute_output_shape(self, input_shape, mask_shape=None):
-        return tuple(input_shape)[:-1] + (self.output_dim,)
+    # Keras pairs each ``*_shape`` argument with the call argument of that name, so that a
+    # functional model can pass the mask positionally.
+    def compute_output_shape(self, inputs_shape, mask_shape=None):
+        return tuple(inputs_shape)[:-1] + (self.output_dim,)
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"units": 3, "num_layers": 2, "cell": "lstm", "bidirectional": True, "dropout": 0.1},
+                            examples.sequence_and_mask(), mixed_output_dtype="float16")
 
     def get_config(self):
         config = super().get_config()

@@ -22,6 +22,8 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from grounded_text.layers import examples
+from grounded_text.layers.examples import LayerExample
 from grounded_text.utils.durable import atomic_write
 
 BOS = "<S>"
@@ -161,22 +163,56 @@ def build_vocabulary(
       >>> build_vocabulary(["a dog runs", "a cat", "A dog!"], min_count=2, boundary_tokens=False)
       ['a', 'dog']
     """
+    # The boundary tokens are never counted, also when they are left out.
+    vocabulary = count_vocabulary(texts, lambda batch: tokenize(batch, lowercase), min_count=min_count,
+                                  max_size=max_size, reserved=(BOS, EOS), batch_size=batch_size,
+                                  what="build_vocabulary")
+    return vocabulary if boundary_tokens else vocabulary[2:]
+
+
+def count_vocabulary(texts: Iterable[str], split, *, min_count: int = 1, max_size: int | None = None,
+                     reserved: tuple[str, ...] = (), batch_size: int = 8192, what: str = "count_vocabulary"
+                     ) -> list[str]:
+    """The one vocabulary builder: the units ``split`` cuts ``texts`` into, counted and
+    ordered by descending count, ties by code point (Python's string order).
+
+    ``build_vocabulary`` (words, ``tokenize``) and ``build_character_vocabulary``
+    (characters, ``split_characters``) are this function with their own ``split``.
+
+    Args:
+      texts: raw training sentences.
+      split: ``list[str]`` (a batch) → ``tf.RaggedTensor`` [B, (units)] of ``tf.string``.
+      min_count: drop units seen fewer times.
+      max_size: keep at most this many units (after ``reserved``), or ``None``.
+      reserved: units put first whatever their counts (their counts are dropped).
+      batch_size: strings split per TF call.
+      what: the caller's name, for the error messages.
+
+    Returns:
+      ``list(reserved)`` + the kept units, ``list[str]``.
+
+    Raises:
+      ValueError: ``min_count < 1`` or ``max_size < 0``.
+
+    Example:
+      >>> count_vocabulary(["a b b", "c b a"], tokenize, reserved=("<S>",))
+      ['<S>', 'b', 'a', 'c']
+    """
     if min_count < 1:
-        raise ValueError(f"build_vocabulary: min_count must be >= 1, got {min_count}.")
+        raise ValueError(f"{what}: min_count must be >= 1, got {min_count}.")
     if max_size is not None and max_size < 0:
-        raise ValueError(f"build_vocabulary: max_size must be >= 0, got {max_size}.")
+        raise ValueError(f"{what}: max_size must be >= 0, got {max_size}.")
     texts = list(texts)
     counts: Counter = Counter()
     for start in range(0, len(texts), batch_size):
-        tokens = tokenize(texts[start : start + batch_size], lowercase).flat_values.numpy()
-        counts.update(t.decode("utf-8") for t in tokens)
-    reserved = [BOS, EOS] if boundary_tokens else []
-    for tok in (BOS, EOS):
-        counts.pop(tok, None)
-    words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+        units = split(texts[start : start + batch_size]).flat_values.numpy()
+        counts.update(u.decode("utf-8") for u in units)
+    for unit in reserved:
+        counts.pop(unit, None)
+    kept = sorted((u for u, c in counts.items() if c >= min_count), key=lambda u: (-counts[u], u))
     if max_size is not None:
-        words = words[:max_size]
-    return reserved + words
+        kept = kept[:max_size]
+    return list(reserved) + kept
 
 
 def write_vocabulary(vocabulary: list[str], path: str | Path) -> Path:
@@ -365,6 +401,12 @@ class TextPreprocessor(keras.layers.Layer):
 
     def compute_output_spec(self, inputs):
         return keras.KerasTensor((inputs.shape[0], None), dtype="int64")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"vocabulary": build_vocabulary(examples.CAPTIONS), "num_oov_buckets": 3, "max_tokens": 5},
+                            examples.captions(), output_dtype="int64", trainable=False)
 
     def get_config(self):
         config = super().get_config()

@@ -27,9 +27,17 @@ import tensorflow as tf
 
 from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
+from grounded_text.layers import examples
 from grounded_text.layers.backbone_encoder import build_pretrained_text_tower
 from grounded_text.layers.branches import GroundedProjection
-from grounded_text.models.components import GROUNDING_KEYS, build_identity_image_tower, family_loss, require_params
+from grounded_text.layers.examples import LayerExample
+from grounded_text.models.components import (
+    GROUNDING_KEYS,
+    architecture,
+    build_identity_image_tower,
+    family_loss,
+    require_params,
+)
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
 
@@ -52,10 +60,21 @@ class EmbeddingAnchor(keras.layers.Layer):
         self.add_loss(self.weight * tf.reduce_mean(1.0 - cos))
         return u
 
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({"weight": 0.5}, (examples.image_features(4), examples.image_features(4)[::-1].copy()),
+                            trainable=False)
+
     def get_config(self):
         return {**super().get_config(), "weight": self.weight}
 
 
+@architecture(
+    "keras-hub transformer → mean over tokens → L2 = textual space u (exported in `export/`); g: 2-layer MLP "
+    "to the grounded space (both spaces also in `export_textual/`, `export_grounded/`: ask for g(u) there)",
+    "none (CNN features)",
+    "α_C L_C + α_P L_P (+ optional anchor)")
 def build_grounded_pretrained(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int,
                               seed: int = 0, **_) -> GroundedModel:
     """A pretrained keras-hub tower grounded with C_g + P_g (Bordes et al. 2019 eqs. 2–3).

@@ -33,6 +33,7 @@ from grounded_text.layers.branches import GroundedProjection
 from grounded_text.layers.rnn_encoder import RNNEncoder
 from grounded_text.models.components import (
     GROUNDING_KEYS,
+    architecture,
     build_identity_image_tower,
     family_loss,
     init_word_embeddings,
@@ -45,6 +46,11 @@ from grounded_text.models.grounded_model import GroundedModel, assemble
 EXPORT_SPACES = ("grounded", "textual")
 
 
+@architecture(
+    "GRU → L2 = textual space u; g: 2-layer MLP to the grounded space; exported: g(u) → L2 (both spaces also "
+    "in `export_textual/`, `export_grounded/`)",
+    "none (CNN features)",
+    "α_C L_C + α_P L_P")
 def build_bordes_cg_pg(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                        **_) -> GroundedModel:
     """Bordes et al. (2019) C_g + P_g: cluster + perceptual loss in a grounded space over a GRU encoder.

@@ -20,10 +20,20 @@ from grounded_text.config.params import ENCODER_PARAMS
 from grounded_text.config.schema import ModelConfig, TextConfig
 from grounded_text.layers.branches import LinearImageEncoder
 from grounded_text.layers.char_encoder import CharacterEncoder
-from grounded_text.models.components import TRIPLET_KEYS, character_preprocessor, family_loss, require_params
+from grounded_text.models.components import (
+    TRIPLET_KEYS,
+    architecture,
+    character_preprocessor,
+    family_loss,
+    require_params,
+)
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
 
+@architecture(
+    "characters (case kept) → 20-d → bi-GRU 2 × 1024 → self-attention (128) → L2",
+    "linear + L2",
+    "hinge over all negatives")
 def build_char_gru_attention(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                              train_captions=None, **_) -> GroundedModel:
     """Merkx & Frank (2019) character-level bi-GRU with self-attention.

@@ -36,6 +36,33 @@ from grounded_text.layers.word_vectors import pretrained_matrix_for
 from grounded_text.papers.resolve import NEEDS_GROUPED_BATCHES, loss_needs_grouped_batches  # noqa: F401 (re-exported)
 
 
+def architecture(text_tower: str, image_branch: str, loss: str):
+    """Declares a builder's row of the architecture table of docs/models.md (Markdown cells),
+    which ``grounded_text.models.tables`` writes from the registry.
+
+    Args:
+      text_tower: the text tower, string → embedding.
+      image_branch: what maps the image features (``"none (CNN features)"`` if nothing).
+      loss: the training objective.
+
+    Returns:
+      A decorator that sets the builder's ``architecture`` attribute to the three cells
+      and returns the builder itself.
+
+    Example:
+      >>> @architecture("BOW mean → L2", "affine W", "Pearson")
+      ... def build_toy(model, text, vocabulary, feature_dim, seed=0, **_):
+      ...     pass
+      >>> build_toy.architecture
+      ('BOW mean → L2', 'affine W', 'Pearson')
+    """
+    def declare(builder):
+        builder.architecture = (text_tower, image_branch, loss)
+        return builder
+
+    return declare
+
+
 def make_loss(name: str, params: dict | None = None, seed: int = 0):
     """Instantiates the loss layer ``name`` with ``params`` (and ``seed`` if it takes one).
 

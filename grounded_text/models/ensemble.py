@@ -15,6 +15,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from grounded_text.layers.examples import LayerExample
 from grounded_text.losses.common import l2_normalize
 
 
@@ -35,6 +36,12 @@ class MeanNormalize(keras.layers.Layer):
 
     def compute_output_spec(self, embeddings):
         return keras.KerasTensor(embeddings[0].shape, dtype="float32")
+
+    @classmethod
+    def example(cls) -> LayerExample:
+        """Small constructor arguments and an input batch, for the shared layer tests."""
+        return LayerExample({}, skip="its one input is a list of towers' outputs: tests/test_schedules.py runs it "
+                            "inside build_snapshot_ensemble, through a saved ensemble")
 
 
 def build_snapshot_ensemble(text_towers, name: str = "snapshot_ensemble") -> keras.Model:

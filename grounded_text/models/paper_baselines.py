@@ -52,6 +52,7 @@ from grounded_text.losses.baselines import (
     fit_pca,
 )
 from grounded_text.models.components import (
+    architecture,
     build_affine_image_tower,
     build_identity_image_tower,
     family_loss,
@@ -109,6 +110,10 @@ def _language_model(model: ModelConfig, text: TextConfig, vocabulary, feature_di
     return GroundedModel(tower, build_identity_image_tower(feature_dim), train_model)
 
 
+@architecture(
+    "GRU language model (N units), final hidden state → L2",
+    "none",
+    "next-token cross-entropy (no image)")
 def build_pure_text_rnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                         **_) -> GroundedModel:
     """PureTextRnn (Kurach et al. 2017 Table 1, after Mao et al. 2016 §5): a GRU
@@ -127,6 +132,10 @@ def build_pure_text_rnn(model: ModelConfig, text: TextConfig, vocabulary, featur
     return _language_model(model, text, vocabulary, feature_dim, image_init=False)
 
 
+@architecture(
+    "the same GRU language model run from the **zero image** (h_0 = b_I), final state → L2",
+    "h_0 = W_I v + b_I (training only)",
+    "next-token cross-entropy")
 def build_pin_model_a(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                       **_) -> GroundedModel:
     """PinModelA (Kurach et al. 2017 Table 1; Mao et al. 2016's model A): the GRU
@@ -150,6 +159,10 @@ def boundary_ids(preprocessor) -> tuple[int, ...]:
     return tuple(out)
 
 
+@architecture(
+    "BOW mean → L2 (as `vete_bow`)",
+    "affine W",
+    "Pearson over (word, its caption's image) pairs")
 def build_vete_bow_word(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                         **_) -> GroundedModel:
     """VETE-BOW with word-level training (Kurach et al. 2017 §5.4, Table 6).
@@ -198,6 +211,10 @@ def _glove_t(model: ModelConfig, preprocessor, trainable: bool) -> BagOfWordsEnc
     return t
 
 
+@architecture(
+    "PCA to d_t of [T, l2(W T + b)] → L2; T = mean of frozen GloVe 50d",
+    "none (CNN features)",
+    "squared error of W T + b to the features")
 def build_seq(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
               train_captions=None, **_) -> GroundedModel:
     """SEQ (Bordes et al. 2019 §4.2, after Collell et al. 2017) over T.
@@ -238,6 +255,10 @@ def build_seq(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int
     return GroundedModel(tower, build_identity_image_tower(feature_dim), train_model, refit=refit)
 
 
+@architecture(
+    "[l2 T, l2 G] → L2; G = BiLSTM (2 × 128) over frozen GloVe, max-pooled",
+    "none (CNN features)",
+    "Cap2Img ranking / Cap2Cap decoder / their sum")
 def build_ground_sent(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                       **_) -> GroundedModel:
     """GroundSent (Kiela et al. 2018, as Bordes et al. 2019 §4.2 re-implement it) over T.

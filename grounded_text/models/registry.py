@@ -71,6 +71,17 @@ def build_model(model, text, vocabulary, feature_dim: int, seed: int = 0, train_
     Raises:
       ValueError: unknown preset name (the message lists the known ones); a missing or
         unknown encoder or loss parameter.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from grounded_text.config import ModelConfig, TextConfig
+      >>> from grounded_text.layers import build_vocabulary
+      >>> vocabulary = build_vocabulary(["a dog runs", "a cat sleeps"])
+      >>> gm = build_model(ModelConfig(name="vete_bow", embedding_dim=8), TextConfig(), vocabulary, feature_dim=4)
+      >>> tuple(gm.text_tower(tf.constant(["a dog", "a zebra"])).shape)  # string[B] → float32[B, N]
+      (2, 8)
+      >>> tuple(gm.image_tower(tf.zeros([3, 4])).shape)  # float[B, d] → float32[B, N]
+      (3, 8)
     """
     builder = MODELS[get_preset(model.name).builder]
     model, text = fill_model_text(model, text)

@@ -20,6 +20,7 @@ from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.branches import MLPBranch
 from grounded_text.models.components import (
     TRIPLET_KEYS,
+    architecture,
     family_loss,
     init_word_embeddings,
     require_embedding_dim,
@@ -29,6 +30,10 @@ from grounded_text.models.components import (
 from grounded_text.models.grounded_model import GroundedModel, assemble
 
 
+@architecture(
+    "mean of the words' GloVe 6B 50d vectors (frozen; no `<S>`, `</S>`) → FC–ReLU–Dropout–FC–BN–L2",
+    "same MLP",
+    "bidirectional triplet, K = 1 hardest")
 def build_two_branch_khard(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                            **_) -> GroundedModel:
     """Kolluru's two-branch network (§3.1) with K-hard negative mining.

@@ -25,6 +25,7 @@ from grounded_text.layers.bow_encoder import BagOfWordsEncoder
 from grounded_text.layers.cnn_encoder import KimCNNEncoder
 from grounded_text.layers.rnn_encoder import RNNEncoder
 from grounded_text.models.components import (
+    architecture,
     build_affine_image_tower,
     family_loss,
     init_word_embeddings,
@@ -70,6 +71,10 @@ def _vete_loss(model: ModelConfig, seed: int):
     return family_loss(model, "pearson", (), seed)
 
 
+@architecture(
+    "BOW mean/sum (`--pooling`) → L2",
+    "affine W",
+    "Pearson (§3)")
 def build_vete_bow(
     model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0, **_
 ) -> GroundedModel:
@@ -90,6 +95,11 @@ def build_vete_bow(
     return assemble(text_tower, image_tower, _vete_loss(model, seed))
 
 
+@architecture(
+    "LSTM (Table 3's RNN-LSTM row is Table 1's VETE-RNN; `--encoder-param cell=gru`, 1–3 layers), last state "
+    "(or mean/max) → L2",
+    "affine W",
+    "Pearson")
 def build_vete_rnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                    **_) -> GroundedModel:
     """VETE-RNN (Kurach et al. 2017, §3; Tables 1 and 3) with the Pearson loss (§3).
@@ -109,6 +119,10 @@ def build_vete_rnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim
     return assemble(tower, image_tower, _vete_loss(model, seed))
 
 
+@architecture(
+    "conv (3,4,5 × 100) → max over time → FC → L2",
+    "affine W",
+    "Pearson")
 def build_vete_cnn(model: ModelConfig, text: TextConfig, vocabulary, feature_dim: int, seed: int = 0,
                    **_) -> GroundedModel:
     """VETE-CNN (Kurach et al. 2017, §3) = Kim (2014) CNN, with the Pearson loss (§3).
