@@ -13,8 +13,6 @@
 
 The figures registry and the number formatter, table builder and report writer are in
 ``grounded_text.reporting`` (re-exported here), below both this layer and the evaluation.
-
-Importing this package imports no TensorFlow.
 """
 
 from grounded_text.config.evaluation import EvalSettings, Protocol
