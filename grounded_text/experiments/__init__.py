@@ -7,6 +7,8 @@
 * ``scoring``: the one scoring call (``score_run`` / ``score_encoder``).
 * ``comparison``, ``verdicts``, ``paper_report``: our runs beside the papers' tables, the
   verdict per figure, and the Markdown section of the reproduction report.
+* ``charts``: the PNG charts of those reports (forest plot, ablation chart, the benchmark's
+  model-choice chart); matplotlib, an optional extra, loads with it.
 * ``shipped``: the recipes of the trained models shipped in the package.
 * ``studies``, ``reproduction``: the runners of the ablation studies and of the papers'
   reproductions (the studies and the plans are data in ``grounded_text.papers``).
