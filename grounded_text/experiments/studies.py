@@ -16,9 +16,9 @@ from pathlib import Path
 
 from grounded_text.config.schema import ConfigError
 from grounded_text.experiments.arms import paired_against, score_arms, write_arms_report
+from grounded_text.experiments.charts import ablation_chart
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.papers.studies import STUDIES, Study
-from grounded_text.experiments.charts import ablation_chart
 from grounded_text.reporting.figures import FIGURES
 from grounded_text.reporting.tables import fmt, markdown_table, write_report
 from grounded_text.utils.extras import MissingExtraError
