@@ -62,22 +62,21 @@ def prepare(a: argparse.Namespace) -> dict:
     """Runs the preparation; returns the manifest (also written to ``OUT/dataset.json``)."""
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    src = build_source(a)
-    from grounded_text.data.features import open_feature_store
-    from grounded_text.data.prepared import FEATURES_FILE, TFDS_DIR, export_tfds, write_prepared
+    src = build_source(a)  # the flags' last check, before TensorFlow loads
+    from grounded_text.data import features, prepared
 
     extra = {"inputs": {"captions": [str(c) for c in a.captions or []], "images": a.images,
                         "karpathy": a.karpathy, "tfds_data_dir": a.tfds_data_dir}}
     if a.features:
         store_path = Path(a.features)
-        open_feature_store(store_path)  # validate now, not at training time
+        features.open_feature_store(store_path)  # validate now, not at training time
     else:
         try:
             from grounded_text.vision.extractor import extract_features
             from grounded_text.vision.sinks import NpzFeatureSink
         except ImportError as e:
             raise SystemExit(f"Feature extraction is not available in this install ({e}); pass --features STORE.")
-        sink = NpzFeatureSink(out / FEATURES_FILE)
+        sink = NpzFeatureSink(out / prepared.FEATURES_FILE)
         report = extract_features(src.images(missing=a.missing_images), sink, cnn=a.cnn, crops=a.crops,
                                   weights=a.weights, batch_size=a.batch_size, progress=True)
         store_path = sink.close()
@@ -86,11 +85,11 @@ def prepare(a: argparse.Namespace) -> dict:
                                "failed": [list(f) for f in report.failed][:100],
                                "num_failed": len(report.failed), "seconds": report.seconds,
                                "images_per_second": report.images_per_second}
-    write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
+    prepared.write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
     if a.tfds:
-        store = open_feature_store(store_path)
-        extra["tfds"] = str(export_tfds(src.captions, store, out / TFDS_DIR, name=a.tfds_name))
-        write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
+        store = features.open_feature_store(store_path)
+        extra["tfds"] = str(prepared.export_tfds(src.captions, store, out / prepared.TFDS_DIR, name=a.tfds_name))
+        prepared.write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
     return json.loads((out / "dataset.json").read_text())
 
 
