@@ -65,6 +65,8 @@ import argparse
 import json
 from pathlib import Path
 
+from grounded_text.utils.extras import require
+
 BATCH_SIZES = (1, 32, 1024)
 
 
@@ -130,8 +132,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.chart:
-        from grounded_text.utils.extras import require
-
         require("matplotlib", "--chart")  # before the timing, not after it
     from grounded_text.benchmarks.runs import draw_chart, run, run_char_speed, run_floors
 

@@ -22,6 +22,10 @@ import argparse
 import importlib
 import sys
 
+from grounded_text import __version__
+from grounded_text.utils.extras import run_command
+from grounded_text.utils.quiet import keep_startup_messages
+
 #: subcommand → (module whose ``main(argv)`` it runs, one line of help).
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("grounded_text.train", "train a grounded sentence encoder, export and evaluate it"),
@@ -40,8 +44,6 @@ DATA_ACTIONS = ("download", "list")
 
 
 def _parser() -> argparse.ArgumentParser:
-    from grounded_text import __version__
-
     p = argparse.ArgumentParser(
         prog="grounded-text", description="Visually grounded sentence embeddings: train, evaluate, tune, export.",
         epilog="Run 'grounded-text SUBCOMMAND --help' for its flags; 'python -m grounded_text.MODULE' is the same.")
@@ -85,8 +87,6 @@ def main(argv=None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "--verbose":
-        from grounded_text.utils.quiet import keep_startup_messages
-
         keep_startup_messages()
         argv = argv[1:]
     if not argv or argv[0] in ("-h", "--help", "--version"):
@@ -102,8 +102,6 @@ def main(argv=None) -> int:
         return 2
     if command == "data":
         return _data(rest)
-    from grounded_text.utils.extras import run_command
-
     # A missing extra: one "error:" line with the pip command (grounded_text/utils/extras.py).
     return run_command(lambda args: importlib.import_module(SUBCOMMANDS[command][0]).main(args), rest)
 

@@ -129,21 +129,20 @@ def _main(argv=None) -> int:
         check_writable(a.out, "--out", directory=True)
     if a.report_dir:
         check_writable(a.report_dir, "--report-dir", directory=True)
-    if suite_requested(a):  # the full evaluation suite
+    suite = suite_requested(a)  # the full evaluation suite
+    if suite:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        from grounded_text.evaluation.commands import run_suite
-
-        return run_suite(a, p, argv)
-    if not a.model and not a.baseline:
+    elif not a.model and not a.baseline:
         p.error("--model is required unless --baseline is given")
+    # The flags are good: now the TensorFlow side.
+    from grounded_text.evaluation import commands
+
+    if suite:
+        return commands.run_suite(a, p, argv)
     if a.transfer is not None or a.baseline or len(a.model) > 1 or a.report_dir:
-        from grounded_text.evaluation.commands import run_reports
-
-        return run_reports(p, a)  # STS + transfer report per model
+        return commands.run_reports(p, a)  # STS + transfer report per model
     a.model = a.model[0]
-    from grounded_text.evaluation.commands import run_sts
-
-    return run_sts(p, a)
+    return commands.run_sts(p, a)
 
 
 def _add_transfer_args(p: argparse.ArgumentParser) -> None:

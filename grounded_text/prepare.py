@@ -29,16 +29,21 @@ import json
 import sys
 from pathlib import Path
 
-from grounded_text.data import sources
-from grounded_text.data.features import open_feature_store
-from grounded_text.data.prepared import FEATURES_FILE, TFDS_DIR, export_tfds, write_prepared
+from grounded_text.utils.extras import NETWORK_MODULES, check_extras
+
+#: the caption sources ``--source`` names, each read by ``build_source``
+SOURCES = ("coco_json", "karpathy", "flickr8k", "flickr30k", "tfds_coco")
 
 
-def build_source(a: argparse.Namespace) -> sources.CaptionSource:
-    """The ``CaptionSource`` named by the flags (see ``parse_args``)."""
+def build_source(a: argparse.Namespace):
+    """The ``grounded_text.data.sources.CaptionSource`` named by the flags (see ``parse_args``)."""
     caps = a.captions or []
     if a.source != "tfds_coco" and not caps:
         raise SystemExit(f"--source {a.source} needs --captions.")
+    # The readers load TensorFlow: imported once the flags are checked, so that --help and a flag
+    # error answer at once.
+    from grounded_text.data import sources
+
     split = None if a.split == "none" else a.split
     if a.source == "coco_json":
         return sources.coco_json_source(caps, a.images, karpathy=a.karpathy, split=split)
@@ -49,26 +54,29 @@ def build_source(a: argparse.Namespace) -> sources.CaptionSource:
     if a.source == "flickr30k":
         return sources.flickr30k_source(caps[0], a.images, karpathy=a.karpathy,
                                         split=None if a.split == "auto" else split)
-    return sources.tfds_coco_captions(a.tfds_data_dir, splits=a.tfds_splits, download=a.download)
+    return sources.tfds_coco_captions(a.tfds_data_dir, splits=a.tfds_splits or sources.TFDS_COCO_SPLITS,
+                                      download=a.download)
 
 
 def prepare(a: argparse.Namespace) -> dict:
     """Runs the preparation; returns the manifest (also written to ``OUT/dataset.json``)."""
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    src = build_source(a)
+    src = build_source(a)  # the flags' last check, before TensorFlow loads
+    from grounded_text.data import features, prepared
+
     extra = {"inputs": {"captions": [str(c) for c in a.captions or []], "images": a.images,
                         "karpathy": a.karpathy, "tfds_data_dir": a.tfds_data_dir}}
     if a.features:
         store_path = Path(a.features)
-        open_feature_store(store_path)  # validate now, not at training time
+        features.open_feature_store(store_path)  # validate now, not at training time
     else:
         try:
             from grounded_text.vision.extractor import extract_features
             from grounded_text.vision.sinks import NpzFeatureSink
         except ImportError as e:
             raise SystemExit(f"Feature extraction is not available in this install ({e}); pass --features STORE.")
-        sink = NpzFeatureSink(out / FEATURES_FILE)
+        sink = NpzFeatureSink(out / prepared.FEATURES_FILE)
         report = extract_features(src.images(missing=a.missing_images), sink, cnn=a.cnn, crops=a.crops,
                                   weights=a.weights, batch_size=a.batch_size, progress=True)
         store_path = sink.close()
@@ -77,17 +85,17 @@ def prepare(a: argparse.Namespace) -> dict:
                                "failed": [list(f) for f in report.failed][:100],
                                "num_failed": len(report.failed), "seconds": report.seconds,
                                "images_per_second": report.images_per_second}
-    write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
+    prepared.write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
     if a.tfds:
-        store = open_feature_store(store_path)
-        extra["tfds"] = str(export_tfds(src.captions, store, out / TFDS_DIR, name=a.tfds_name))
-        write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
+        store = features.open_feature_store(store_path)
+        extra["tfds"] = str(prepared.export_tfds(src.captions, store, out / prepared.TFDS_DIR, name=a.tfds_name))
+        prepared.write_prepared(out, src.captions, store_path, source=src.name, extra=extra)
     return json.loads((out / "dataset.json").read_text())
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m grounded_text.prepare", description=__doc__.split("\n\n")[0])
-    p.add_argument("--source", required=True, choices=sources.SOURCES)
+    p.add_argument("--source", required=True, choices=SOURCES)
     p.add_argument("--captions", action="append", help="caption file(s) (coco_json: repeatable), "
                    "Karpathy file (karpathy), data root (flickr8k), token/CSV file (flickr30k)")
     p.add_argument("--karpathy", default=None, help="Karpathy split file dataset_*.json (coco_json, flickr30k)")
@@ -96,7 +104,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--images", default=None, help="image folder (ids = file names)")
     p.add_argument("--missing-images", default="error", choices=["error", "skip"])
     p.add_argument("--tfds-data-dir", default=None, help="TFDS data folder (tfds_coco)")
-    p.add_argument("--tfds-splits", nargs="+", default=list(sources.TFDS_COCO_SPLITS))
+    p.add_argument("--tfds-splits", nargs="+", default=None)  # None: every split (sources.TFDS_COCO_SPLITS)
     p.add_argument("--download", action="store_true", help="tfds_coco: download and prepare when absent")
     p.add_argument("--out", required=True, help="prepared dataset folder")
     p.add_argument("--features", default=None, help="use this existing feature store instead of extracting")
@@ -114,8 +122,6 @@ def main(argv=None) -> int:
     """The CLI; bad input (missing files, malformed captions, a missing flag) prints one
     ``error: ...`` line and returns 2, as every grounded_text command does."""
     args = parse_args(argv)
-    from grounded_text.utils.extras import NETWORK_MODULES, check_extras
-
     # the extras the chosen source, export and network need, said before any work
     needs = [("tensorflow_datasets", f"--{flag}") for flag, wanted in
              (("source tfds_coco", args.source == "tfds_coco"), ("tfds", args.tfds)) if wanted]

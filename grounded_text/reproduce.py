@@ -120,8 +120,14 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parse_args(argv)
     command = public_command("python -m grounded_text.reproduce", recorded_args(argv))
-    from grounded_text.experiments import paper_report, reproduction
-    from grounded_text.experiments.runner import RunConflict
+    if not (a.charts_only or a.verdicts_only):
+        # scikit-learn (supervised STS, SentEval transfer) is named before TensorFlow loads and the
+        # first run trains
+        check_extras([("sklearn", f"reproduce {paper} (supervised STS or SentEval transfer)") for paper in a.papers
+                      if ("supervised" in PAPERS[paper].protocol.sections or PAPERS[paper].protocol.transfer)
+                      and (not a.only or any(r.selected for r in plan_runs(paper, a.budget, a.only,
+                                                                                training=not a.from_runs)))])
+    from grounded_text.experiments import RunConflict, paper_report, reproduction
 
     if a.charts_only:
         print(f"wrote {reproduction.redraw_docs_charts(a.write_docs, a.papers)}")
@@ -129,11 +135,6 @@ def main(argv=None) -> int:
     if a.verdicts_only:
         print(f"wrote {reproduction.rerender_docs_verdicts(a.write_docs, a.papers)}")
         return 0
-    # scikit-learn (supervised STS, SentEval transfer) is named before the first run trains
-    check_extras([("sklearn", f"reproduce {paper} (supervised STS or SentEval transfer)") for paper in a.papers
-                  if ("supervised" in PAPERS[paper].protocol.sections or PAPERS[paper].protocol.transfer)
-                  and (not a.only or any(r.selected for r in plan_runs(paper, a.budget, a.only,
-                                                                            training=not a.from_runs)))])
     results = {}
     for paper in a.papers:
         if a.only and not any(r.selected for r in plan_runs(paper, a.budget, a.only, training=not a.from_runs)):

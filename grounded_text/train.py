@@ -66,6 +66,7 @@ from grounded_text.config.schema import ExperimentConfig
 from grounded_text.papers.presets import PRESETS
 from grounded_text.papers.resolve import config_from_flags, resolve_config
 from grounded_text.training.extras import needed_extras
+from grounded_text.utils.extras import check_extras
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -96,8 +97,6 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from grounded_text.utils.extras import check_extras
-
     check_extras(needed_extras(config))  # before TensorFlow loads and any feature is read
     # The flags are good: now the TensorFlow side (Ctrl-C while it loads: one line, exit 130).
     try:

@@ -41,6 +41,7 @@ from pathlib import Path
 from grounded_text.config.flags import positive_int
 from grounded_text.papers.plans import parse_sets
 from grounded_text.tuning.space import SpaceError, load_space, tuner_dir
+from grounded_text.utils.extras import check_extras
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -76,8 +77,6 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     a = parse_args(argv)
     if not a.show_space:  # the search needs KerasTuner: said before TensorFlow loads, not after
-        from grounded_text.utils.extras import check_extras
-
         check_extras([("keras_tuner", "grounded-text tune")])
     try:
         space = load_space(a.space, a.model)

@@ -15,11 +15,10 @@ from grounded_text import ablation
 from grounded_text import benchmark as bench
 from grounded_text import reproduce as rp
 from grounded_text.benchmarks import runs
-from grounded_text.experiments import paper_report, studies
+from grounded_text.experiments import charts, paper_report, studies
 from grounded_text.experiments.reproduction import forest_chart
 from grounded_text.papers.reproduction import PAPER_NAMES
 from grounded_text.papers.studies import SNAPSHOT_ENSEMBLE
-from grounded_text.reporting import charts
 from grounded_text.reporting.figures import FIGURES
 from grounded_text.reporting.tables import update_sections
 from grounded_text.utils.extras import MissingExtraError

@@ -20,8 +20,8 @@ from grounded_text.benchmarks.throughput import machine_info, run_phase_subproce
 from grounded_text.data.paths import resolve_data_dir
 from grounded_text.data.sts import read_sick, read_sts_benchmark
 from grounded_text.evaluation.stats import pearson_ci
+from grounded_text.experiments.charts import model_choice_chart
 from grounded_text.experiments.runner import read_metrics
-from grounded_text.reporting.charts import model_choice_chart
 from grounded_text.reporting.figures import FIGURES
 
 FLOORS = "grounded_text.benchmarks.floors"  # the module that runs the floor phases

@@ -233,8 +233,8 @@ def _fit_phase(a: dict) -> dict:
     epoch_seconds, bare_seconds = _timed_fit_and_bare_steps(model, setup.train_ds, step_fn, batches, a["repeats"])
     rss_fit = rss_mib()
     # Optional: tokenisation inside tf.data instead of inside the model (same weights).
-    variant = _tokenize_in_pipeline_timing(setup, a["repeats"], pairs_per_epoch) if a.get("tokenize_in_pipeline") \
-        else None
+    variant = (_tokenize_in_pipeline_timing(setup, a["repeats"], pairs_per_epoch) if a.get("tokenize_in_pipeline")
+               else None)
     gpu_util = gpu.stop()
 
     fit_rate = summary([pairs_per_epoch / s for s in epoch_seconds])

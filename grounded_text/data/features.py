@@ -273,7 +273,7 @@ def open_feature_store(path: str | Path):
     """
     path = Path(path)
     if path.is_dir():
-        from grounded_text.data.streaming import StreamingFeatureStore  # noqa: PLC0415
+        from grounded_text.data.streaming import StreamingFeatureStore  # noqa: PLC0415 (it loads TensorFlow; reading an .npz needs none)
 
         return StreamingFeatureStore(path)
     return load_npz_features(path)

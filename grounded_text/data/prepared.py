@@ -31,6 +31,7 @@ import numpy as np
 
 from grounded_text.data.features import FeatureStore, open_feature_store
 from grounded_text.data.flickr8k import SPLITS, Caption
+from grounded_text.data.pairs import join_captions, load_flickr8k_pairs
 from grounded_text.utils.extras import require
 
 PREPARED_MANIFEST = "dataset.json"
@@ -179,8 +180,6 @@ def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Pa
     Raises:
       ValueError: no caption with a split has features; RuntimeError: already exported there.
     """
-    import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
     tfds = require("tensorflow_datasets", "Reading a TFDS dataset")
 
     row = store.index()
@@ -203,7 +202,6 @@ def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Pa
         description=description or "Image-caption pairs with precomputed image features (grounded_text).",
         disable_shuffling=True,
     )
-    del tf
     return Path(builder.data_dir)
 
 
@@ -274,8 +272,6 @@ def load_pairs(data_config, root: str | Path | None):
       ValueError: ``dataset`` is neither ``"flickr8k"`` nor an existing folder of
         either kind; plus the readers' errors.
     """
-    from grounded_text.data.pairs import join_captions, load_flickr8k_pairs  # noqa: PLC0415
-
     dataset = getattr(data_config, "dataset", "flickr8k") or "flickr8k"
     if dataset == "flickr8k":
         if root is None:

@@ -41,7 +41,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable
 
+import tensorflow as tf
+
 from grounded_text.data.flickr8k import SPLITS, Caption, read_flickr8k
+from grounded_text.utils.extras import assert_installed
+
+try:
+    import tensorflow_datasets as tfds
+    from tensorflow_datasets.core.download import downloader
+except ImportError:  # the images extra: the TFDS readers name it where they start
+    tfds = downloader = None
 
 KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "dev", "test": "test"}
 SPLIT_NAMES = (*SPLITS, None)
@@ -392,8 +401,6 @@ class CaptionSource:
             how many and the first few.
           ValueError: an image's path leaves the image folder (``image_path``).
         """
-        import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
         if self.images_fn is not None:
             return self.images_fn()
         ids = self.image_ids()
@@ -491,10 +498,9 @@ def prepare_tfds_builder(name: str, data_dir: str | Path | None, *, download: bo
     Raises:
       FileNotFoundError: not prepared under ``data_dir`` and ``download`` is False.
       TFDSDownloadError: the download failed (e.g. no network), with the cause.
+      MissingExtraError (an ImportError): TensorFlow Datasets is not installed.
     """
-    import tensorflow_datasets as tfds  # noqa: PLC0415 (optional extra)
-    from tensorflow_datasets.core.download import downloader  # noqa: PLC0415 (optional extra)
-
+    assert_installed(tfds, "tensorflow_datasets", "Reading a TFDS dataset")
     builder = tfds.builder(name, data_dir=str(data_dir) if data_dir else None)
     if builder.is_prepared():
         return builder
@@ -547,9 +553,9 @@ def tfds_coco_captions(
     Raises:
       FileNotFoundError / TFDSDownloadError: see ``prepare_tfds_builder``.
       ValueError: an unknown split; an image file name in two splits.
+      MissingExtraError (an ImportError): TensorFlow Datasets is not installed.
     """
-    import tensorflow_datasets as tfds  # noqa: PLC0415 (optional extra)
-
+    assert_installed(tfds, "tensorflow_datasets", "Reading a TFDS dataset")
     splits = list(splits)
     bad = [s for s in splits if s not in KARPATHY_SPLITS]
     if bad:
@@ -582,6 +588,3 @@ def tfds_coco_captions(
         return ds
 
     return CaptionSource("tfds_coco", captions, images_fn=images)
-
-
-SOURCES = ("coco_json", "karpathy", "flickr8k", "flickr30k", "tfds_coco")

@@ -19,14 +19,23 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from grounded_text.utils.extras import require
+from grounded_text.utils.extras import assert_installed
+
+# matplotlib and scikit-learn are the eval extra: _pyplot and plot_tsne name them where needed.
+try:
+    import matplotlib
+    import matplotlib.pyplot as plt
+except ImportError:
+    matplotlib = plt = None
+try:
+    import sklearn.manifold
+except ImportError:
+    sklearn = None
 
 
 def _pyplot():
-    matplotlib = require("matplotlib", "The evaluation plots")
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt  # noqa: PLC0415 (matplotlib is an optional extra, and its backend is chosen first)
-
+    """pyplot on the Agg backend (chosen before the first figure: importing pyplot picks none)."""
+    assert_installed(matplotlib, "matplotlib", "The evaluation plots").use("Agg", force=True)
     return plt
 
 
@@ -123,7 +132,7 @@ def plot_tsne(embeddings: np.ndarray, labels: Sequence, out_png: str | Path, *, 
     Returns:
       ``out_png`` as a ``Path``.
     """
-    TSNE = require("sklearn.manifold", "The t-SNE plot").TSNE
+    TSNE = assert_installed(sklearn, "sklearn", "The t-SNE plot").manifold.TSNE
 
     x = np.asarray(embeddings, dtype=np.float64)
     labels = list(labels)

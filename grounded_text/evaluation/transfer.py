@@ -47,7 +47,18 @@ import numpy as np
 from grounded_text.data import senteval as se
 from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached
 from grounded_text.evaluation.names import SENTEVAL_SEED, TASKS
-from grounded_text.utils.extras import require
+from grounded_text.utils.extras import assert_installed
+
+try:
+    import sklearn
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits  # comes with scikit-learn
+except ImportError:  # the eval extra: _needs_sklearn names it before a classifier is built
+    sklearn = None
 
 CV_C_GRID = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold/Split, sklearn branch
 KFOLD_C_GRID = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier, sklearn branch
@@ -135,19 +146,18 @@ class ClassifierConfig:
 
 
 def make_classifier(C: float, config: ClassifierConfig = ClassifierConfig()):
-    """A fresh ``Pipeline([StandardScaler], LogisticRegression(C))`` (see ``ClassifierConfig``)."""
-    from sklearn.linear_model import LogisticRegression  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
-    from sklearn.pipeline import make_pipeline  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
-    from sklearn.preprocessing import StandardScaler  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
+    """A fresh ``Pipeline([StandardScaler], LogisticRegression(C))`` (see ``ClassifierConfig``).
 
+    Raises:
+      MissingExtraError (an ImportError): scikit-learn is not installed.
+    """
+    _needs_sklearn()
     clf = LogisticRegression(C=C, max_iter=config.max_iter, random_state=config.seed)
     return make_pipeline(StandardScaler(), clf) if config.standardize else make_pipeline(clf)
 
 
 def _fitting(config: ClassifierConfig):
     """Context for the fits: BLAS thread limit, lbfgs convergence warnings silenced."""
-    from threadpoolctl import threadpool_limits  # noqa: PLC0415 (comes with scikit-learn, an optional extra)
-
     stack = contextlib.ExitStack()
     if config.blas_threads is not None:
         stack.enter_context(threadpool_limits(limits=config.blas_threads, user_api="blas"))
@@ -156,7 +166,14 @@ def _fitting(config: ClassifierConfig):
     return stack
 
 
+def _needs_sklearn() -> None:
+    """The classifiers are scikit-learn's (the eval extra): a MissingExtraError names it."""
+    assert_installed(sklearn, "sklearn", "SentEval transfer")
+
+
 def _check_xy(X, y, name: str):
+    """A classifier protocol's inputs as float64 [n, d] and [n]; first of all, scikit-learn is there."""
+    _needs_sklearn()
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
     if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
@@ -179,8 +196,6 @@ def _check_folds(y, k: int, name: str):
 
 def _grid_search(X, y, grid, config: ClassifierConfig, name: str):
     """Stratified k-fold CV over C (``GridSearchCV``, accuracy); refits on all of X."""
-    from sklearn.model_selection import GridSearchCV, StratifiedKFold  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
-
     _check_folds(y, config.kfold, name)
     pipe = make_classifier(1.0, config)
     search = GridSearchCV(
@@ -211,8 +226,6 @@ def cross_validated_accuracy(X, y, config: ClassifierConfig = ClassifierConfig()
       ValueError: shapes disagree, non-finite features, fewer than 2 classes, or a
       class with fewer than ``kfold`` examples.
     """
-    from sklearn.model_selection import StratifiedKFold  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
-
     X, y = _check_xy(X, y, name)
     _check_folds(y, config.kfold, name)
     outer = StratifiedKFold(n_splits=config.kfold, shuffle=True, random_state=config.seed)
@@ -234,8 +247,6 @@ def train_cv_test(X_train, y_train, X_test, y_test, config: ClassifierConfig = C
       ``{"acc": test accuracy (%), "devacc": best CV accuracy on train (%), "C": chosen C,
       "n_train", "n_test"}`` and ``"f1"`` (%, positive class 1, binary only) when ``f1``.
     """
-    from sklearn.metrics import f1_score  # noqa: PLC0415 (scikit-learn is an optional extra, named by require() first)
-
     X_train, y_train = _check_xy(X_train, y_train, f"{name}/train")
     X_test, y_test = _check_xy(X_test, y_test, f"{name}/test")
     search = _grid_search(X_train, y_train, config.kfold_grid, config, name)
@@ -411,7 +422,7 @@ def evaluate_transfer(
     Raises:
       FileNotFoundError: ``senteval_dir`` does not exist. ValueError: unknown task.
     """
-    require("sklearn", "SentEval transfer")  # the classifiers: named before any task is read
+    _needs_sklearn()  # the classifiers: named before any task is read
     senteval_dir = Path(senteval_dir)
     if not senteval_dir.is_dir():
         raise FileNotFoundError(f"SentEval directory {str(senteval_dir)!r} does not exist.")

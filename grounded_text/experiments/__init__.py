@@ -7,14 +7,14 @@
 * ``scoring``: the one scoring call (``score_run`` / ``score_encoder``).
 * ``comparison``, ``verdicts``, ``paper_report``: our runs beside the papers' tables, the
   verdict per figure, and the Markdown section of the reproduction report.
+* ``charts``: the PNG charts of those reports (forest plot, ablation chart, the benchmark's
+  model-choice chart); matplotlib, an optional extra, loads with it.
 * ``shipped``: the recipes of the trained models shipped in the package.
 * ``studies``, ``reproduction``: the runners of the ablation studies and of the papers'
   reproductions (the studies and the plans are data in ``grounded_text.papers``).
 
 The figures registry and the number formatter, table builder and report writer are in
 ``grounded_text.reporting`` (re-exported here), below both this layer and the evaluation.
-
-Importing this package imports no TensorFlow.
 """
 
 from grounded_text.config.evaluation import EvalSettings, Protocol

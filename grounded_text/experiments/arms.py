@@ -30,6 +30,7 @@ import numpy as np
 from scipy import stats
 
 from grounded_text.config.evaluation import EvalSettings, Protocol
+from grounded_text.evaluation.encoders import load_image_encoder
 from grounded_text.evaluation.retrieval import caption_to_image_ranks, cosine_matrix, images_of_pairs
 from grounded_text.evaluation.stats import cluster_bootstrap_ci
 from grounded_text.experiments.comparison import paired_retrieval, paired_sts, read_ours
@@ -193,9 +194,6 @@ def score_arms(out_dir: str | Path, runs, data_dir: str | Path, rescored=()) -> 
       ``predictions[name]`` (``scoring.predictions``, for ``paired_tests``). Runs without
       ``metrics.json`` are left out.
     """
-    # Loading a tower needs TensorFlow: kept here so that tabulating a study does not load it.
-    from grounded_text.evaluation.encoders import load_image_encoder  # noqa: PLC0415 (TensorFlow)
-
     protocol, settings, data = Protocol(sections=("sts", "retrieval")), EvalSettings(), TestData(data_dir)
     jobs = [(run, run, None) for run in runs] + [(r.name, r.run, r.sentence_end) for r in rescored]
     arms, predictions = {}, {}

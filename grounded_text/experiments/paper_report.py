@@ -135,7 +135,7 @@ def _short_rows(rows: list[str]) -> dict[str, str]:
 
 
 def forest_rows(comparison: list[dict], *, spaces: bool = False) -> list[dict]:
-    """The comparison rows with both figures, as ``grounded_text.reporting.charts.forest_plot``
+    """The comparison rows with both figures, as ``grounded_text.experiments.charts.forest_plot``
     rows: one group per paper table and unit (a median rank is not on its table's % scale);
     a label ends in ``≈`` where ours is the nearest measure, not on the paper's test set;
     ``spaces``: name the space of each row (a protocol that scores several)."""

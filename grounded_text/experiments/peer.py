@@ -56,9 +56,9 @@ def read_peer(path: str | Path) -> dict:
             raise ValueError(f"{path}: not a peer's scores (missing {missing}).")
         out = {k: z[k] for k in KEYS}
     n, d = out["image_embeddings"].shape
-    if out["caption_embeddings"].shape[:1] != (n,) or out["caption_embeddings"].shape[-1] != d \
-            or out["raw_captions"].shape != out["caption_embeddings"].shape[:2] or len(out["image_names"]) != n \
-            or out["msrvid_scores"].shape != out["msrvid_gold"].shape:
+    if (out["caption_embeddings"].shape[:1] != (n,) or out["caption_embeddings"].shape[-1] != d
+            or out["raw_captions"].shape != out["caption_embeddings"].shape[:2] or len(out["image_names"]) != n
+            or out["msrvid_scores"].shape != out["msrvid_gold"].shape):
         raise ValueError(f"{path}: the arrays' shapes do not agree.")
     return out
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from grounded_text.data.paths import resolve_data_dir
 from grounded_text.experiments import comparison, paper_report, scoring, verdicts
+from grounded_text.experiments.charts import forest_plot
 from grounded_text.experiments.runner import ensure_run, read_metrics
 from grounded_text.papers.reproduction import BUDGETS, PAPER_NAMES, PAPERS, PlannedRun, RunSpec, plan_runs, record_names
-from grounded_text.reporting.charts import forest_plot
 from grounded_text.reporting.figures import read_families
 from grounded_text.reporting.tables import read_sections, update_sections, write_report
 from grounded_text.utils.extras import MissingExtraError

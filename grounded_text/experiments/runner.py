@@ -16,7 +16,7 @@ The reuse rule (``decide``), for a plan's resolved config C and its run folder D
 
 Training is ``grounded_text.training.trainer.train`` in this process, or with ``log`` given, the
 trainer's CLI in its own process (``python -m grounded_text.train --config D.toml``) with its
-output in ``log``. No TensorFlow is imported here until a run is trained.
+output in ``log``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from grounded_text.config.schema import ConfigError, ExperimentConfig
 from grounded_text.reporting.tables import json_default
 from grounded_text.training.run_dir import RUN_ENTRIES, config_diff
 from grounded_text.training.run_state import RUN_STATE
+from grounded_text.training.trainer import train
 from grounded_text.utils.children import run_child
 
 
@@ -163,10 +164,6 @@ def ensure_run(config: ExperimentConfig, run_dir: str | Path, data_dir, *, evalu
     if decision.action == "reuse":
         return RunResult(run_dir, decision, read_metrics(run_dir))
     if log is None:
-        # The trainer loads TensorFlow; this package's import (the papers' plans, the commands'
-        # flag parsing) must not.
-        from grounded_text.training.trainer import train  # noqa: PLC0415 (TensorFlow)
-
         metrics = train(config, data_dir, run_dir, evaluate=evaluate, verbose=verbose,
                         resume=decision.action == "resume", overwrite=decision.action == "overwrite")
         return RunResult(run_dir, decision, metrics)

@@ -20,12 +20,19 @@ from grounded_text.config.evaluation import EvalSettings, Protocol
 from grounded_text.config.schema import DataConfig
 from grounded_text.data.prepared import load_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
+from grounded_text.evaluation.encoders import EmbeddingCache, EncoderSpec, cached, load_image_encoder
+from grounded_text.evaluation.retrieval import (
+    caption_to_image_ranks,
+    cosine_matrix,
+    image_to_caption_ranks,
+    images_of_pairs,
+)
+from grounded_text.evaluation.sts import cosine_rows
+from grounded_text.evaluation.suite import evaluate_one, flickr_captioned
+from grounded_text.evaluation.transfer import TASKS, ClassifierConfig, evaluate_task
 from grounded_text.serving.encoder import load
 
 log = logging.getLogger("grounded_text.experiments")
-
-# The evaluation modules load TensorFlow or scipy: each is imported where it is used, so that
-# importing this package (the papers' plans, the commands' flag parsing) stays light.
 
 
 class TestData:
@@ -77,13 +84,9 @@ def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=No
       the groups let a paired bootstrap draw an image's captions together); a section not
       computed is empty.
     """
-    from grounded_text.evaluation.encoders import cached  # noqa: PLC0415 (TensorFlow)
-
     cache = cached(encoder)
     out: dict = {"sts": {}, "gold": {}, "ranks": {}, "groups": {}}
     if "sts" in sections and sts_dir is not None and Path(sts_dir).is_dir():
-        from grounded_text.evaluation.sts import cosine_rows  # noqa: PLC0415 (scipy)
-
         sets = {}
         with warnings.catch_warnings():  # the STS report has already warned about skipped subsets
             warnings.simplefilter("ignore")
@@ -98,13 +101,6 @@ def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=No
             out["sts"][key] = cosine_rows(cache(pairs.sentences1), cache(pairs.sentences2)).astype(np.float32)
             out["gold"][key] = np.asarray(pairs.scores, dtype=np.float32)
     if "retrieval" in sections and test_pairs is not None and image_encoder is not None:
-        from grounded_text.evaluation.retrieval import (  # noqa: PLC0415 (scipy)
-            caption_to_image_ranks,
-            cosine_matrix,
-            image_to_caption_ranks,
-            images_of_pairs,
-        )
-
         _, caption_image, image_features = images_of_pairs(test_pairs)
         sims = cosine_matrix(cache(test_pairs.captions.tolist()), image_encoder(image_features))
         out["ranks"] = {"caption_to_image": caption_to_image_ranks(sims, caption_image).astype(np.int32),
@@ -133,9 +129,6 @@ def score_encoder(name: str, encoder, protocol: Protocol, settings: EvalSettings
       ``evaluate_one``'s result plus ``"transfer"`` (with ``protocol.transfer``), ``"status":
       "ok"``, ``"split"``, ``"seconds_total"``.
     """
-    from grounded_text.evaluation.encoders import EncoderSpec, cached  # noqa: PLC0415 (TensorFlow)
-    from grounded_text.evaluation.suite import evaluate_one, flickr_captioned  # noqa: PLC0415 (TensorFlow)
-
     t0 = time.perf_counter()
     raw, encoder = encoder, cached(encoder)  # the paired tests' predictions reuse the report's embeddings
     root = data.root
@@ -174,8 +167,6 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
       ``{space: score_encoder(...) + "export_dir"}``, or ``{space: {"status": "missing",
       "reason"}}`` for a space the run did not export.
     """
-    from grounded_text.evaluation.encoders import load_image_encoder  # noqa: PLC0415 (TensorFlow)
-
     run_dir = Path(run_dir)
     data_cfg = ((metrics or {}).get("config") or {}).get("data", {})
     image_encoder = None
@@ -202,9 +193,6 @@ def score_run(run_dir: str | Path, protocol: Protocol, settings: EvalSettings, d
 
 def transfer(encoder, root: Path, settings: EvalSettings) -> dict:
     """Every SentEval task (``evaluate_task``); a task that cannot run is recorded, not fatal."""
-    from grounded_text.evaluation.encoders import EmbeddingCache  # noqa: PLC0415 (TensorFlow)
-    from grounded_text.evaluation.transfer import TASKS, ClassifierConfig, evaluate_task  # noqa: PLC0415 (TensorFlow)
-
     senteval = Path(root) / "senteval"
     if not senteval.is_dir():
         return {"status": "unavailable", "reason": f"no {senteval}"}

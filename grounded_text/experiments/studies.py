@@ -16,9 +16,9 @@ from pathlib import Path
 
 from grounded_text.config.schema import ConfigError
 from grounded_text.experiments.arms import paired_against, score_arms, write_arms_report
+from grounded_text.experiments.charts import ablation_chart
 from grounded_text.experiments.runner import RunConflict, ensure_run, read_metrics
 from grounded_text.papers.studies import STUDIES, Study
-from grounded_text.reporting.charts import ablation_chart
 from grounded_text.reporting.figures import FIGURES
 from grounded_text.reporting.tables import fmt, markdown_table, write_report
 from grounded_text.utils.extras import MissingExtraError
@@ -59,7 +59,7 @@ def table(study: Study, output_dir: Path, rows=None) -> str:
 
 
 def chart_rows(study: Study, output_dir: Path, rows=None) -> list[dict]:
-    """The runs of ``table`` that finished, for ``grounded_text.reporting.charts.ablation_chart``:
+    """The runs of ``table`` that finished, for ``grounded_text.experiments.charts.ablation_chart``:
     ``[{"run", "metrics": {column label: (value, lo, hi)}}]``, each figure with the 95 % interval
     its ``metrics.json`` carries (Fisher z of one set of pairs; none for the STS16 mean)."""
     columns = [FIGURES[c] for c in study.columns]

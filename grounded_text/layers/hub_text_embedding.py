@@ -62,8 +62,8 @@ class HubTextEmbedding(keras.layers.Layer):
 
     def __init__(self, handle: str, trainable: bool = False, output_dim: int | None = None, **kwargs):
         super().__init__(trainable=trainable, **kwargs)
-        import tensorflow_hub as hub  # noqa: PLC0415 (slow to import, and only this layer needs it)
-        import tensorflow_text  # noqa: F401, PLC0415 (registers the ops of the modules that use them)
+        import tensorflow_hub as hub  # noqa: PLC0415 (slow: every Keras process loads this module to register the layer)
+        import tensorflow_text  # noqa: F401, PLC0415 (registers the modules' ops; slow, as hub just above)
 
         local = Path(os.fspath(handle)).expanduser()
         self.handle = str(local.resolve()) if local.exists() else str(handle)

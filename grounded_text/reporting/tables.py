@@ -11,6 +11,7 @@ import math
 import os
 import re
 import shlex
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -64,15 +65,11 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence], align: Seque
 
 def json_default(x):
     """JSON for NumPy scalars and arrays, paths and anything else (as ``str``)."""
-    try:
-        import numpy as np  # noqa: PLC0415 (inside the fallback's try)
-
-        if isinstance(x, np.generic):
-            return x.item()
-        if isinstance(x, np.ndarray):
-            return x.tolist()
-    except ImportError:  # pragma: no cover - NumPy is a dependency
-        pass
+    np = sys.modules.get("numpy")  # a NumPy value exists only once NumPy is loaded: none to import here
+    if np is not None and isinstance(x, np.generic):
+        return x.item()
+    if np is not None and isinstance(x, np.ndarray):
+        return x.tolist()
     return str(x)
 
 

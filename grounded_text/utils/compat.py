@@ -30,7 +30,7 @@ def save_context(options):
     tower trace costs about 1.2 s on 2 cores, three of the five per export).
     """
     try:
-        from tensorflow.python.saved_model import save_context as context  # noqa: PLC0415
+        from tensorflow.python.saved_model import save_context as context  # noqa: PLC0415 (a fallback: private, may move)
     except ImportError:
         return contextlib.nullcontext()
     return context.save_context(options)
@@ -106,15 +106,15 @@ def rnn_cudnn_argument_checks():
       the report may drift from what Keras checks).
     """
     try:
-        from keras.src.backend.tensorflow.rnn import (  # noqa: PLC0415 (light room: TF internals, loaded on use)
+        from keras.src.backend.tensorflow.rnn import (  # noqa: PLC0415 (a fallback: private, may move)
             _do_gru_arguments_support_cudnn,
             _do_lstm_arguments_support_cudnn,
         )
 
         return _do_gru_arguments_support_cudnn, _do_lstm_arguments_support_cudnn, "keras"
     except ImportError:
-        import tensorflow as tf  # noqa: PLC0415 (light room: TF internals, loaded on use)
-        from keras import activations, ops  # noqa: PLC0415 (light room: TF internals, loaded on use)
+        import tensorflow as tf  # noqa: PLC0415 (the fallback's own; utils is a light room)
+        from keras import activations, ops  # noqa: PLC0415 (the fallback's own; utils is a light room)
 
         def lstm_check(activation, recurrent_activation, unroll, use_bias):
             return (activation in (activations.tanh, tf.tanh, ops.tanh)

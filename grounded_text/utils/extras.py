@@ -13,6 +13,21 @@ add the rest (setup.cfg ``[options.extras_require]``):
   ``mteb.evaluate``; not part of ``all``;
 - ``all``: every extra but ``mteb``.
 
+A module that uses an extra imports it at its top, as keras-hub does, and says so where it is
+needed with ``assert_installed``::
+
+    try:
+        import sklearn.linear_model
+    except ImportError:  # the eval extra: assert_installed names it where it is needed
+        sklearn = None
+
+    def fit(X, y):
+        assert_installed(sklearn, "sklearn", "SentEval transfer")
+        ...
+
+(``require`` imports on use instead, where loading the extra at the top would slow paths that do
+not need it.)
+
 The one rule: an API call that needs a missing extra raises ``MissingExtraError`` (an
 ``ImportError``) whose message names the package and the ``pip install`` command; a command
 prints that message as one ``error: ...`` line and exits with status 2 (``run_command``, used by
@@ -75,6 +90,37 @@ def require(module: str, what: str) -> ModuleType:
         if e.name is None or e.name.split(".", 1)[0] != top or top not in EXTRAS:
             raise
         raise _missing(top, what, e.name) from None
+
+
+def assert_installed(module: ModuleType | None, name: str, what: str) -> ModuleType:
+    """Says which extra to install when an optional package imported at a module's top is missing.
+
+    Args:
+      module: what the module's ``try: import ... / except ImportError: ... = None`` bound:
+        the package, or None when its import failed.
+      name: the package's top-level module name, a key of ``EXTRAS`` (e.g. ``"sklearn"``).
+      what: the feature that needs it, for the message (e.g. ``"SentEval transfer"``).
+
+    Returns:
+      ``module``, which is not None.
+
+    Raises:
+      MissingExtraError (an ImportError): ``module`` is None. The message reads
+        ``<what> needs <package>: pip install 'grounded_text[<extra>]'``, as ``require``'s.
+
+    Example:
+      >>> import json
+      >>> assert_installed(json, "json", "reading") is json
+      True
+      >>> try:
+      ...     assert_installed(None, "matplotlib", "The report charts")
+      ... except MissingExtraError as e:
+      ...     print(e)
+      The report charts needs matplotlib, which is not installed: pip install 'grounded_text[eval]' (or [all]).
+    """
+    if module is None:
+        raise _missing(name, what)
+    return module
 
 
 def _missing(top: str, what: str, name: str | None = None) -> MissingExtraError:

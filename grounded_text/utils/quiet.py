@@ -178,10 +178,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         warnings._showwarnmsg_impl(warnings.WarningMessage(message, category, filename, lineno, file, line))
         return
     target = sys.stderr if file is None else file
+    # A progress bar exists only once tqdm is loaded: without it, there is none to clear.
+    tqdm = sys.modules.get("tqdm")
     try:
-        from tqdm import tqdm  # noqa: PLC0415 (inside the fallback's try)
-
-        tqdm.write(format_warning(message, category), file=target)  # clears and redraws any bar
+        if tqdm is None:
+            target.write(format_warning(message, category) + "\n")
+        else:
+            tqdm.tqdm.write(format_warning(message, category), file=target)  # clears and redraws any bar
     except Exception:  # no stream to write to: a warning is never worth a crash
         with contextlib.suppress(Exception):
             target.write(format_warning(message, category) + "\n")

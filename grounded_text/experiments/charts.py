@@ -12,8 +12,8 @@
 Each takes plain numbers, writes one PNG (100 dpi, parent folders created) and returns its
 path. A figure with its interval is ``(value, lo, hi)``; ``lo`` and ``hi`` are both None
 where no interval is known, and a bare number means the same. matplotlib (the ``eval``
-extra) runs with the Agg backend and is imported on the first drawing, so that the
-commands that draw need it only when they draw. No TensorFlow.
+extra) runs with the Agg backend; without it a chart raises ``MissingExtraError``, which the
+commands that draw report instead of the chart. No TensorFlow.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from grounded_text.utils.extras import require
+from grounded_text.utils.extras import assert_installed
+
+try:
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from PIL import Image  # a dependency of matplotlib
+except ImportError:  # the eval extra: _pyplot names it before a chart is drawn
+    matplotlib = plt = Image = None
 
 DPI = 100
 COLORS = 64
@@ -32,10 +39,8 @@ _MAX_LABEL = 64  # characters: longer row labels are cut so that the panels keep
 
 
 def _pyplot():
-    matplotlib = require("matplotlib", "The report charts")
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
+    """pyplot on the Agg backend (chosen before the first figure: importing pyplot picks none)."""
+    assert_installed(matplotlib, "matplotlib", "The report charts").use("Agg", force=True)
     return plt
 
 
@@ -86,8 +91,6 @@ def _save(fig, path, rect=(0, 0, 1, 1)) -> Path:
     """Lays out, writes ``path`` and closes ``fig``. The PNG is reduced to an adaptive palette of
     ``COLORS`` colours: a chart has a handful, and the docs keep their PNGs in the repository
     (a third of the size of the full-colour file, with no visible change)."""
-    from PIL import Image  # a dependency of matplotlib
-
     plt = _pyplot()
     fig.tight_layout(rect=rect)
     buffer = io.BytesIO()
