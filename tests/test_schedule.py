@@ -73,7 +73,7 @@ def test_compare_markdown_pairs_each_row_with_its_difference_and_p():
 
 def test_training_curve_chart_draws_and_refuses_bad_lines(tmp_path):
     pytest.importorskip("matplotlib")
-    from grounded_text.reporting.charts import training_curve_chart
+    from grounded_text.experiments.charts import training_curve_chart
 
     path = training_curve_chart([1, 2, 3, 4], {"R@10": [10.0, 20.0, None, 40.0]}, {"r": [50.0, 55.0, 54.0, 53.0]},
                                 tmp_path / "c" / "curve.png", marks=[4], chosen=[4])

@@ -43,9 +43,9 @@ from grounded_text import shipped
 from grounded_text.evaluation.encoders import cached, load_image_encoder
 from grounded_text.evaluation.retrieval import cosine_matrix, images_of_pairs, retrieval_metrics
 from grounded_text.evaluation.stats import format_p
+from grounded_text.experiments.charts import training_curve_chart
 from grounded_text.experiments.protocol_rescore import paired, score_with_rule
 from grounded_text.experiments.scoring import TestData
-from grounded_text.reporting.charts import training_curve_chart
 from grounded_text.reporting.tables import markdown_table, write_report
 from grounded_text.serving.encoder import load
 from grounded_text.serving.export import CONFIG_ASSET, IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
@@ -112,7 +112,7 @@ def curve_markdown(rows: list[dict]) -> str:
 
 
 def curve_chart(rows: list[dict], path: str | Path, title: str | None = None) -> Path:
-    """The curve as a PNG (``reporting.charts.training_curve_chart``): dev R@10 of both
+    """The curve as a PNG (``experiments.charts.training_curve_chart``): dev R@10 of both
     directions, and the STS16 / STS12 means, per epoch, cycle ends and chosen snapshots marked."""
     return training_curve_chart(
         [r["epoch"] for r in rows],
