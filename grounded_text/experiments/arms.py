@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats
 
 from grounded_text.config.evaluation import EvalSettings, Protocol
-from grounded_text.evaluation.retrieval import caption_to_image_ranks, cosine_matrix, images_of_pairs
+from grounded_text.evaluation.retrieval import caption_to_image_ranks, images_of_pairs
 from grounded_text.evaluation.stats import cluster_bootstrap_ci
 from grounded_text.experiments.comparison import paired_retrieval, paired_sts, read_ours
 from grounded_text.experiments.runner import read_metrics
@@ -38,6 +38,7 @@ from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.reporting.tables import json_default, markdown_table, write_report, write_text
 from grounded_text.serving.encoder import load
 from grounded_text.serving.integrity import model_sentence_end
+from grounded_text.serving.similarity import cosine_matrix
 from grounded_text.utils.durable import atomic_write
 
 #: (figure key of ``comparison.read_ours``, column label, paired-test label of ``comparison``)

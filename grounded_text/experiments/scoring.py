@@ -21,6 +21,7 @@ from grounded_text.config.schema import DataConfig
 from grounded_text.data.prepared import load_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
 from grounded_text.serving.encoder import load
+from grounded_text.serving.similarity import cosine_matrix, cosine_rows
 
 log = logging.getLogger("grounded_text.experiments")
 
@@ -82,8 +83,6 @@ def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=No
     cache = cached(encoder)
     out: dict = {"sts": {}, "gold": {}, "ranks": {}, "groups": {}}
     if "sts" in sections and sts_dir is not None and Path(sts_dir).is_dir():
-        from grounded_text.evaluation.sts import cosine_rows  # noqa: PLC0415 (scipy)
-
         sets = {}
         with warnings.catch_warnings():  # the STS report has already warned about skipped subsets
             warnings.simplefilter("ignore")
@@ -100,7 +99,6 @@ def predictions(encoder, sts_dir: Path | None, test_pairs=None, image_encoder=No
     if "retrieval" in sections and test_pairs is not None and image_encoder is not None:
         from grounded_text.evaluation.retrieval import (  # noqa: PLC0415 (scipy)
             caption_to_image_ranks,
-            cosine_matrix,
             image_to_caption_ranks,
             images_of_pairs,
         )

@@ -38,7 +38,6 @@ from grounded_text.data.paths import DATA_ENV_VAR
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year
 from grounded_text.evaluation.encoders import cached
 from grounded_text.evaluation.stats import pearson_ci
-from grounded_text.evaluation.sts import cosine_rows
 from grounded_text.experiments.runner import plain
 from grounded_text.experiments.scoring import TestData
 from grounded_text.layers.branches import LinearImageEncoder
@@ -46,6 +45,7 @@ from grounded_text.papers.resolve import config_from_flags, resolve_config
 from grounded_text.serving.encoder import load
 from grounded_text.serving.export import CONFIG_ASSET, export_image_tower
 from grounded_text.serving.model_card import _use_and_limits
+from grounded_text.serving.similarity import cosine_rows
 from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
 from grounded_text.training.run_dir import config_diff
 from grounded_text.utils.children import run_child
