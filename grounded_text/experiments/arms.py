@@ -36,8 +36,7 @@ from grounded_text.experiments.comparison import paired_retrieval, paired_sts, r
 from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.reporting.tables import json_default, markdown_table, write_report, write_text
-from grounded_text.serving.encoder import load
-from grounded_text.serving.integrity import model_sentence_end
+from grounded_text.serving.loader import load, model_sentence_end
 from grounded_text.serving.similarity import cosine_matrix
 from grounded_text.utils.durable import atomic_write
 

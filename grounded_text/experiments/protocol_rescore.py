@@ -45,7 +45,7 @@ from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.experiments.verdicts import CONSERVATIVE_R23, williams_verdict
 from grounded_text.papers.published import figures
 from grounded_text.reporting.tables import markdown_table, read_sections
-from grounded_text.serving.encoder import load
+from grounded_text.serving.loader import load
 
 #: The two rules compared: the authors' SentEval rule first (the paper's protocol), then ours.
 RULES = ("space_period_tokens", "space_period")

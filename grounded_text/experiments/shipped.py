@@ -42,8 +42,8 @@ from grounded_text.experiments.runner import plain
 from grounded_text.experiments.scoring import TestData
 from grounded_text.layers.branches import LinearImageEncoder
 from grounded_text.papers.resolve import config_from_flags, resolve_config
-from grounded_text.serving.encoder import load
 from grounded_text.serving.export import CONFIG_ASSET, export_image_tower
+from grounded_text.serving.loader import load
 from grounded_text.serving.model_card import _use_and_limits
 from grounded_text.serving.similarity import cosine_rows
 from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
