@@ -83,6 +83,30 @@ def _missing(top: str, what: str, name: str | None = None) -> MissingExtraError:
                              f"{'' if extra == 'mteb' else ' (or [all])'}.", name=name or top)
 
 
+def assert_installed(module, name: str, what: str) -> None:
+    """keras-hub's pattern for an extra imported at a module's top (``try: import x`` / ``except
+    ImportError: x = None``): where the extra is needed, this says which to install.
+
+    Args:
+      module: what the top-level import bound (``None`` when it failed).
+      name: the module imported (its top-level package is a key of ``EXTRAS``).
+      what: the feature that needs it, for the message.
+
+    Raises:
+      MissingExtraError (an ImportError): ``module`` is ``None``, with ``require``'s message.
+
+    Example:
+      >>> assert_installed(sys, "sys", "anything")          # imported: nothing to say
+      >>> try:
+      ...     assert_installed(None, "PIL", "The contact sheet")
+      ... except MissingExtraError as e:
+      ...     print(e)
+      The contact sheet needs pillow, which is not installed: pip install 'grounded_text[eval]' (or [all]).
+    """
+    if module is None:
+        raise _missing(name.split(".", 1)[0], what)
+
+
 def check_extras(needs) -> None:
     """Checks, without importing anything, that the packages a command's chosen work needs are
     installed: a command calls it before it starts, so that a missing extra is its first word,
