@@ -22,7 +22,7 @@ import grounded_text
 MODULES = [
     "grounded_text.serving.encoder",
     "grounded_text.serving.loader",
-    "grounded_text.serving.similarity",
+    "grounded_text.utils.similarity",
     "grounded_text.photos.index",
     "grounded_text.api",
     "grounded_text.evaluation.retrieval",

@@ -71,7 +71,7 @@ import numpy as np
 from scipy import stats as sps
 
 from grounded_text.evaluation.stats import cluster_bootstrap_ci, recall_ci
-from grounded_text.serving.similarity import normalize_rows
+from grounded_text.utils.similarity import normalize_rows
 
 PROTOCOLS = {
     # name: (expected number of images or None, number of folds)

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from grounded_text.serving.similarity import normalize_rows
+from grounded_text.utils.similarity import normalize_rows
 
 
 def knn_indices(x: np.ndarray, k: int) -> np.ndarray:

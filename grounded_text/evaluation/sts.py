@@ -35,7 +35,7 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the 
     cached,
 )
 from grounded_text.evaluation.stats import pearson_ci, spearman_ci
-from grounded_text.serving.similarity import cosine_rows
+from grounded_text.utils.similarity import cosine_rows
 
 
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:

@@ -37,8 +37,8 @@ from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.reporting.tables import json_default, markdown_table, write_report, write_text
 from grounded_text.serving.loader import load, model_sentence_end
-from grounded_text.serving.similarity import cosine_matrix
 from grounded_text.utils.durable import atomic_write
+from grounded_text.utils.similarity import cosine_matrix
 
 #: (figure key of ``comparison.read_ours``, column label, paired-test label of ``comparison``)
 ARM_FIGURES = (

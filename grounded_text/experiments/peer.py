@@ -38,7 +38,7 @@ from grounded_text.experiments.comparison import paired_retrieval, paired_sts, s
 from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import TestData
 from grounded_text.reporting.tables import markdown_table, write_text
-from grounded_text.serving.similarity import cosine_matrix
+from grounded_text.utils.similarity import cosine_matrix
 
 MSRVID = "STS12/MSRvid"
 KEYS = ("image_names", "image_embeddings", "raw_captions", "caption_embeddings", "msrvid_scores", "msrvid_gold")

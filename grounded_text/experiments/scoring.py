@@ -21,7 +21,7 @@ from grounded_text.config.schema import DataConfig
 from grounded_text.data.prepared import load_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
 from grounded_text.serving.loader import load
-from grounded_text.serving.similarity import cosine_matrix, cosine_rows
+from grounded_text.utils.similarity import cosine_matrix, cosine_rows
 
 log = logging.getLogger("grounded_text.experiments")
 

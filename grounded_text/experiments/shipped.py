@@ -45,11 +45,11 @@ from grounded_text.papers.resolve import config_from_flags, resolve_config
 from grounded_text.serving.export import CONFIG_ASSET, export_image_tower
 from grounded_text.serving.loader import load
 from grounded_text.serving.model_card import _use_and_limits
-from grounded_text.serving.similarity import cosine_rows
 from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
 from grounded_text.training.run_dir import config_diff
 from grounded_text.utils.children import run_child
 from grounded_text.utils.durable import atomic_write
+from grounded_text.utils.similarity import cosine_rows
 from grounded_text.vision.lite0 import PROVENANCE, WEIGHTS_SHA256
 
 #: The wheel's budget per shipped model (both towers, on disk).

@@ -6,7 +6,7 @@ end-of-run scoring, the experiments) and the tuner all encode through this one p
 are checked, ended by the model's sentence-end rule and passed to the module in power-of-two
 padded batches, within a character budget for a character-level model. Photos go to the
 model's image side (:mod:`grounded_text.serving.images`), cosines are
-:mod:`grounded_text.serving.similarity`'s, and MTEB's additions are in
+:mod:`grounded_text.utils.similarity`'s, and MTEB's additions are in
 :mod:`grounded_text.serving.mteb_glue`.
 
 Example:
@@ -32,8 +32,8 @@ import tensorflow as tf
 from grounded_text.data.sentence_end import apply_sentence_end
 from grounded_text.serving import mteb_glue
 from grounded_text.serving.images import ImageSide
-from grounded_text.serving.similarity import cos_sim, normalize_rows, pairwise_cos_sim
 from grounded_text.utils.progress import CountProgress
+from grounded_text.utils.similarity import cos_sim, normalize_rows, pairwise_cos_sim
 
 __all__ = ["CHARACTER_BATCH_CHARS", "OUTPUT_PRECISIONS", "TextEncoder"]
 

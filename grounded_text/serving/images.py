@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from grounded_text.data.provenance import lite0_provenance
-from grounded_text.serving.similarity import normalize_rows
 from grounded_text.utils.progress import CountProgress
+from grounded_text.utils.similarity import normalize_rows
 from grounded_text.vision.crops import decode_rgb, make_views
 from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance
 

@@ -56,7 +56,7 @@ else:
 try:  # stage 2 only: the package's own environment
     import keras
 
-    from grounded_text.serving.similarity import cosine_rows
+    from grounded_text.utils.similarity import cosine_rows
     from grounded_text.vision import lite0
 except ImportError:
     keras = cosine_rows = lite0 = None
