@@ -3,8 +3,8 @@
 Text encoders learn from image–caption pairs to agree with pretrained-CNN image
 features, then serve as general sentence encoders. See README.md.
 
-The Python API (``grounded_text.api``), loaded on first use so that ``import
-grounded_text`` imports no TensorFlow::
+The Python API, each name loaded from its own module on first use, so that ``import
+grounded_text`` and ``gt.models()`` import no TensorFlow::
 
     import grounded_text as gt
     enc = gt.load("vete_bow_flickr8k")          # a shipped model (gt.models()), or an export folder
@@ -24,9 +24,12 @@ quiet_startup()
 
 __version__ = "0.2.0"
 
-_API = ("TextEncoder", "ImageIndex", "load", "models", "Run", "train", "evaluate", "presets")
+# Each public name → the module that defines it (the package's only lazy door: the modules
+# themselves import what they need at their top).
+_API = {"TextEncoder": "serving.encoder", "ImageIndex": "photos.index", "load": "serving.loader",
+        "models": "api", "Run": "api", "train": "api", "evaluate": "api", "presets": "api"}
 __all__ = [*_API, "__version__"]
-__getattr__ = lazy_getattr(__name__, {name: "api" for name in _API})
+__getattr__ = lazy_getattr(__name__, _API)
 
 
 def __dir__():

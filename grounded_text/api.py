@@ -19,7 +19,10 @@ carry weights::
     [p["name"] for p in gt.presets()]
 
 TensorFlow is imported on first use (``load``, ``train``, ``evaluate``), not by
-``import grounded_text`` nor by ``presets()``.
+``import grounded_text`` nor by ``presets()`` or ``models()``. ``load``, ``TextEncoder`` and
+``ImageIndex`` are the names of their own modules (``grounded_text.serving.loader``,
+``grounded_text.serving.encoder``, ``grounded_text.photos.index``), which the package's
+namespace opens on first use; this module holds the rest.
 """
 
 from __future__ import annotations
@@ -30,10 +33,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from grounded_text.serving.encoder import TextEncoder, load
-from grounded_text.serving.image_index import ImageIndex
-
-__all__ = ["TextEncoder", "ImageIndex", "load", "models", "Run", "train", "evaluate", "presets"]
+__all__ = ["models", "Run", "train", "evaluate", "presets"]
 
 
 # ----------------------------------------------------------------------------- train
@@ -282,6 +282,9 @@ def evaluate(encoder_or_path, *, data_dir: str | os.PathLike | None = None, sect
     check_extras([("sklearn", f"evaluate(sections=[{s!r}])") for s in ("supervised", "transfer") if s in sections])
     root = resolve_data_dir(data_dir)
     years = _check_years(years, root / "sts")
+    from grounded_text.serving.encoder import TextEncoder
+    from grounded_text.serving.loader import load
+
     if isinstance(encoder_or_path, (str, os.PathLike)):
         encoder_or_path = load(encoder_or_path)
     if isinstance(encoder_or_path, TextEncoder):

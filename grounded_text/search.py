@@ -12,7 +12,7 @@ model), under ``$XDG_CACHE_HOME/grounded_text/image_index`` (default
 only new or changed photos and drop removed ones. Interrupted (Ctrl-C, a kill), the photos
 encoded so far are kept and the next run resumes. Files that cannot be decoded are listed on
 stderr and skipped (tried again only once they change). The search is exact (cosine with every
-photo). See :mod:`grounded_text.serving.image_index` and docs/search.md.
+photo). See :mod:`grounded_text.photos.index` and docs/search.md.
 
 Output: the top ``--top-k`` photos, best first, one per line (rank, cosine, path), then one
 line with the photos indexed (encoded, reused) and the time. ``--json`` prints one JSON object
@@ -32,9 +32,12 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
-from grounded_text.serving.search import save_grid, usage_error
+from grounded_text import shipped
+from grounded_text.utils.durable import check_writable_target
 from grounded_text.utils.progress import NO_PROGRESS_FLAG
+from grounded_text.vision.folders import PHOTO_EXTENSIONS, has_photos
 
 
 def _parse_args(argv):
@@ -60,11 +63,63 @@ def _parse_args(argv):
     return parser.parse_args(argv)
 
 
+def _save_error(path: str) -> str | None:
+    """Why ``--save`` cannot be written (Pillow missing, an extension it cannot write, a folder
+    that cannot be written), or ``None``."""
+    try:
+        from PIL import Image  # noqa: PLC0415 (Pillow is an optional extra: its absence is the answer)
+    except ImportError:
+        return "--save needs Pillow, which is not installed: pip install 'grounded_text[eval]' (or pillow)"
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in Image.registered_extensions():
+        return f"--save {path!r}: give an image file name such as grid.png (Pillow cannot write {suffix or 'it'!r})."
+    if target.is_dir():
+        return f"--save {path!r} is a folder; give a file name such as grid.png."
+    try:
+        check_writable_target(target.absolute().parent, "--save folder")
+    except OSError as e:
+        return str(e)
+    return None
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """The first problem of the flags, in one line (``main`` prints it as ``error: ...`` and exits
+    2), or ``None``; checked before TensorFlow is imported."""
+    query = " ".join(args.query).strip()
+    images = Path(args.images).expanduser()
+    if not query:
+        return "the query is empty; give a sentence, e.g. \"a dog runs on the grass\"."
+    if args.top_k < 1:
+        return f"--top-k must be >= 1, got {args.top_k}."
+    if args.batch_size < 1:
+        return f"--batch-size must be >= 1, got {args.batch_size}."
+    if not images.exists():
+        return f"--images {args.images!r} does not exist."
+    if not images.is_dir():
+        return f"--images {args.images!r} is not a folder."
+    if not has_photos(images):
+        return (f"--images {args.images!r} holds no photos (looked for {' '.join(PHOTO_EXTENSIONS)} files, "
+                "recursively, hidden names left out).")
+    model = str(args.model)
+    if not (shipped.is_name(model) or Path(model).expanduser().exists() or "://" in model):
+        return (f"--model {model!r} is neither a shipped model ({', '.join(shipped.names())}) "
+                "nor an existing export folder.")
+    if args.index is not None:
+        try:
+            check_writable_target(Path(args.index).expanduser(), "--index")
+        except OSError as e:
+            return str(e)
+    if args.save is not None:
+        return _save_error(args.save)
+    return None
+
+
 def main(argv=None) -> int:
     """``grounded-text search``; returns the exit status (see the module docstring)."""
     start = time.perf_counter()
     args = _parse_args(argv)
-    problem = usage_error(args)
+    problem = _usage_error(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -72,7 +127,8 @@ def main(argv=None) -> int:
     index_dir = None
     try:
         import grounded_text as gt
-        from grounded_text.serving.image_index import ImageIndex, IndexBusyError
+        from grounded_text.photos.contact_sheet import save_grid
+        from grounded_text.photos.index import ImageIndex, IndexBusyError
 
         try:
             encoder = gt.load(args.model)

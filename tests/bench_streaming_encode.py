@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     import numpy as np
 
-    from grounded_text.serving.encoder import load
+    from grounded_text.serving.loader import load
 
     enc = load(a.export, batch_size=a.batch_size)
     enc.encode(["warm up"] * a.batch_size)  # the batch shape is traced before the clock starts

@@ -101,7 +101,7 @@ def test_grounded_pretrained_preset_trains_and_exports(tiny_preset, data_dir, tm
     metrics = train(cfg, data_dir, tmp_path / "run", evaluate=False, verbose=0)
     assert metrics["data"]["train_images"] == 48
     assert np.isfinite(metrics["history"]["loss"]).all()
-    from grounded_text.serving.encoder import load as load_encoder
+    from grounded_text.serving.loader import load as load_encoder
     emb = load_encoder(tmp_path / "run" / "export")(["a dog runs", ""])
     assert emb.shape == (2, 8) and np.isfinite(emb).all()
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)

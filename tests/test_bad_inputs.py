@@ -192,7 +192,7 @@ def test_features_out_unwritable_is_an_error_before_any_work(tmp_path, capsys, m
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "NamedTemporaryFile", refuse)
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)  # the write probe of the --out check
     out = tmp_path / "new" / "s.npz"
     assert cli.main(["--images", str(folder), "--out", str(out), "--weights", "none", "--no-progress"]) == 2
     err = capsys.readouterr().err
@@ -420,10 +420,10 @@ def test_sts_paths_that_are_folders_are_named(tmp_path):
 def toy_cli(tmp_path, monkeypatch):
     """The evaluate CLI with a toy encoder in place of a SavedModel."""
     cli = importlib.import_module("grounded_text.evaluate")  # the command (gt.evaluate is the API's)
-    from grounded_text.serving import encoder as serving_encoder
+    from grounded_text.serving import loader as serving_loader
 
     vec = {"a": [1.0, 0.0], "b": [1.0, 0.1], "c": [1.0, 1.0], "d": [0.0, 1.0]}
-    monkeypatch.setattr(serving_encoder, "load", lambda path, batch_size=512, sentence_end=None: (
+    monkeypatch.setattr(serving_loader, "load", lambda path, batch_size=512, sentence_end=None: (
         lambda s: np.array([vec[x] for x in s], np.float32)))
     _subset(tmp_path / "STS12-en-test", "toy", "a\tb\na\tc\na\td\n", "5\n2.5\n0\n")
     _subset(tmp_path / "STS16-en-test", "toy", "a\tb\na\tc\na\td\n", "5\n2.5\n0\n")

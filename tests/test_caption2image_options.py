@@ -116,7 +116,7 @@ class Recorder:
 
 def test_the_evaluation_wrapper_rewrites_what_the_encoder_sees(tmp_path):
     from grounded_text.evaluation.encoders import SentenceEndEncoder, with_sentence_end
-    from grounded_text.serving.integrity import recorded_sentence_end
+    from grounded_text.serving.loader import model_sentence_end
 
     inner = Recorder()
     assert with_sentence_end(inner, "none") is inner and with_sentence_end(inner, None) is inner
@@ -128,11 +128,11 @@ def test_the_evaluation_wrapper_rewrites_what_the_encoder_sees(tmp_path):
     # The rule a run recorded in its export, and "none" for an export that records none.
     export = tmp_path / "export"
     (export / "assets").mkdir(parents=True)
-    assert recorded_sentence_end(export) == "none"
+    assert model_sentence_end(export) == "none"
     (export / "assets" / "config.json").write_text(json.dumps({"text": {"lowercase": False}}))
-    assert recorded_sentence_end(export) == "none"
+    assert model_sentence_end(export) == "none"
     (export / "assets" / "config.json").write_text(json.dumps({"text": {"sentence_end": "space_period"}}))
-    assert recorded_sentence_end(export) == "space_period"
+    assert model_sentence_end(export) == "space_period"
 
 
 def test_sts_validation_scores_the_rewritten_sentences(tmp_path):
@@ -501,7 +501,7 @@ def test_train_with_every_option_then_rescore_the_export(data_dir, tmp_path):
     assert "space_period_tokens" in reports["tokens"][2]
 
     # gt.load applies the recorded rule too; an explicit rule replaces it.
-    from grounded_text.serving.encoder import load
+    from grounded_text.serving.loader import load
 
     recorded, plain = load(out / "export"), load(out / "export", sentence_end="none")
     assert (recorded.sentence_end, plain.sentence_end) == ("space_period", "none")

@@ -21,7 +21,9 @@ import grounded_text
 
 MODULES = [
     "grounded_text.serving.encoder",
-    "grounded_text.serving.image_index",
+    "grounded_text.serving.loader",
+    "grounded_text.utils.similarity",
+    "grounded_text.photos.index",
     "grounded_text.api",
     "grounded_text.evaluation.retrieval",
     "grounded_text.evaluation.sts",

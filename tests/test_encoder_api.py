@@ -23,7 +23,7 @@ SENTENCES = ["a dog runs on the beach", "a man rides a red bike", "two kids play
 
 @pytest.fixture(scope="module")
 def enc(tiny_export):
-    from grounded_text.serving.encoder import load
+    from grounded_text.serving.loader import load
 
     return load(tiny_export.path, batch_size=4)
 
@@ -159,7 +159,7 @@ def test_eight_threads_on_one_encoder_get_the_single_threaded_vectors(enc):
 
 _LOAD_AND_ENCODE = """
 import sys, numpy as np
-from grounded_text.serving.encoder import load
+from grounded_text.serving.loader import load
 enc = load(sys.argv[1], batch_size=4)
 np.save(sys.argv[2], enc.encode(sys.argv[3:]))
 """

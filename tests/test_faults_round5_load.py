@@ -73,7 +73,7 @@ def test_evaluate_by_name_keeps_the_shipped_rule_and_says_it(capsys):
 
 
 def test_the_one_rule_function_serves_names_folders_and_the_trainer_record():
-    from grounded_text.serving.integrity import model_sentence_end
+    from grounded_text.serving.loader import model_sentence_end
 
     assert model_sentence_end(CHAR) == "space_period"
     assert model_sentence_end(shipped.export_dir(CHAR)) == "space_period"
@@ -302,8 +302,8 @@ DAMAGES = ["saved_model_truncated", "saved_model_empty", "saved_model_flipped", 
 
 @pytest.mark.parametrize("case", DAMAGES)
 def test_a_damaged_export_is_refused_in_one_line_naming_the_file(tmp_path, capsys, case):
-    from grounded_text.serving.encoder import load
     from grounded_text.serving.integrity import DamagedExportError
+    from grounded_text.serving.loader import load
 
     export = _copy(BOW, tmp_path)
     named = _damage(export, case)
@@ -329,8 +329,8 @@ def test_evaluate_on_a_damaged_export_prints_no_traceback(tmp_path):
 def test_an_export_without_a_record_is_still_checked_and_still_loads(tmp_path, case):
     """Exports written before the record load as before; the files every SavedModel needs are
     still checked, in one line."""
-    from grounded_text.serving.encoder import load
     from grounded_text.serving.integrity import DamagedExportError
+    from grounded_text.serving.loader import load
 
     export = _copy(BOW, tmp_path)
     config = export / "assets" / "config.json"

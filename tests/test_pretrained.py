@@ -131,7 +131,7 @@ def test_load_by_name_encodes(name):
 
 
 def test_a_folder_wins_over_a_shipped_name_and_an_unknown_name_lists_the_shipped(tmp_path, monkeypatch):
-    from grounded_text.serving.encoder import resolve_model
+    from grounded_text.serving.loader import resolve_model
 
     assert resolve_model("vete_bow_flickr8k") == shipped.export_dir("vete_bow_flickr8k")
     monkeypatch.chdir(tmp_path)

@@ -128,15 +128,15 @@ def _toy_encoder(sentences):
 
 @pytest.fixture
 def toy_suite(tmp_path, monkeypatch):
-    """The evaluate CLI's suite on two toy models (``serving.encoder.load`` replaced), toy STS
+    """The evaluate CLI's suite on two toy models (``serving.loader.load`` replaced), toy STS
     years and a COCO-format captions file: 2 models x (sts, same_image) = 4 sections."""
     import importlib
     import json
 
-    from grounded_text.serving import encoder as serving_encoder
+    from grounded_text.serving import loader as serving_loader
 
     cli = importlib.import_module("grounded_text.evaluate")  # the command (gt.evaluate is the API's)
-    monkeypatch.setattr(serving_encoder, "load", lambda path, batch_size=512, sentence_end=None: _toy_encoder)
+    monkeypatch.setattr(serving_loader, "load", lambda path, batch_size=512, sentence_end=None: _toy_encoder)
     for year in ("STS12", "STS16"):
         folder = tmp_path / "data" / "sts" / f"{year}-en-test"
         folder.mkdir(parents=True)

@@ -70,7 +70,7 @@ def test_resume_after_sigkill_mid_epoch_matches_the_uninterrupted_run(data_dir, 
             assert ra.keys() == rb.keys() and all(ra[k] == pytest.approx(rb[k], abs=1e-6) for k in ra)
     assert a["exported"]["snapshot_epochs"] == b["exported"]["snapshot_epochs"]
     # The exported ensembles embed alike.
-    from grounded_text.serving.encoder import load as load_encoder
+    from grounded_text.serving.loader import load as load_encoder
 
     sentences = ["a dog runs on the grass", "two children play in the water", ""]
     np.testing.assert_allclose(load_encoder(full / "export")(sentences), load_encoder(cut / "export")(sentences),
@@ -326,7 +326,7 @@ def _export_subprocess(target, version, kill_at=None):
 
 @pytest.mark.slow
 def test_export_killed_at_any_point_leaves_a_loadable_export(tmp_path):
-    from grounded_text.serving.encoder import load as load_encoder
+    from grounded_text.serving.loader import load as load_encoder
 
     target = tmp_path / "export"
     rc, out = _export_subprocess(target, "v0")

@@ -17,8 +17,8 @@ import grounded_text
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("tensorflow", "keras", "tensorflow_text", "keras_hub", "matplotlib", "torch")
 LIGHT_ROOMS = ("utils", "config", "papers", "reporting")
-HEAVY_ROOMS = ("data", "vision", "layers", "losses", "models", "baselines", "evaluation", "serving", "training",
-               "tuning", "experiments", "benchmarks")
+HEAVY_ROOMS = ("data", "vision", "layers", "losses", "models", "baselines", "evaluation", "serving", "photos",
+               "training", "tuning", "experiments", "benchmarks")
 
 
 def _modules(room: str) -> list[str]:

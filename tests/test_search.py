@@ -21,15 +21,15 @@ import numpy as np
 import pytest
 
 from grounded_text import cli, search
-from grounded_text.serving import image_index as image_index_lib
-from grounded_text.serving.image_index import (
+from grounded_text.photos import index as image_index_lib
+from grounded_text.photos.contact_sheet import THUMB
+from grounded_text.photos.index import (
     INDEX_FILE,
     PARTS_DIR,
     ImageIndex,
     index_folder,
-    scan_photos,
 )
-from grounded_text.serving.search import THUMB
+from grounded_text.vision.folders import scan_photos
 
 # Its tests share a module-scoped fixture: one pytest-xdist worker builds it once (setup.cfg).
 pytestmark = pytest.mark.xdist_group("test_search")
@@ -227,13 +227,13 @@ def test_a_process_killed_mid_index_resumes(enc, photos, tmp_path):
         import os, signal, sys
         sys.path.insert(0, {str(REPO)!r})
         import grounded_text as gt
-        from grounded_text.serving import image_index as lib
-        write = lib._write_table
+        from grounded_text.photos import index as lib
+        write = lib.write_table
         def write_then_die(path, *args):
             write(path, *args)
             if path.name.startswith("part-"):
                 os.kill(os.getpid(), signal.SIGKILL)
-        lib._write_table = write_then_die
+        lib.write_table = write_then_die
         lib.ImageIndex({str(photos)!r}, gt.load("vete_bow_flickr8k"), {str(tmp_path / "idx")!r},
                        batch_size=8).update(show_progress_bar=False)
     """)

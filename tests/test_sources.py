@@ -386,7 +386,7 @@ def test_train_on_coco_format_fixture(tmp_path):
     """COCO-format fixture → prepare (features from a small .npz) → 1 epoch vete_bow → export loads."""
     from grounded_text import prepare
     from grounded_text.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-    from grounded_text.serving.encoder import load as load_encoder
+    from grounded_text.serving.loader import load as load_encoder
     from grounded_text.training.trainer import train
 
     names = _fixture_files()

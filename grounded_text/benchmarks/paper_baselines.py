@@ -56,7 +56,7 @@ from grounded_text.papers import published as paper_figures
 from grounded_text.reporting.figures import FIGURES
 from grounded_text.reporting.tables import markdown_table as table_lines
 from grounded_text.reporting.tables import write_report
-from grounded_text.serving.encoder import load
+from grounded_text.serving.loader import load
 
 # The STS columns (names in grounded_text.reporting.figures.FIGURES); the same-image column is separate.
 STS_COLUMNS = ("sts12_mean", "sts13_mean", "sts16_mean", "sts12_msrvid", "stsb_test", "stsb_captions", "stsb_news",

@@ -1,7 +1,7 @@
 """The one encoder interface of the evaluation: text and image encoders as NumPy callables.
 
 * A text ``Encoder`` maps a list of n strings to float32 [n, N]: a SavedModel loaded with
-  ``grounded_text.serving.encoder.load`` (ours, or any TF Hub text-embedding module), an in-memory Keras text
+  ``grounded_text.serving.loader.load`` (ours, or any TF Hub text-embedding module), an in-memory Keras text
   tower (``tower_encoder``) or a baseline (``baseline_encoder``: GloVe-mean, word2vec-mean).
 * An ``ImageEncoder`` maps float [n, d] CNN features to float32 [n, N]
   (``load_image_encoder`` for an exported image tower, ``image_tower_encoder`` for a Keras one).
@@ -28,8 +28,8 @@ from grounded_text.baselines.word2vec import word2vec_mean_encoder
 from grounded_text.data.provenance import check_pairing, store_provenance
 from grounded_text.data.sentence_end import add_sentence_end, apply_sentence_end, check_sentence_end
 from grounded_text.evaluation.names import BASELINE_ENCODERS
-from grounded_text.serving.encoder import load
 from grounded_text.serving.images import load_image_encoder  # noqa: F401 (re-exported)
+from grounded_text.serving.loader import load
 
 log = logging.getLogger("grounded_text.evaluate")
 

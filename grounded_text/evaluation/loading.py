@@ -7,9 +7,9 @@ import dataclasses
 import sys
 
 from grounded_text.evaluation.encoders import with_sentence_end
-from grounded_text.serving import encoder as serving_encoder
+from grounded_text.serving import loader as serving_loader
 from grounded_text.serving.encoder import TextEncoder
-from grounded_text.serving.integrity import model_sentence_end
+from grounded_text.serving.loader import model_sentence_end
 
 
 def load_text_encoder(model_dir, batch_size: int = 512, sentence_end: str | None = None):
@@ -21,10 +21,10 @@ def load_text_encoder(model_dir, batch_size: int = 512, sentence_end: str | None
 
     Raises:
       ValueError: an export whose rule cannot be read, or a damaged export (one line: see
-        ``grounded_text.serving.encoder.load``).
+        ``grounded_text.serving.loader.load``).
     """
     # Looked up at each call, so that a test's stand-in for ``load`` is the one called.
-    load = serving_encoder.load
+    load = serving_loader.load
     return ended(load(model_dir, batch_size, sentence_end=sentence_end), model_dir, sentence_end)
 
 
@@ -32,14 +32,11 @@ def ended(encoder, model_dir, sentence_end: str | None = None):
     """``encoder`` (of the export ``model_dir``) with the sentence-end rule of
     ``load_text_encoder`` applied to its input; the rule goes to stderr, once.
 
-    A ``TextEncoder`` keeps the rule ``load`` decided (``model_sentence_end``: a shipped model's
-    name, a URL handle and a folder all give their export's rule), unless ``sentence_end``
-    replaces it; another encoder gets ``model_sentence_end(model_dir, sentence_end)``.
+    ``model_sentence_end`` decides: a ``TextEncoder`` keeps the rule ``load`` decided (a shipped
+    model's name, a URL handle and a folder all give their export's rule), unless
+    ``sentence_end`` replaces it; another encoder gets its export's rule.
     """
-    if isinstance(encoder, TextEncoder):
-        rule = sentence_end or encoder.sentence_end
-    else:
-        rule = model_sentence_end(model_dir, sentence_end)
+    rule = model_sentence_end(encoder if isinstance(encoder, TextEncoder) else model_dir, sentence_end)
     how = "as given (--sentence-end)" if sentence_end else "as the model was trained"
     print(f"sentence ends of {model_dir}: {rule} ({how})", file=sys.stderr)
     if isinstance(encoder, TextEncoder):  # it applies a rule itself: this one replaces it

@@ -71,6 +71,7 @@ import numpy as np
 from scipy import stats as sps
 
 from grounded_text.evaluation.stats import cluster_bootstrap_ci, recall_ci
+from grounded_text.utils.similarity import normalize_rows
 
 PROTOCOLS = {
     # name: (expected number of images or None, number of folds)
@@ -81,31 +82,6 @@ PROTOCOLS = {
 }
 RECALL_KS = (1, 5, 10)
 METRIC_KEYS = tuple(f"R@{k}" for k in RECALL_KS) + ("medr", "meanr")
-
-
-def l2_normalize_rows(x: np.ndarray) -> np.ndarray:
-    """Row-wise L2 normalisation of a float array [n, N]; zero rows stay zero (float64).
-
-    Example:
-      >>> l2_normalize_rows([[3.0, 4.0], [0.0, 0.0]]).tolist()
-      [[0.6, 0.8], [0.0, 0.0]]
-    """
-    x = np.asarray(x, dtype=np.float64)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
-
-
-def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine similarities [n, m] of rows of ``a`` [n, N] and ``b`` [m, N] (float64; zero rows → 0).
-
-    Example:
-      >>> cosine_matrix([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0], [0.0, 3.0], [0.0, 0.0]]).round(4).tolist()
-      [[1.0, 0.0, 0.0], [0.7071, 0.7071, 0.0]]
-    """
-    a, b = np.asarray(a), np.asarray(b)
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
-        raise ValueError(f"cosine_matrix: need [n, N] and [m, N] arrays, got {a.shape} and {b.shape}.")
-    return l2_normalize_rows(a) @ l2_normalize_rows(b).T
 
 
 def _check_assignment(sims: np.ndarray, caption_image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -365,8 +341,8 @@ def evaluate_retrieval(
             "caption→image indices."
         )
     # float64 (ranks depend on near-ties: float32 changes them); COCO 5k: 25,000 x 5,000 = 1 GB.
-    text = l2_normalize_rows(caption_embeddings)
-    images = l2_normalize_rows(image_embeddings)
+    text = normalize_rows(caption_embeddings)
+    images = normalize_rows(image_embeddings)
     results, queries = [], []
     for fold in contiguous_folds(n_images, folds):
         local = np.full(n_images, -1, dtype=np.int64)

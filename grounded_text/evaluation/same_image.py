@@ -33,7 +33,8 @@ import numpy as np
 
 from grounded_text.evaluation.encoders import EmbeddingCache, Encoder, cached  # noqa: F401
 from grounded_text.evaluation.stats import correlation_ci
-from grounded_text.evaluation.sts import correlations, cosine_rows
+from grounded_text.evaluation.sts import correlations
+from grounded_text.utils.similarity import cosine_rows
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from grounded_text.evaluation.retrieval import l2_normalize_rows
+from grounded_text.utils.similarity import normalize_rows
 
 
 def knn_indices(x: np.ndarray, k: int) -> np.ndarray:
@@ -56,7 +56,7 @@ def knn_indices(x: np.ndarray, k: int) -> np.ndarray:
     Raises:
       ValueError: ``k`` not in 1..n-1.
     """
-    x = l2_normalize_rows(x)
+    x = normalize_rows(x)
     n = x.shape[0]
     if not 1 <= k <= n - 1:
         raise ValueError(f"K must be in 1..{n - 1} for {n} items, got {k}.")
@@ -111,8 +111,8 @@ def rho_vis(text: np.ndarray, visual: np.ndarray) -> dict:
     if text.ndim != 2 or visual.ndim != 2 or text.shape[0] != visual.shape[0] or text.shape[0] < 3:
         raise ValueError(f"rho_vis: need paired arrays with >= 3 rows, got {text.shape} and {visual.shape}.")
     iu = np.triu_indices(text.shape[0], k=1)
-    st = (l2_normalize_rows(text) @ l2_normalize_rows(text).T)[iu]
-    sv = (l2_normalize_rows(visual) @ l2_normalize_rows(visual).T)[iu]
+    st = (normalize_rows(text) @ normalize_rows(text).T)[iu]
+    sv = (normalize_rows(visual) @ normalize_rows(visual).T)[iu]
     if np.ptp(st) == 0 or np.ptp(sv) == 0:
         raise ValueError("rho_vis: all pairwise cosines are equal on one side; correlation undefined.")
     pearson = float(stats.pearsonr(st, sv)[0])
@@ -185,8 +185,8 @@ def rho_vis_ci(text: np.ndarray, visual: np.ndarray, confidence: float = 0.95, *
         raise ValueError(f"rho_vis_ci: n_resamples must be >= 1, got {n_resamples}.")
     n = text.shape[0]
     a, b = np.triu_indices(n, k=1)
-    st = (l2_normalize_rows(text) @ l2_normalize_rows(text).T)[a, b]
-    sv = (l2_normalize_rows(visual) @ l2_normalize_rows(visual).T)[a, b]
+    st = (normalize_rows(text) @ normalize_rows(text).T)[a, b]
+    sv = (normalize_rows(visual) @ normalize_rows(visual).T)[a, b]
     groups_t, groups_v = _tie_groups(st), _tie_groups(sv)
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {"pearson": [], "spearman": []}
@@ -224,7 +224,7 @@ def cluster_cohesion(text: np.ndarray, caption_image: Sequence) -> dict:
     Raises:
       ValueError: length mismatch, no image with ≥ 2 captions, or only one image.
     """
-    _, sums, sizes, self_sims = _image_sums(l2_normalize_rows(text), caption_image)
+    _, sums, sizes, self_sims = _image_sums(normalize_rows(text), caption_image)
     c_intra, c_inter = _weighted_cohesion(sums, sizes, self_sims, np.ones_like(sizes))
     if c_intra is None:
         raise ValueError("C_intra undefined: no image has two captions.")
@@ -298,7 +298,7 @@ def structure_ci(caption_embeddings: np.ndarray, caption_image: Sequence, overla
     """
     if n_resamples < 1:
         raise ValueError(f"structure_ci: n_resamples must be >= 1, got {n_resamples}.")
-    group, sums, sizes, self_sims = _image_sums(l2_normalize_rows(caption_embeddings), caption_image)
+    group, sums, sizes, self_sims = _image_sums(normalize_rows(caption_embeddings), caption_image)
     row_group = group[np.asarray(rows)]
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {**{f"mNNO@{k}": [] for k in overlaps}, "C_intra": [], "C_inter": []}

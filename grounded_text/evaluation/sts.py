@@ -35,22 +35,7 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the 
     cached,
 )
 from grounded_text.evaluation.stats import pearson_ci, spearman_ci
-
-
-def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity [n] of two [n, N] arrays; a zero row gives 0.
-
-    Example:
-      >>> cosine_rows([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], [[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]).round(4).tolist()
-      [1.0, 0.7071, 0.0]
-    """
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    na = np.linalg.norm(a, axis=1)
-    nb = np.linalg.norm(b, axis=1)
-    denom = na * nb
-    dots = np.einsum("ij,ij->i", a, b)
-    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+from grounded_text.utils.similarity import cosine_rows
 
 
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:

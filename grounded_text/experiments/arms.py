@@ -31,15 +31,15 @@ from scipy import stats
 
 from grounded_text.config.evaluation import EvalSettings, Protocol
 from grounded_text.evaluation.encoders import load_image_encoder
-from grounded_text.evaluation.retrieval import caption_to_image_ranks, cosine_matrix, images_of_pairs
+from grounded_text.evaluation.retrieval import caption_to_image_ranks, images_of_pairs
 from grounded_text.evaluation.stats import cluster_bootstrap_ci
 from grounded_text.experiments.comparison import paired_retrieval, paired_sts, read_ours
 from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.reporting.tables import json_default, markdown_table, write_report, write_text
-from grounded_text.serving.encoder import load
-from grounded_text.serving.integrity import model_sentence_end
+from grounded_text.serving.loader import load, model_sentence_end
 from grounded_text.utils.durable import atomic_write
+from grounded_text.utils.similarity import cosine_matrix
 
 #: (figure key of ``comparison.read_ours``, column label, paired-test label of ``comparison``)
 ARM_FIGURES = (

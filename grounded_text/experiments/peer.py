@@ -29,7 +29,6 @@ import numpy as np
 from grounded_text.data.paths import resolve_data_dir
 from grounded_text.evaluation.retrieval import (
     caption_to_image_ranks,
-    cosine_matrix,
     image_to_caption_ranks,
     images_of_pairs,
 )
@@ -39,6 +38,7 @@ from grounded_text.experiments.comparison import paired_retrieval, paired_sts, s
 from grounded_text.experiments.runner import read_metrics
 from grounded_text.experiments.scoring import TestData
 from grounded_text.reporting.tables import markdown_table, write_text
+from grounded_text.utils.similarity import cosine_matrix
 
 MSRVID = "STS12/MSRvid"
 KEYS = ("image_names", "image_embeddings", "raw_captions", "caption_embeddings", "msrvid_scores", "msrvid_gold")

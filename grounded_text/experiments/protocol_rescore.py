@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_text import shipped as pretrained
+from grounded_text import shipped
 from grounded_text.config.evaluation import EvalSettings, Protocol
 from grounded_text.data.sts import read_sick, read_sts_benchmark
 from grounded_text.evaluation.encoders import cached, load_image_encoder
@@ -45,7 +45,7 @@ from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.experiments.verdicts import CONSERVATIVE_R23, williams_verdict
 from grounded_text.papers.published import figures
 from grounded_text.reporting.tables import markdown_table, read_sections
-from grounded_text.serving.encoder import load
+from grounded_text.serving.loader import load
 
 #: The two rules compared: the authors' SentEval rule first (the paper's protocol), then ours.
 RULES = ("space_period_tokens", "space_period")
@@ -84,8 +84,8 @@ def score_with_rule(model: str, rule: str, data_dir: Path, cache_dir: Path, *,
         return figures, pred
 
 
-    export = pretrained.export_dir(model) if pretrained.is_name(model) else Path(model) / "export"
-    image_dir = pretrained.image_export_dir(model) if pretrained.is_name(model) else Path(model) / "image_export"
+    export = shipped.export_dir(model) if shipped.is_name(model) else Path(model) / "export"
+    image_dir = shipped.image_export_dir(model) if shipped.is_name(model) else Path(model) / "image_export"
     config = json.loads((export / "assets" / "config.json").read_text()) if (
         export / "assets" / "config.json").is_file() else {}
     text = cached(load(export, sentence_end=rule))

@@ -21,16 +21,11 @@ from grounded_text.config.schema import DataConfig
 from grounded_text.data.prepared import load_pairs
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year, sts_year_dirs
 from grounded_text.evaluation.encoders import EmbeddingCache, EncoderSpec, cached, load_image_encoder
-from grounded_text.evaluation.retrieval import (
-    caption_to_image_ranks,
-    cosine_matrix,
-    image_to_caption_ranks,
-    images_of_pairs,
-)
-from grounded_text.evaluation.sts import cosine_rows
+from grounded_text.evaluation.retrieval import caption_to_image_ranks, image_to_caption_ranks, images_of_pairs
 from grounded_text.evaluation.suite import evaluate_one, flickr_captioned
 from grounded_text.evaluation.transfer import TASKS, ClassifierConfig, evaluate_task
-from grounded_text.serving.encoder import load
+from grounded_text.serving.loader import load
+from grounded_text.utils.similarity import cosine_matrix, cosine_rows
 
 log = logging.getLogger("grounded_text.experiments")
 

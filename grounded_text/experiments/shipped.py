@@ -39,19 +39,19 @@ from grounded_text.data.paths import DATA_ENV_VAR
 from grounded_text.data.sts import read_sick, read_sts_benchmark, read_sts_year
 from grounded_text.evaluation.encoders import cached, load_image_encoder
 from grounded_text.evaluation.stats import pearson_ci
-from grounded_text.evaluation.sts import cosine_rows
 from grounded_text.experiments.comparison import read_ours
 from grounded_text.experiments.runner import plain
 from grounded_text.experiments.scoring import TestData, score_encoder
 from grounded_text.layers.branches import LinearImageEncoder
 from grounded_text.papers.resolve import config_from_flags, resolve_config
-from grounded_text.serving.encoder import load
 from grounded_text.serving.export import CONFIG_ASSET, export_image_tower
+from grounded_text.serving.loader import load
 from grounded_text.serving.model_card import _use_and_limits
 from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
 from grounded_text.training.run_dir import config_diff
 from grounded_text.utils.children import run_child
 from grounded_text.utils.durable import atomic_write
+from grounded_text.utils.similarity import cosine_rows
 from grounded_text.vision.lite0 import PROVENANCE, WEIGHTS_SHA256
 
 #: The wheel's budget per export of a shipped model (one tower, on disk): a two-snapshot

@@ -1,9 +1,13 @@
-"""The one client of a text-embedding SavedModel: ``load`` and ``TextEncoder``.
+"""The text client of a text-embedding SavedModel: ``TextEncoder``, made by
+``grounded_text.load`` (:mod:`grounded_text.serving.loader`).
 
 Users (``grounded_text.load``), the evaluation (``grounded-text evaluate``, the trainer's
-end-of-run scoring, the experiments) and the tuner all encode through this one path: the
-export is restored if a crash left it half-swapped, checked on two probe sentences, and
-called in power-of-two padded batches.
+end-of-run scoring, the experiments) and the tuner all encode through this one path: sentences
+are checked, ended by the model's sentence-end rule and passed to the module in power-of-two
+padded batches, within a character budget for a character-level model. Photos go to the
+model's image side (:mod:`grounded_text.serving.images`), cosines are
+:mod:`grounded_text.utils.similarity`'s, and MTEB's additions are in
+:mod:`grounded_text.serving.mteb_glue`.
 
 Example:
     >>> import grounded_text as gt                               # doctest: +SKIP
@@ -17,109 +21,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import os
 import re
 import unicodedata
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from grounded_text.data.sentence_end import apply_sentence_end
+from grounded_text.serving import mteb_glue
+from grounded_text.serving.images import ImageSide
+from grounded_text.utils.progress import CountProgress
+from grounded_text.utils.similarity import cos_sim, normalize_rows, pairwise_cos_sim
 
-__all__ = ["EncoderSignatureError", "TextEncoder", "check_text_encoder", "describe_signatures", "load",
-           "resolve_model"]
-
-
-class EncoderSignatureError(ValueError):
-    """A SavedModel that is not a text encoder string[B] → float[B, N].
-
-    Example:
-      >>> issubclass(EncoderSignatureError, ValueError)
-      True
-    """
-
-
-def _spec_text(spec) -> str:
-    shape = getattr(spec, "shape", None)
-    dtype = getattr(spec, "dtype", None)
-    if shape is None or dtype is None:
-        return repr(spec)
-    dims = "?" if shape.rank is None else ", ".join("None" if d is None else str(d) for d in shape.as_list())
-    return f"{dtype.name}[{dims}]"
-
-
-def describe_signatures(module) -> str:
-    """One line naming what a loaded SavedModel offers: its ``__call__`` input specs and
-    its signatures (inputs → outputs), for error messages.
-
-    Example:
-      >>> describe_signatures(object())
-      'no __call__ and no signatures'
-    """
-    parts = []
-    for concrete in getattr(getattr(module, "__call__", None), "concrete_functions", []) or []:
-        args, kwargs = concrete.structured_input_signature
-        items = [_spec_text(a) for a in args] + [f"{k}={_spec_text(v)}" for k, v in kwargs.items()]
-        parts.append(f"__call__({', '.join(items)})")
-    for name, fn in getattr(module, "signatures", {}).items():
-        _, kwargs = fn.structured_input_signature
-        outputs = fn.structured_outputs
-        outs = ", ".join(f"{k}: {_spec_text(v)}" for k, v in outputs.items()) if isinstance(outputs, dict) \
-            else _spec_text(outputs)
-        parts.append(f"signature {name}({', '.join(f'{k}: {_spec_text(v)}' for k, v in kwargs.items())}) -> {outs}")
-    return "; ".join(dict.fromkeys(parts)) or "no __call__ and no signatures"
-
-
-def check_text_encoder(module, path) -> int:
-    """Calls a loaded SavedModel on two probe sentences; returns N.
-
-    Raises:
-      EncoderSignatureError: it is not callable, the call fails, or the output is not a
-        float [2, N] tensor. The message is one line naming what the model offers (its
-        TF error, which can print every input sentence, is not repeated).
-
-    Example:
-      >>> import tensorflow as tf
-      >>> check_text_encoder(lambda s: tf.zeros([tf.shape(s)[0], 4]), "toy")
-      4
-      >>> check_text_encoder(lambda s: tf.zeros([3]), "toy")
-      Traceback (most recent call last):
-        ...
-      grounded_text.serving.encoder.EncoderSignatureError: 'toy' is not a text-embedding SavedModel ...
-      returned float32[3]; ...
-    """
-    import tensorflow as tf
-
-    what = f"{str(path)!r} is not a text-embedding SavedModel (string[B] -> float[B, N])"
-    if not callable(module):
-        raise EncoderSignatureError(f"{what}: it has no __call__; it offers {describe_signatures(module)}.")
-    try:
-        out = module(tf.constant(["a probe sentence", ""], dtype=tf.string))
-    except Exception as e:  # any TF/Python failure means "wrong kind of model"
-        raise EncoderSignatureError(f"{what}: calling it on a string[2] batch failed ({type(e).__name__}); "
-                                    f"it offers {describe_signatures(module)}.") from None
-    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
-    if shape is None or dtype is None or not dtype.is_floating or shape.rank != 2 or shape[0] != 2:
-        got = type(out).__name__ if shape is None else _spec_text(out)
-        if isinstance(out, dict):
-            got = "{" + ", ".join(f"{k}: {_spec_text(v)}" for k, v in out.items()) + "}"
-        raise EncoderSignatureError(f"{what}: on a string[2] batch it returned {got}; "
-                                    f"it offers {describe_signatures(module)}.")
-    return int(shape[1])
-
+__all__ = ["CHARACTER_BATCH_CHARS", "OUTPUT_PRECISIONS", "TextEncoder"]
 
 
 def _tensor_to_numpy(sentences):
     """A ``tf.Tensor`` of strings as NumPy (a 0-d one as ``bytes``); anything else unchanged."""
-    if type(sentences).__module__.startswith("tensorflow"):
-        import tensorflow as tf
-
-        if isinstance(sentences, tf.Tensor):
-            if sentences.dtype != tf.string:
-                raise TypeError(f"encode: a tf.Tensor of dtype string is expected, got {sentences.dtype.name}.")
-            return sentences.numpy()  # a 0-d string tensor gives bytes: one sentence
+    if isinstance(sentences, tf.Tensor):
+        if sentences.dtype != tf.string:
+            raise TypeError(f"encode: a tf.Tensor of dtype string is expected, got {sentences.dtype.name}.")
+        return sentences.numpy()  # a 0-d string tensor gives bytes: one sentence
     return sentences
 
 
@@ -261,8 +185,6 @@ def _device_scope(device):
     if match is None:
         raise ValueError(f"encode: unknown device {str(device)!r}; expected 'cpu', 'gpu', 'gpu:N', 'cuda' or "
                          "'cuda:N'.")
-    import tensorflow as tf
-
     kind = "CPU" if match.group(1).lower() == "cpu" else "GPU"
     index = int(match.group(2) or 0)
     found = len(tf.config.list_logical_devices(kind))
@@ -272,46 +194,20 @@ def _device_scope(device):
     return tf.device(f"/{kind}:{index}")
 
 
-def _mteb_texts(inputs):
-    """The texts of MTEB's input (a PyTorch ``DataLoader`` of ``{"text": [...]}`` batches), in
-    order; any other input unchanged."""
-    if not type(inputs).__module__.startswith("torch."):
-        return inputs
-    texts: list = []
-    for batch in inputs:
-        if not isinstance(batch, dict) or "text" not in batch:
-            raise TypeError(f"encode: a DataLoader of {{'text': [...]}} batches is expected (MTEB's), got a batch "
-                            f"of {type(batch).__name__}" + (f" with keys {sorted(batch)}" if isinstance(batch, dict)
-                                                             else "") + ".")
-        texts.extend(batch["text"])
-    return texts
-
-
 def _check_batch_size(batch_size) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"encode: batch_size must be an int >= 1, got {batch_size!r}.")
     return int(batch_size)
 
 
-def _normalize(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm (float32); an all-zero row stays zero."""
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return (x / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
+def _check_precision(precision: str) -> None:
+    if precision not in OUTPUT_PRECISIONS:
+        raise ValueError(f"encode: precision must be one of {list(OUTPUT_PRECISIONS)}, got {precision!r}.")
 
 
-def _as_matrix(x, name: str) -> np.ndarray:
-    """An embedding or a batch of them (NumPy, ``tf.Tensor``, list) as float32 [rows, N]."""
-    if type(x).__module__.startswith("tensorflow"):
-        x = x.numpy()
-    x = np.asarray(x)
-    if x.dtype.kind not in "fiu":
-        raise TypeError(f"similarity: {name} must be embeddings (a float array or tensor), got dtype {x.dtype}; "
-                        "encode the sentences first.")
-    if x.ndim == 1:
-        x = x[None, :]
-    if x.ndim != 2:
-        raise ValueError(f"similarity: {name} must be [N] or [rows, N], got shape {x.shape}.")
-    return x.astype(np.float32, copy=False)
+def _is_tensor(*values) -> bool:
+    """Whether any of ``values`` is a TensorFlow object (then a result is given back as a ``tf.Tensor``)."""
+    return any(type(x).__module__.startswith("tensorflow") for x in values)
 
 
 @dataclasses.dataclass
@@ -379,8 +275,6 @@ class TextEncoder:
     def _call(self, texts: list, size: int) -> np.ndarray:
         """float32 [len(texts), N]: one call of the module on ``texts`` padded with empty
         strings to ``size`` rows, whose rows are dropped."""
-        import tensorflow as tf
-
         padded = tf.constant(list(texts) + [""] * (size - len(texts)), dtype=tf.string)
         return np.asarray(self.module(padded), dtype=np.float32)[:len(texts)]
 
@@ -420,13 +314,16 @@ class TextEncoder:
             UTF-8 or a str with a lone surrogate (its index is given).
         """
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
-        if precision not in OUTPUT_PRECISIONS:
-            raise ValueError(f"encode: precision must be one of {list(OUTPUT_PRECISIONS)}, got {precision!r}.")
+        _check_precision(precision)
         items, _ = _as_input(sentences)
-        for chunk in _chunks(items, batch_size):
+        yield from self._batches(_chunks(items, batch_size), batch_size, normalize_embeddings, precision)
+
+    def _batches(self, chunks, batch_size: int, normalize_embeddings: bool, precision: str):
+        """``precision`` [b, N] for each list of sentences of ``chunks`` (already checked)."""
+        for chunk in chunks:
             out = self._embed(chunk, batch_size)
             if normalize_embeddings:
-                out = _normalize(out)
+                out = normalize_rows(out, np.float32)
             yield out.astype(OUTPUT_PRECISIONS[precision], copy=False)
 
     def encode(self, sentences, *, batch_size: int | None = None, show_progress_bar: bool | None = None,
@@ -502,11 +399,9 @@ class TextEncoder:
         placement = _device_scope(device)
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
         with placement:
-            out, single = self._encode_all(_mteb_texts(sentences), batch_size, bool(show_progress_bar),
-                                           normalize_embeddings, precision)
+            out, single = self._encode_all(mteb_glue.dataloader_texts(sentences), batch_size,
+                                           bool(show_progress_bar), normalize_embeddings, precision)
         if convert_to_tensor:
-            import tensorflow as tf
-
             return tf.constant(out)
         if not convert_to_numpy:
             return [row for row in out] if not single else out
@@ -514,22 +409,27 @@ class TextEncoder:
 
     def _encode_all(self, sentences, batch_size: int, show: bool, normalize_embeddings: bool,
                     precision: str) -> tuple[np.ndarray, bool]:
-        """``(precision [B, N] or [N], single)``: ``encode``'s vectors as one array, in input order."""
-        from grounded_text.utils.progress import CountProgress
-
+        """``(precision [B, N] or [N], single)``: ``encode``'s vectors as one array, in input order.
+        The input is coerced and its sentences checked once: a list before any work, an iterable
+        as it is read."""
         items, single = _as_input(sentences)
         total = len(items) if isinstance(items, (list, tuple)) else None
         if total is not None:
             _check_items(items, 0)  # a bad element of a list is refused before any work
-        # A list is encoded longest first, as sentence-transformers does: a batch of sentences of
-        # like length pads little (a character model's cost grows with the longest of its batch),
-        # and each row is encoded on its own, so the order changes no vector.
-        order = _length_order(items) if total is not None and total > batch_size else None
+        _check_precision(precision)
+        if total is None:
+            chunks = _chunks(items, batch_size)
+            order = None
+        else:
+            # A list is encoded longest first, as sentence-transformers does: a batch of sentences of
+            # like length pads little (a character model's cost grows with the longest of its batch),
+            # and each row is encoded on its own, so the order changes no vector.
+            order = _length_order(items) if total > batch_size else None
+            ordered = items if order is None else [items[i] for i in order]
+            chunks = (list(ordered[i:i + batch_size]) for i in range(0, total, batch_size))
         parts = []
         with CountProgress(total, "encode", "sentence", enabled=show) as progress:
-            for part in self.encode_iter(items if order is None else [items[i] for i in order],
-                                         batch_size=batch_size, normalize_embeddings=normalize_embeddings,
-                                         precision=precision):
+            for part in self._batches(chunks, batch_size, normalize_embeddings, precision):
                 parts.append(part)
                 progress.add(len(part))
         out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), OUTPUT_PRECISIONS[precision])
@@ -539,15 +439,9 @@ class TextEncoder:
 
     __call__ = encode
 
-    def _image_side(self):
-        from grounded_text.serving.images import ImageSide, NoImageTowerError
-
+    def _image_side(self) -> ImageSide:
         if self._images is None:
-            if self.image_export is None:
-                raise NoImageTowerError(f"{self.handle!r} has no image tower (no image_export/ beside it), so photos "
-                                        "cannot be put into its space; a model trained by grounded-text train or "
-                                        "shipped with the package has one.")
-            self._images = ImageSide.open(self.image_export, repr(self.handle))
+            self._images = ImageSide.open(self.image_export, repr(self.handle), self.dim)
         return self._images
 
     @property
@@ -597,31 +491,7 @@ class TextEncoder:
           >>> enc.similarity(enc.encode(["a dog runs"]), v).shape
           (1, 1)
         """
-        from grounded_text.serving.images import _image_to_array, as_image_list
-
-        batch_size = _check_batch_size(batch_size)
-        side = self._image_side()
-        single = isinstance(images, (str, os.PathLike)) or type(images).__module__.startswith("PIL.") or (
-            isinstance(images, np.ndarray) and images.ndim in (2, 3))
-        items = as_image_list(images)
-        from grounded_text.utils.progress import CountProgress
-
-        parts = []
-        with CountProgress(len(items), "encode_images", "photo", enabled=bool(show_progress_bar)) as progress:
-            for start in range(0, len(items), batch_size):
-                arrays = [_image_to_array(item, start + k)
-                          for k, item in enumerate(items[start:start + batch_size])]
-                out = side.embed(arrays)
-                parts.append(_normalize(out) if normalize_embeddings else out)
-                progress.add(len(arrays))
-        out = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
-        if single:
-            out = out[0]
-        if convert_to_tensor:
-            import tensorflow as tf
-
-            return tf.constant(out)
-        return out
+        return self._image_side().encode(images, batch_size, show_progress_bar, normalize_embeddings, convert_to_tensor)
 
     @staticmethod
     def similarity(a, b):
@@ -639,16 +509,8 @@ class TextEncoder:
           TypeError: an input that is not numeric (e.g. sentences: encode them first).
           ValueError: an input of rank above 2, or widths that differ.
         """
-        tensor = any(type(x).__module__.startswith("tensorflow") for x in (a, b))
-        x, y = _as_matrix(a, "a"), _as_matrix(b, "b")
-        if x.shape[1] != y.shape[1]:
-            raise ValueError(f"similarity: widths differ: a is [.., {x.shape[1]}], b is [.., {y.shape[1]}].")
-        out = (_normalize(x) @ _normalize(y).T).astype(np.float32)
-        if tensor:
-            import tensorflow as tf
-
-            return tf.constant(out)
-        return out
+        out = cos_sim(a, b)
+        return tf.constant(out) if _is_tensor(a, b) else out
 
     @staticmethod
     def similarity_pairwise(a, b):
@@ -671,17 +533,8 @@ class TextEncoder:
           >>> sims.shape, [round(float(x), 4) for x in sims]
           ((2,), [1.0, 0.7071])
         """
-        tensor = any(type(x).__module__.startswith("tensorflow") for x in (a, b))
-        x, y = _as_matrix(a, "a"), _as_matrix(b, "b")
-        if x.shape != y.shape:
-            raise ValueError(f"similarity_pairwise: a is {list(x.shape)} and b is {list(y.shape)}; the same "
-                             "[rows, N] is expected.")
-        out = np.einsum("ij,ij->i", _normalize(x), _normalize(y)).astype(np.float32)
-        if tensor:
-            import tensorflow as tf
-
-            return tf.constant(out)
-        return out
+        out = pairwise_cos_sim(a, b)
+        return tf.constant(out) if _is_tensor(a, b) else out
 
     @property
     def mteb_model_meta(self):
@@ -694,158 +547,4 @@ class TextEncoder:
           MissingExtraError (an ImportError): mteb is not installed
             (``pip install 'grounded_text[mteb]'``).
         """
-        from grounded_text import __version__
-        from grounded_text.utils.extras import require
-
-        model_meta = require("mteb.models", "MTEB's model description").ModelMeta
-        path = Path(str(self.handle))
-        name = path.parent.name if path.name == "export" else path.name
-        return model_meta.create_empty({"name": f"grounded_text/{name}", "revision": __version__,
-                                        "embed_dim": self.dim, "framework": ["TensorFlow"],
-                                        "similarity_fn_name": "cosine", "modalities": ["text"]})
-
-
-def resolve_model(path_or_handle: str | os.PathLike) -> str | os.PathLike:
-    """A shipped model's name (``grounded_text.models()``) → its text tower's folder; any
-    other value unchanged. A folder of that name in the working directory wins over the
-    shipped model. TF-free.
-
-    Example:
-      >>> resolve_model("vete_bow_flickr8k").name
-      'export'
-      >>> resolve_model("runs/my_run/export")
-      'runs/my_run/export'
-    """
-    from grounded_text import shipped
-
-    if shipped.is_name(path_or_handle) and not Path(path_or_handle).exists():
-        return shipped.export_dir(path_or_handle)
-    return path_or_handle
-
-
-def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_end: str | None = None) -> TextEncoder:
-    """Loads a text-embedding SavedModel: a shipped model by name, a grounded_text export or
-    any TF Hub text module.
-
-    ``tensorflow_text`` is imported first, so modules that use its ops load. A SavedModel's
-    graph is code: load only models you trust. A local export left half-swapped by a crash
-    is restored first.
-
-    Args:
-      path_or_handle: the name of a model shipped in the package (``grounded_text.models()``
-        lists them, e.g. ``"vete_bow_flickr8k"``: offline, nothing downloaded), a SavedModel
-        folder (a relative path is resolved against the working directory now; a folder
-        wins over a shipped model of the same name), or a TF Hub handle that
-        ``tensorflow_hub`` resolves.
-      batch_size: the encoder's default sentences per call (``TextEncoder.encode``).
-      sentence_end: the sentence-end rule applied to every sentence
-        (``grounded_text.data.sentence_end``: ``"none"``, ``"space_period"``,
-        ``"space_period_tokens"``); ``None`` (default): the rule the model was trained with,
-        as its export's ``assets/config.json`` records it (``"none"`` where it records none,
-        or for a module with no such config); for a URL handle, the config of the folder
-        ``tensorflow_hub`` unpacks it into
-        (``grounded_text.serving.integrity.model_sentence_end`` decides).
-        The rule runs in Python before the module: a raw ``hub.load`` of the same folder
-        does not apply it.
-
-    Returns:
-      A ``TextEncoder``.
-
-    The export is checked before TensorFlow reads it
-    (``grounded_text.serving.integrity.check_export``): against the sizes, SHA-256 digests and
-    vocabulary size its config records (exports written before that record are checked for
-    the files every SavedModel needs).
-
-    Raises:
-      ValueError: an unknown ``sentence_end``; an export whose config records an unknown
-        rule or a misspelt ``sentence_end`` key.
-      FileNotFoundError: a local folder with no ``saved_model.pb``, or a name that is
-        neither a folder nor a shipped model (the message lists the shipped ones).
-      DamagedExportError (a ValueError): a damaged export: a recorded file missing, cut
-        short or changed, a vocabulary of another size, a config that its SavedModel lists
-        but that is missing, unreadable or not JSON, a ``saved_model.pb`` that does not parse,
-        or a SavedModel that TensorFlow cannot load. One line naming the file.
-      EncoderSignatureError (a ValueError): the module does not map string[B] to float[B, N].
-
-    Example:
-      >>> enc = load("vete_bow_flickr8k")
-      >>> enc.encode(["a dog runs"]).shape
-      (1, 128)
-      >>> load("runs/missing/export")  # doctest: +ELLIPSIS
-      Traceback (most recent call last):
-        ...
-      FileNotFoundError: '...runs/missing/export' is not a SavedModel directory (no saved_model.pb), nor ...
-    """
-    from grounded_text.data.sentence_end import check_sentence_end
-    from grounded_text.serving.integrity import check_export, model_sentence_end, read_export_config
-    from grounded_text.utils.durable import recover_export
-
-    if sentence_end is not None:
-        check_sentence_end(sentence_end)
-    path_or_handle = resolve_model(path_or_handle)
-    path = Path(os.fspath(path_or_handle)).expanduser()
-    if path.exists() or "://" not in str(path_or_handle):
-        path = path.resolve()
-        recover_export(path)
-        if not (path / "saved_model.pb").is_file():
-            if not path.exists():
-                from grounded_text import shipped
-
-                raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb), nor "
-                                        f"the name of a shipped model ({', '.join(shipped.names()) or 'none'}).")
-            raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
-        handle = folder = str(path)
-    else:
-        import tensorflow_hub as hub
-
-        handle = str(path_or_handle)
-        folder = hub.resolve(handle)  # downloaded and unpacked once; hub.load reads this folder
-    config = read_export_config(folder)
-    check_export(folder, config)
-    rule = model_sentence_end(folder, sentence_end)
-    import tensorflow_text  # noqa: F401  (registers the ops the module uses)
-
-    module = _hub_load(handle)
-    dim = check_text_encoder(module, handle)
-    from grounded_text.serving.images import image_export_beside
-
-    image = image_export_beside(handle) if "://" not in handle else None
-    return TextEncoder(module, handle, dim, batch_size, rule, None if image is None else str(image),
-                       max_batch_chars=_batch_char_budget(config))
-
-
-def _hub_load(handle: str):
-    """``tensorflow_hub.load(handle)``; a SavedModel TensorFlow cannot read raises one line.
-
-    Raises:
-      DamagedExportError: any failure of ``hub.load`` (its TensorFlow error, which runs to
-        many lines, is cut to its first).
-    """
-    import tensorflow_hub as hub
-
-    from grounded_text.serving.integrity import DamagedExportError
-
-    try:
-        return hub.load(handle)
-    except Exception as e:  # TF raises many kinds; each means "this SavedModel cannot be used"
-        first = (str(e).strip().splitlines() or [""])[0][:300]
-        raise DamagedExportError(f"{handle!r} cannot be loaded as a SavedModel ({type(e).__name__}: {first}).") \
-            from None
-
-
-def _batch_char_budget(config: dict | None) -> int | None:
-    """``TextEncoder.max_batch_chars`` of the model an export's config describes:
-    ``CHARACTER_BATCH_CHARS`` for a character-level model, else ``None``."""
-    model = (config or {}).get("model")
-    if not isinstance(model, dict):
-        return None
-    encoder = model.get("encoder")
-    if isinstance(encoder, dict) and "char_dim" in encoder:
-        return CHARACTER_BATCH_CHARS
-    try:
-        from grounded_text.papers.presets import get_preset
-
-        builder = get_preset(model.get("name")).builder
-    except Exception:  # an unknown or foreign name: not one of ours, no budget
-        return None
-    return CHARACTER_BATCH_CHARS if builder == "char_gru_attention" else None
+        return mteb_glue.model_meta(self)

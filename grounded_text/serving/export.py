@@ -251,6 +251,23 @@ def export_text_tower(
 
     Returns:
       ``export_dir`` as a ``Path``.
+
+    Raises:
+      NotADirectoryError, PermissionError: ``export_dir`` exists and is not a folder, or cannot
+        be written (before anything is traced).
+
+    Example:
+      >>> import tempfile
+      >>> import grounded_text as gt
+      >>> from grounded_text.config.schema import ModelConfig, TextConfig
+      >>> from grounded_text.layers import build_vocabulary
+      >>> from grounded_text.models import build_model
+      >>> words = build_vocabulary(["a dog runs on the grass", "a man rides a bike"])
+      >>> model = build_model(ModelConfig(embedding_dim=16), TextConfig(), words, feature_dim=6)
+      >>> path = export_text_tower(model.text_tower, Path(tempfile.mkdtemp()) / "export",
+      ...                          {"model": {"name": "vete_bow"}})
+      >>> gt.load(path).encode(["a dog runs"]).shape       # any TF Hub user: hub.load(str(path))
+      (1, 16)
     """
     export_dir = Path(export_dir)
     recover_export(export_dir)

@@ -8,7 +8,9 @@ lands where the training features landed. The shipped models' network is Google'
 EfficientNet-Lite0, whose weights ship in the package (:mod:`grounded_text.vision.lite0`):
 nothing is downloaded.
 
-``TextEncoder.encode_images`` is the public door; :class:`ImageSide` is what it holds.
+:class:`ImageSide` owns it: ``encode`` (what ``TextEncoder.encode_images`` hands photos to)
+and ``fingerprint`` (what ``TextEncoder.image_fingerprint`` reports, and what a photo index is
+made for).
 """
 
 from __future__ import annotations
@@ -21,8 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from grounded_text.data.provenance import lite0_provenance
+from grounded_text.utils.progress import CountProgress
+from grounded_text.utils.similarity import normalize_rows
+from grounded_text.vision.crops import decode_rgb, make_views
+from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance
 
 #: The feature record of the image tower (a key of its ``assets/config.json``).
 IMAGE_FEATURES_KEY = "image_features"
@@ -81,8 +88,6 @@ def load_image_encoder(path: str | Path, batch_size: int = 4096):
       FileNotFoundError: not a SavedModel directory. ValueError (when called):
       features of the wrong dimension (names both), NaN/Inf outputs.
     """
-    import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
     if not (Path(path) / "saved_model.pb").is_file():
         raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
     module = tf.saved_model.load(str(path))
@@ -141,10 +146,6 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
       ImageReadError: the file cannot be read, is not an image, is damaged, or declares more
         than 40 million pixels (the extractor's decompression-bomb guard); the message names it.
     """
-    import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
-    from grounded_text.vision.crops import decode_rgb  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
     try:
         data = Path(path).read_bytes()
     except OSError as e:
@@ -181,21 +182,33 @@ class ImageSide:
     Attributes:
       export_dir: the image tower's SavedModel folder.
       record: what made its training features (:func:`tower_record`).
+      dim: N, the width of the model's space (the text tower's).
     """
 
     export_dir: Path
     record: dict
+    dim: int
     _tower: Any = None
     _network: Any = None
 
     @classmethod
-    def open(cls, export_dir: str | os.PathLike, what: str) -> ImageSide:
-        """Raises NoImageTowerError when the tower records no network this package can build."""
+    def open(cls, export_dir: str | os.PathLike | None, what: str, dim: int) -> ImageSide:
+        """The image side of the model ``what`` (its name, for messages) whose image tower is
+        ``export_dir``.
+
+        Raises:
+          NoImageTowerError: ``export_dir`` is ``None`` (no image tower beside the text tower), or
+            the tower records no network this package can build.
+        """
+        if export_dir is None:
+            raise NoImageTowerError(f"{what} has no image tower (no image_export/ beside it), so photos cannot be "
+                                    "put into its space; a model trained by grounded-text train or shipped with the "
+                                    "package has one.")
         record = tower_record(export_dir)
         if record is None:
             raise NoImageTowerError(f"{what}: its image tower {str(export_dir)!r} does not record which image network "
                                     "made its training features, so photos cannot be put into its space.")
-        return cls(Path(export_dir), record)
+        return cls(Path(export_dir), record, int(dim))
 
     @property
     def fingerprint(self) -> str:
@@ -211,8 +224,6 @@ class ImageSide:
     def network(self):
         """The ``FeatureNetwork`` of the record (built once)."""
         if self._network is None:
-            from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance  # noqa: PLC0415
-
             cnn, weights = self.record.get("cnn"), str(self.record.get("weights", ""))
             if weights.startswith("random:seed="):
                 seed = int(weights.split("=", 1)[1])
@@ -240,10 +251,6 @@ class ImageSide:
     def features(self, arrays: list[np.ndarray]) -> np.ndarray:
         """uint8 images [H, W, 3] → float32 [len(arrays), d] features of the recorded network,
         preprocessed as the record says (whole image resized, or the ten-crop average)."""
-        import tensorflow as tf  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
-        from grounded_text.vision.crops import make_views  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
         network = self.network()
         crops = int(self.record.get("crops", 1))
         views = np.stack([make_views(tf.constant(a), network.input_size, crops).numpy() for a in arrays])
@@ -255,3 +262,29 @@ class ImageSide:
     def embed(self, arrays: list[np.ndarray]) -> np.ndarray:
         """uint8 images → float32 [len(arrays), N] through the network and the tower."""
         return np.asarray(self.tower()(self.features(arrays)), dtype=np.float32)
+
+    def encode(self, images, batch_size: int = 32, show_progress_bar: bool | None = None,
+               normalize_embeddings: bool = True, convert_to_tensor: bool = False):
+        """Photos → float32 [B, N] in the model's space (``TextEncoder.encode_images``, whose
+        docstring gives the arguments, the returned shapes and the errors).
+
+        Raises:
+          ValueError: ``batch_size`` < 1 (or not an int). ImageReadError, TypeError: see
+            :func:`read_image` and :func:`as_image_list`.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"encode_images: batch_size must be an int >= 1, got {batch_size!r}.")
+        single = isinstance(images, (str, os.PathLike)) or type(images).__module__.startswith("PIL.") or (
+            isinstance(images, np.ndarray) and images.ndim in (2, 3))
+        items = as_image_list(images)
+        parts = []
+        with CountProgress(len(items), "encode_images", "photo", enabled=bool(show_progress_bar)) as progress:
+            for start in range(0, len(items), batch_size):
+                arrays = [_image_to_array(item, start + k) for k, item in enumerate(items[start:start + batch_size])]
+                out = self.embed(arrays)
+                parts.append(normalize_rows(out, np.float32) if normalize_embeddings else out)
+                progress.add(len(arrays))
+        out = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+        if single:
+            out = out[0]
+        return tf.constant(out) if convert_to_tensor else out

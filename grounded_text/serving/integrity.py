@@ -20,8 +20,6 @@ An export written before the record existed (or by another tool) is checked for 
 SavedModel must hold: a ``saved_model.pb`` that parses, the assets it lists, and
 ``variables/variables.index`` when it has variables.
 
-Nothing here imports TensorFlow at module level.
-
 Example:
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -43,9 +41,10 @@ import json
 import os
 from pathlib import Path
 
-from grounded_text import shipped
-from grounded_text.data.sentence_end import check_sentence_end, rule_from_config
-from grounded_text.utils.durable import file_sha256
+from google.protobuf.message import DecodeError
+from tensorflow.core.protobuf import saved_model_pb2
+
+from grounded_text.utils.durable import atomic_write, file_sha256
 
 __all__ = ["CONFIG_FILE", "DamagedExportError", "INTEGRITY_KEY", "check_export", "export_record",
            "read_export_config", "record_integrity", "verify_record"]
@@ -106,9 +105,8 @@ def record_integrity(export_dir: str | os.PathLike) -> dict:
     path = root / CONFIG_FILE
     config = json.loads(path.read_text(encoding="utf-8"))
     config[INTEGRITY_KEY] = record = export_record(root)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(config, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(config, indent=2, default=str).encode("utf-8")
+    atomic_write(path, lambda f: f.write(text))
     return record
 
 
@@ -207,9 +205,6 @@ def _check_structure(root: Path) -> None:
         raise DamagedExportError(f"{where} saved_model.pb cannot be read ({e.strerror}).") from None
     if not data:
         raise DamagedExportError(f"{where} saved_model.pb is empty.")
-    from google.protobuf.message import DecodeError  # noqa: PLC0415 (TF-free at load: --help paths import this)
-    from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
     saved = saved_model_pb2.SavedModel()
     try:
         saved.ParseFromString(data)
@@ -248,58 +243,3 @@ def check_export(export_dir: str | os.PathLike, config: dict | None = None) -> N
     if config is not None and INTEGRITY_KEY in config:
         verify_record(root, config[INTEGRITY_KEY])
     _check_structure(root)
-
-
-def _local_folder(model) -> Path | None:
-    """The folder ``model`` (a shipped name, a folder or a TF Hub URL handle) is read from;
-    ``None`` for a handle that is not a folder and not a URL."""
-    if shipped.is_name(model) and not Path(model).exists():
-        return shipped.export_dir(model)
-    text = os.fspath(model)
-    if "://" in str(text) and not Path(text).exists():
-        import tensorflow_hub as hub  # noqa: PLC0415 (TF-free at load: --help paths import this)
-
-        return Path(hub.resolve(str(text)))  # the folder hub unpacked (and hub.load reads)
-    return Path(text).expanduser()
-
-
-def model_sentence_end(model, sentence_end: str | None = None) -> str:
-    """The sentence-end rule a loaded model's sentences get: the one function that decides it
-    for ``grounded_text.load``, the evaluate command, the trainer's end-of-run scoring and the
-    experiments.
-
-    Args:
-      model: a shipped model's name, a SavedModel folder, or a TF Hub URL handle (the rule
-        is read from the folder ``tensorflow_hub`` unpacks it into, as ``hub.load`` does).
-      sentence_end: a rule given explicitly (``load(sentence_end=...)``, ``--sentence-end``):
-        it wins; ``None``: the rule the model was trained with.
-
-    Returns:
-      ``sentence_end`` when given; else ``text.sentence_end`` of the model's
-      ``assets/config.json`` (``rule_from_config``), ``"none"`` for a SavedModel with no such
-      config (a TF Hub module from elsewhere).
-
-    Raises:
-      ValueError: an unknown ``sentence_end``; a config that this package's export lists but
-        that is missing, unreadable or not JSON (``DamagedExportError``),
-        or that records an unknown rule or a misspelt key. Such an export never silently gets
-        ``"none"``.
-
-    Example:
-      >>> model_sentence_end("char_gru_attention_flickr8k")
-      'space_period'
-      >>> model_sentence_end("char_gru_attention_flickr8k", "none")
-      'none'
-      >>> model_sentence_end("vete_bow_flickr8k")
-      'none'
-    """
-    if sentence_end is not None:
-        return check_sentence_end(sentence_end)
-    folder = _local_folder(model)
-    return rule_from_config(read_export_config(folder), f"export {str(folder)!r}")
-
-
-def recorded_sentence_end(model_dir) -> str:
-    """``model_sentence_end(model_dir)``: the rule ``model_dir``'s export records (kept for
-    callers of its older name)."""
-    return model_sentence_end(model_dir)

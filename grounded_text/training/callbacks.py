@@ -10,8 +10,9 @@ import numpy as np
 
 from grounded_text.data.sts import read_sick, sick_path
 from grounded_text.evaluation.encoders import image_tower_encoder, tower_encoder, with_sentence_end
-from grounded_text.evaluation.retrieval import cosine_matrix, images_of_pairs, retrieval_metrics
-from grounded_text.evaluation.sts import correlations, cosine_rows, score_sts_year
+from grounded_text.evaluation.retrieval import images_of_pairs, retrieval_metrics
+from grounded_text.evaluation.sts import correlations, score_sts_year
+from grounded_text.utils.similarity import cosine_matrix, cosine_rows
 
 
 def _logged(value: float | None) -> float:

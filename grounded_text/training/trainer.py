@@ -53,8 +53,8 @@ from grounded_text.evaluation.sts import evaluate_sts, format_markdown, headline
 from grounded_text.layers.text_preprocessor import write_vocabulary
 from grounded_text.models.ensemble import build_snapshot_ensemble
 from grounded_text.papers.resolve import ensure_resolved
-from grounded_text.serving.encoder import load
 from grounded_text.serving.export import IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
+from grounded_text.serving.loader import load
 from grounded_text.serving.model_card import write_model_card
 from grounded_text.training.arguments import check_callbacks, check_output_dir, check_selection_data, check_verbose
 from grounded_text.training.callbacks import (

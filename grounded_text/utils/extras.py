@@ -119,7 +119,7 @@ def assert_installed(module: ModuleType | None, name: str, what: str) -> ModuleT
       The report charts needs matplotlib, which is not installed: pip install 'grounded_text[eval]' (or [all]).
     """
     if module is None:
-        raise _missing(name, what)
+        raise _missing(name.split(".", 1)[0], what)
     return module
 
 

@@ -1,5 +1,6 @@
-"""Image features from raw images: ImageNet CNNs (keras.applications), single/ten-crop
-views, a tf.data extractor and resumable feature-store sinks. See docs/features.md."""
+"""Image features from raw images: ImageNet CNNs (keras.applications, and the shipped
+EfficientNet-Lite0 with its one-off weight converter), single/ten-crop views, the photos of a
+folder, a tf.data extractor and resumable feature-store sinks. See docs/features.md."""
 
 import importlib
 
@@ -11,7 +12,8 @@ _EXPORTS = {
     "read_ids_file": "extractor",
     "NETWORK_NAMES": "networks", "FeatureNetwork": "networks", "NetworkSpec": "networks",
     "WeightsUnavailableError": "networks", "get_spec": "networks",
-    "NpzFeatureSink": "sinks",
+    "NpzFeatureSink": "sinks", "PartFiles": "sinks",
+    "PHOTO_EXTENSIONS": "folders", "PhotoFile": "folders", "scan_photos": "folders",
 }
 __all__ = list(_EXPORTS)
 

