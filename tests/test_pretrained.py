@@ -59,7 +59,8 @@ def test_each_shipped_model_has_its_record_card_and_fits_the_budget(name):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_each_shipped_model_was_trained_by_its_recipe(name):
     """The card's command is the recipe's: the shipped config is what that command resolves to."""
-    from grounded_text.experiments.shipped import recipe_config, selection_sentence
+    from grounded_text.experiments.shipped import recipe_config
+    from grounded_text.experiments.shipped_card import selection_sentence
     from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
     from grounded_text.training.run_dir import config_diff
 

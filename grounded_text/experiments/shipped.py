@@ -42,26 +42,22 @@ from grounded_text.evaluation.stats import pearson_ci
 from grounded_text.experiments.comparison import read_ours
 from grounded_text.experiments.runner import plain
 from grounded_text.experiments.scoring import TestData, score_encoder
+from grounded_text.experiments.shipped_card import RESAMPLES, SEED, shipped_card
 from grounded_text.layers.branches import LinearImageEncoder
 from grounded_text.papers.resolve import config_from_flags, resolve_config
 from grounded_text.serving.export import CONFIG_ASSET, export_image_tower
 from grounded_text.serving.loader import load
-from grounded_text.serving.model_card import _use_and_limits
 from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
 from grounded_text.training.run_dir import config_diff
 from grounded_text.utils.children import run_child
 from grounded_text.utils.durable import atomic_write
 from grounded_text.utils.similarity import cosine_rows
-from grounded_text.vision.lite0 import PROVENANCE, WEIGHTS_SHA256
 
 #: The wheel's budget per export of a shipped model (one tower, on disk): a two-snapshot
 #: ensemble's text tower at n = 512 takes about 15 MB.
 MAX_EXPORT_BYTES = 20 * 2**20
 #: The wheel's budget for all shipped models and weights together (``grounded_text/shipped/``).
 MAX_SHIPPED_BYTES = 56 * 2**20
-#: Bootstrap resamples of the interval of a mean over subsets (STS16 mean).
-RESAMPLES = 2000
-SEED = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,135 +269,6 @@ def _bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def _image_weights_text(image_weights: dict | None) -> str:
-    if not image_weights or image_weights.get("weights") != "int8":
-        return ""
-    return (" (the image tower's matrix in int8, Keras weight quantization: its outputs have cosine >= "
-            f"{image_weights['min_cosine']} to the float32 tower's on the 1,000 Flickr8k test images)")
-
-
-def selection_sentence(select_on: str | None) -> str:
-    """What chose the exported epoch, and so which of the card's figures are not an unseen test
-    (``TrainConfig.select_on``)."""
-    unseen = "no STS or SICK set was used in training or selection"
-    return {"avg2016": "STS16 chose the epoch, so it is not an unseen test.",
-            "sick_val": "SICK's validation split chose the epoch (the SICK figure is of its test split).",
-            "dev_retrieval": f"Flickr8k dev retrieval chose the epoch: {unseen}.",
-            "val_loss": f"The Flickr8k dev loss chose the epoch: {unseen}.",
-            "last": f"The last epoch is exported: {unseen}."}.get(select_on, f"`{select_on}` chose the epoch.")
-
-
-def _image_network(record: dict) -> list[str]:
-    """The card's section on the network photos go through (the one of the training features)."""
-    if record.get("features") != "efficientnet_lite0":
-        return []
-
-    return [
-        "## Image network",
-        "",
-        "Photos reach the image tower through the network of its training features, shipped inside the "
-        "package: `enc.encode_images(photos)` and `grounded-text search` run it offline. It is "
-        f"{PROVENANCE} (SHA-256 {WEIGHTS_SHA256}). The tower records it (`image_features` in "
-        "`image_export/assets/config.json`); features made by another network are refused when they meet it.",
-        "",
-    ]
-
-
-def _retrieval_section(retrieval: dict | None) -> list[str]:
-    """The card's retrieval table (``shipped_retrieval``), or nothing for a card without one."""
-    if not retrieval:
-        return []
-    return [
-        "## Evaluation (caption↔image retrieval, Flickr8k test, 1,000 images)",
-        "",
-        "Scored by `grounded_text.experiments.shipped.shipped_retrieval`: cosine of the text tower's and the "
-        "image tower's outputs, R@K in percent (expected over random tie order). Intervals: a bootstrap over "
-        "images for caption→image (an image's captions drawn together), Wilson over the image queries for "
-        "image→caption.",
-        "",
-        "| figure | R@K (%) | 95% interval | queries |",
-        "|---|---:|---:|---:|",
-        *(f"| {k} | {v['value']:.1f} | [{v['ci95'][0]:.1f}, {v['ci95'][1]:.1f}] | {v['n']:,} |"
-          for k, v in retrieval.items()),
-        "",
-    ]
-
-
-def _card(name: str, record: dict) -> str:
-    rows = [f"| {k} | {v['value']:.3f} | [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}] | {v['n']:,} |"
-            for k, v in record["figures"].items()]
-    return "\n".join([
-        f"# grounded_text/{name}",
-        "",
-        "<!-- module-type: text-embedding -->",
-        "<!-- fine-tunable: true -->",
-        "<!-- format: saved_model_2 -->",
-        f"<!-- network-architecture: {record['preset']} (grounded_text), N={record['dims']} -->",
-        "<!-- dataset: flickr8k -->",
-        "<!-- language: en -->",
-        "<!-- license: research use only (the training data's terms) -->",
-        "",
-        "## Overview",
-        "",
-        f"{record['description']}. Shipped inside the `grounded_text` package: "
-        f"`grounded_text.load(\"{name}\")` loads it offline. Output: float32 [batch, {record['dims']}], rows of "
-        "unit norm. Beside it, `image_export/` maps "
-        f"{record['image_dims']}-d image features into the same space (retrieval).",
-        "",
-        *_image_network(record),
-        *_use_and_limits("flickr8k", record["features"]),
-        "## Licence of the training data",
-        "",
-        record["licence"],
-        "",
-        "## Evaluation (cosine similarity, unsupervised; Pearson r)",
-        "",
-        "Scored by `grounded_text.experiments.shipped.shipped_figures` on the data root's `sts/` folder (the "
-        "original SemEval / STS-B / SICK releases). Intervals: Fisher z for one set of pairs; a percentile "
-        f"bootstrap over pairs within each subset ({RESAMPLES} resamples, seed {SEED}) for the STS16 mean. "
-        + selection_sentence(record["config"]["train"].get("select_on")),
-        "",
-        "| figure | Pearson r | 95% interval | pairs |",
-        "|---|---:|---:|---:|",
-        *rows,
-        "",
-        *_retrieval_section(record.get("retrieval")),
-        "## Training",
-        "",
-        f"Data: {record['data']}.",
-        "",
-        "```bash",
-        record["command"],
-        "```",
-        "",
-        f"Best epoch {record['best_epoch']} of {record['epochs']}; weights stored as {record['weights_dtype']}"
-        + _image_weights_text(record.get("image_weights")) + "; "
-        f"{record['parameters']:,} parameters in the text tower. Rebuild this folder (train, copy, score, "
-        "write this card):",
-        "",
-        "```bash",
-        f"python -m grounded_text.experiments.shipped {name} --data-dir \"$GROUNDED_TEXT_DATA\"",
-        "```",
-        "",
-        "## Usage",
-        "",
-        "```python",
-        "import grounded_text as gt",
-        f"enc = gt.load(\"{name}\")",
-        "enc.encode([\"a dog runs on the beach\"])       # float32 [1, "
-        f"{record['dims']}]",
-        f"enc.encode_images([\"photo.jpg\"])               # float32 [1, {record['dims']}], the same space",
-        "```",
-        "",
-        "## Training config",
-        "",
-        "```json",
-        json.dumps(record["config"], indent=2),
-        "```",
-        "",
-    ])
-
-
 def recipe_config(name: str) -> dict:
     """The resolved config (as stored in a run's ``metrics.json``) of recipe ``name``'s command."""
 
@@ -515,7 +382,7 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
     }
     if record["parameters"] is None:
         record["parameters"] = int(sum(int(np.prod(v.shape)) for v in encoder.module.variables))
-    card = _card(name, record)
+    card = shipped_card(name, record)
     (staged / "export" / "model_card.md").write_text(card, encoding="utf-8")
     (staged / MODEL_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(target, ignore_errors=True)

@@ -36,7 +36,7 @@ def _paper_lines(name: str) -> list[str]:
     return ["", f"Configuration from: {record.paper}."] if record is not None else []
 
 
-def _use_and_limits(dataset: str, features: str) -> list[str]:
+def use_and_limits(dataset: str, features: str) -> list[str]:
     """The card's intended-use, limitations and training-data sections (Kaggle Models' card
     headings)."""
     return [
@@ -122,7 +122,7 @@ def write_model_card(
         f"Output: float32 [batch, {embedding_dim}] L2-normalised embeddings; {parameters} parameters.",
         *_paper_lines(name),
         "",
-        *_use_and_limits(dataset, data.get("features", "?")),
+        *use_and_limits(dataset, data.get("features", "?")),
         "## Usage",
         "",
         "```python",
