@@ -13,8 +13,8 @@ SICK test. Prints a Markdown table; ``--json`` writes the full report.
 
 Transfer (SentEval, see ``docs/transfer.md``)::
 
-    python -m grounded_text.evaluate --model runs/vete_bow/export --baseline glove \
-        --transfer [MR CR SUBJ MPQA SST2 TREC MRPC SICKEntailment SNLI] \
+    python -m grounded_text.evaluate --model runs/vete_bow/export --baseline glove \\
+        --transfer [MR CR SUBJ MPQA SST2 TREC MRPC SICKEntailment SNLI] \\
         [--senteval-dir ../shared/data/senteval] [--report-dir reports/]
 
 ``--transfer`` with no task names runs them all. ``--baseline glove`` adds the
@@ -58,7 +58,7 @@ format::
 A run whose model has several sentence spaces (``bordes_cg_pg``: ``export_textual/`` u
 and ``export_grounded/`` g(u)) is scored space by space, each under its folder name::
 
-    python -m grounded_text.evaluate --model RUN/export_textual RUN/export_grounded \
+    python -m grounded_text.evaluate --model RUN/export_textual RUN/export_grounded \\
         --sections sts structure
 """
 
