@@ -41,15 +41,16 @@ import numpy as np
 
 from grounded_text import shipped
 from grounded_text.evaluation.encoders import cached, load_image_encoder
-from grounded_text.evaluation.retrieval import cosine_matrix, images_of_pairs, retrieval_metrics
+from grounded_text.evaluation.retrieval import images_of_pairs, retrieval_metrics
 from grounded_text.evaluation.stats import format_p
 from grounded_text.experiments.charts import training_curve_chart
 from grounded_text.experiments.protocol_rescore import paired, score_with_rule
 from grounded_text.experiments.scoring import TestData
 from grounded_text.reporting.tables import markdown_table, write_report
-from grounded_text.serving.encoder import load
 from grounded_text.serving.export import CONFIG_ASSET, IMAGE_EXPORT_DIR, export_image_tower, export_text_tower
+from grounded_text.serving.loader import load
 from grounded_text.training.callbacks import load_snapshot_towers
+from grounded_text.utils.similarity import cosine_matrix
 
 #: The test-time sentence ends of the comparison: the authors' SentEval batcher's.
 RULE = "space_period_tokens"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from grounded_text.layers import examples
+import grounded_text.layers.examples as examples
 from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.text_preprocessor import PADDING_ID, TextPreprocessor
 

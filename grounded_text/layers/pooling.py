@@ -13,7 +13,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from grounded_text.layers import examples
+import grounded_text.layers.examples as examples
 from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.torch_init import fan_in_uniform
 

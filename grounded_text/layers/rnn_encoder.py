@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from grounded_text.layers import examples
+import grounded_text.layers.examples as examples
 from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.pooling import WEIGHT_INITS, last_valid, masked_max, masked_mean
 from grounded_text.layers.stacked_rnn import CELLS, StackedRNN, UsesStackedRNN

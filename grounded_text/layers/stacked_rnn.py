@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import keras
 
-from grounded_text.layers import examples
+import grounded_text.layers.examples as examples
 from grounded_text.layers.examples import LayerExample
 from grounded_text.layers.fused_rnn import bidirectional_gru, can_fuse
 from grounded_text.layers.pooling import WEIGHT_INITS

@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from grounded_text.layers import examples
+import grounded_text.layers.examples as examples
 from grounded_text.layers.examples import LayerExample
 from grounded_text.utils.durable import atomic_write
 
