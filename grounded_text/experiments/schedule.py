@@ -159,7 +159,8 @@ def export_snapshot(run_dir: str | Path, k: int, out_dir: str | Path) -> Path:
 
 def dev_retrieval(model: str | Path, data_dir: str | Path) -> dict:
     """Caption↔image retrieval of ``model``'s exported towers on the Flickr8k dev split (the
-    1,000 dev images and their 5,000 captions, the features its config names), with the
+    1,000 dev images and their 5,000 captions, or the first ``data.max_dev_images`` of its
+    config; the features its config names), with the
     sentence ends it was trained with: the trainer's selection figure, by the package's
     evaluator (``evaluation.retrieval.retrieval_metrics``) instead of the trainer's callback.
 
@@ -169,7 +170,9 @@ def dev_retrieval(model: str | Path, data_dir: str | Path) -> dict:
     """
     text_dir, image_dir = model_dirs(model)
     config = json.loads((text_dir / "assets" / CONFIG_ASSET).read_text())
-    pairs = TestData(Path(data_dir)).split_pairs(config.get("data") or {}, "dev", None)
+    data_cfg = config.get("data") or {}
+    # The run's own dev split: its first max_dev_images images where it was capped.
+    pairs = TestData(Path(data_dir)).split_pairs(data_cfg, "dev", data_cfg.get("max_dev_images"))
     _, caption_image, features = images_of_pairs(pairs)
     text = cached(load(text_dir))
     sims = cosine_matrix(text(pairs.captions.tolist()), load_image_encoder(image_dir)(features))
