@@ -16,6 +16,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from grounded_text.layers.examples import LayerExample
 from grounded_text.utils.compat import in_safe_mode, track_variable
 
 
@@ -131,11 +132,8 @@ class HubTextEmbedding(keras.layers.Layer):
         return cls(**config)
 
     @classmethod
-    def example(cls) -> "LayerExample":  # noqa: F821 (imported in the body)
+    def example(cls) -> LayerExample:
         """Small constructor arguments and an input batch, for the shared layer tests."""
-        # Imported here: this module's imports are left as they are.
-        from grounded_text.layers.examples import LayerExample  # noqa: PLC0415
-
         return LayerExample({"handle": ""}, skip="it loads a SavedModel, and from_config refuses to in safe mode: "
                             "tests/test_keras_layer.py runs it on one, through a .keras file with safe_mode=False")
 
