@@ -55,8 +55,9 @@ def _parse_args(argv):
     parser.add_argument("--crops", default=1, type=int, choices=(1, 10),
                         help="1: whole image resized; 10: ten-crop average")
     parser.add_argument("--weights", default="imagenet",
-                        help="'imagenet' (default; cached or downloaded), 'none' (random "
-                        "init) or a .weights.h5/.h5 file")
+                        help="'imagenet' (default: ImageNet weights; efficientnet_lite0's ship in the package, "
+                        "offline; the other networks' are fetched once into Keras' or keras-hub's cache), 'none' "
+                        "(random init) or a .weights.h5/.h5 file")
     parser.add_argument("--seed", default=0, type=int,
                         help="with --weights none: the seed of the random network (recorded in the store)")
     parser.add_argument("--batch-size", default=32, type=int)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -144,7 +143,11 @@ def test_from_nothing_to_an_export_load_encodes_with(data_dir, tmp_path):
            "PYTHONPATH": os.pathsep.join(p for p in (str(README.parent), os.environ.get("PYTHONPATH")) if p)}
     env.pop("PYTHONHASHSEED", None)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the suite's own setting (conftest.py): a user's shell has none
-    assert shutil.which("grounded-text", path=env.get("PATH")), "the grounded-text console script is not installed"
+    # The block calls grounded-text by name: the console script of this interpreter's install, which
+    # sits beside it, whether or not its virtualenv is activated (PATH may name another or none).
+    script = Path(sys.executable).with_name("grounded-text")
+    assert script.is_file(), f"the grounded-text console script is not installed beside {sys.executable}"
+    env["PATH"] = os.pathsep.join(p for p in (str(script.parent), env.get("PATH")) if p)
     mirror = Mirror(tmp_path / "mirror")
     env["GROUNDED_TEXT_DOWNLOAD_BASE"] = mirror.url
     start = time.perf_counter()

@@ -1,7 +1,12 @@
 """The README reads top-down, and every figure it prints is one the docs' tables print.
 
-**Start.** Within its first 40 lines the README gives the install command, a first encode with a
-shipped model, a first photo search and one training command.
+**Start.** Within its first 50 lines the README says how to get the code and build a wheel, and
+gives the install command, a first encode with a shipped model, a first photo search and one
+training command.
+
+**Set-up.** The README's install line installs what its test line needs, and CI runs both as they
+are written: ``.ci/run`` reads them from the README's ``<!-- install`` and ``<!-- test`` markers
+(``.ci/readme_command``), so the two cannot drift apart.
 
 **Figures.** A figure of the README is checked when it is, outside code:
 
@@ -32,7 +37,10 @@ and a figure changed in the docs tables but not in the README (or the other way)
 
 from __future__ import annotations
 
+import configparser
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -149,11 +157,72 @@ def test_every_readme_figure_is_printed_in_a_docs_table():
 
 
 def test_the_readme_starts_with_install_encode_search_and_train():
-    first = "\n".join(README.read_text(encoding="utf-8").splitlines()[:40])
-    for what, needle in (("install", "pip install"), ("first encode", 'gt.load("vete_bow_flickr8k")'),
+    first = "\n".join(README.read_text(encoding="utf-8").splitlines()[:50])
+    for what, needle in (("the code", "git clone"), ("install", "pip install"), ("a wheel", "pip wheel"),
+                         ("first encode", 'gt.load("vete_bow_flickr8k")'),
                          ("encode", ".encode("), ("photos", ".encode_images("),
                          ("photo search", "grounded-text search --model vete_bow_flickr8k"),
                          ("training", "grounded-text train --data-dir")):
-        assert needle in first, f"the README's first 40 lines have no {what} ({needle!r})"
+        assert needle in first, f"the README's first 50 lines have no {what} ({needle!r})"
     # and says which of "preset" and "shipped model" is which
     assert "gt.presets()" in first and "gt.models()" in first
+
+
+# ----------------------------------------------------------------------------- the set-up CI runs
+
+CI_RUN = REPO / ".ci" / "run"
+README_COMMAND = REPO / ".ci" / "readme_command"
+
+
+def marked_line(markdown: str, name: str) -> str:
+    """The one line of the fenced block right after ``<!-- name`` (``<!-- name -->`` or
+    ``<!-- name: a comment -->``), as ``.ci/readme_command`` reads it.
+
+    Raises:
+      AssertionError: no such marker, or its block is not one line.
+    """
+    m = re.search(rf"^<!-- {re.escape(name)}[: ][^\n]*\n(?:[ \t]*\n)*```[^\n]*\n(.*?)^```", markdown, re.S | re.M)
+    assert m, f"README.md has no fenced block after a '<!-- {name}' marker"
+    lines = m.group(1).splitlines()
+    assert len(lines) == 1, f"the '{name}' block holds {len(lines)} lines, not one: {lines}"
+    return lines[0]
+
+
+def test_the_install_line_installs_what_the_test_line_needs():
+    text = README.read_text(encoding="utf-8")
+    install, tests = marked_line(text, "install"), marked_line(text, "test")
+    assert tests == "python -m pytest -q"
+    assert re.search(r"""pip install .*-e ["']?\.\[test\]["']?$""", install), install
+    # the test extra holds pytest (and, through [all], every extra the suite imports)
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg", encoding="utf-8")
+    test_extra = [line.strip() for line in cfg["options.extras_require"]["test"].splitlines()]
+    assert any(re.match(r"pytest\b(?!-)", line) for line in test_extra), test_extra
+    assert "grounded_text[all]" in test_extra
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="CI's scripts are bash")
+def test_ci_runs_the_readmes_own_install_and_test_lines():
+    text = README.read_text(encoding="utf-8")
+    for name in ("install", "test"):
+        out = subprocess.run(["bash", str(README_COMMAND), name], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == marked_line(text, name) + "\n"
+    missing = subprocess.run(["bash", str(README_COMMAND), "no-such-marker"], capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 2 and "no one-line block" in missing.stderr
+    # py311 runs the two lines it reads, as they are (no copy of them in the script)
+    job = re.search(r"^py311\(\) \{\n(.*?)^\}", CI_RUN.read_text(encoding="utf-8"), re.S | re.M)
+    assert job, ".ci/run has no py311 job"
+    body = job.group(1)
+    assert "install=$(.ci/readme_command install)" in body and 'eval "$install"' in body
+    assert "tests=$(.ci/readme_command test)" in body and 'eval "$tests"' in body
+    assert body.index('eval "$install"') < body.index('eval "$tests"')
+    assert "pip install -c constraints.txt -e" not in body and "python -m pytest -q\n" not in body
+
+
+def test_the_readme_defines_the_data_root_before_it_uses_it():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    uses = [n for n, line in enumerate(lines) if re.search(r"\$\{?GROUNDED_TEXT_DATA\b", line)]
+    assert uses, "the README never uses $GROUNDED_TEXT_DATA"
+    assert re.match(r"\s*export GROUNDED_TEXT_DATA=", lines[uses[0]]), (uses[0] + 1, lines[uses[0]])
