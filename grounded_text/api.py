@@ -345,7 +345,9 @@ def models() -> list[dict]:
       ``image_dims``, ``figures`` (``{figure: {"value", "ci95", "n"}}``: Pearson r of the
       cosine on STS12 MSRvid, the STS16 mean, STS-B test and SICK test, with 95% intervals),
       ``size_bytes``, ``weights_dtype``, ``command`` (how it was trained), ``data``,
-      ``licence`` and ``path`` (see ``grounded_text.shipped.models``).
+      ``licence`` (the training data's terms, in full), ``terms`` (in short: research use
+      only, the terms of Flickr8k, which these weights are trained on) and ``path`` (see
+      ``grounded_text.shipped.models``).
 
     Example:
       >>> import grounded_text as gt
@@ -354,6 +356,8 @@ def models() -> list[dict]:
       >>> m = {m["name"]: m for m in gt.models()}["vete_bow_flickr8k"]
       >>> m["dims"], round(m["figures"]["STS12 MSRvid"]["value"], 3), m["size_bytes"] < 10 * 2**20
       (128, 0.761, True)
+      >>> m["terms"].startswith("research use only")
+      True
     """
     from grounded_text.shipped import models as shipped
 

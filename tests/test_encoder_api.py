@@ -207,3 +207,39 @@ def test_a_long_list_is_encoded_longest_first_and_returned_in_its_own_order(enc)
     np.testing.assert_allclose(got, alone, atol=1e-6)
     assert [len(s) for s in seen[0]] == sorted((len(s) for s in sentences), reverse=True)[:4]
     assert enc_calls.encode(sentences[:3]).shape == (3, enc.dim)  # one batch: no reordering needed
+
+
+def test_sentence_transformers_attributes_of_a_shipped_model():
+    import grounded_text as gt
+    from grounded_text.serving.encoder import TextEncoder
+
+    shipped = gt.load("vete_bow_flickr8k")
+    assert shipped.get_sentence_embedding_dimension() == 128 == shipped.dim
+    assert shipped.similarity_fn_name == "cosine"
+    # the export's per-sentence cut, in characters (UTF-8 bytes): 16,384 for every export of the package
+    limits = json.loads((Path(shipped.handle) / "assets" / "config.json").read_text())["input_limits"]
+    assert shipped.max_seq_length == limits["max_bytes"] == 16384
+    plain = shipped.encode(SENTENCES)
+    np.testing.assert_array_equal(shipped.encode_query(SENTENCES), plain)
+    np.testing.assert_array_equal(shipped.encode_document(SENTENCES, normalize_embeddings=True),
+                                  shipped.encode(SENTENCES, normalize_embeddings=True))
+    assert TextEncoder.encode_query is TextEncoder.encode_document is TextEncoder.encode
+    # Both are fixed by the SavedModel: setting them is refused rather than silently ignored.
+    with pytest.raises(AttributeError):
+        shipped.max_seq_length = 256
+    with pytest.raises(AttributeError):
+        shipped.similarity_fn_name = "dot"
+
+
+def test_max_seq_length_is_the_exports_cut_or_a_character_models_own():
+    from grounded_text import shipped
+    from grounded_text.serving.integrity import read_export_config
+    from grounded_text.serving.loader import _max_seq_length
+
+    assert _max_seq_length(None) is None and _max_seq_length({}) is None  # a module that records no cut
+    cut = {"input_limits": {"max_bytes": 16384, "max_words": 512}}
+    assert _max_seq_length(cut) == 16384
+    assert _max_seq_length({**cut, "model": {"name": "char_gru_attention_512", "encoder": {"max_chars": 300}}}) == 300
+    assert _max_seq_length({**cut, "model": {"encoder": {"max_chars": None}}}) == 16384
+    for name in shipped.names():  # the character model reads up to the same cut
+        assert _max_seq_length(read_export_config(shipped.export_dir(name))) == 16384, name

@@ -157,6 +157,39 @@ def test_the_wheel_carries_the_shipped_models_and_the_download_manifest(wheel):
             assert sum(infos[f].compress_size for f in files if f"/{name}/{part}/" in f) <= MAX_EXPORT_BYTES
 
 
+#: What NOTICE must say: the shipped Lite0 weights' licence and source, and the terms of the
+#: Flickr8k data the shipped models are trained on.
+NOTICE_PHRASES = ("EfficientNet-Lite0", "Apache License, Version 2.0", "efficientnet_lite0_imagenet.weights.h5",
+                  "github.com/tensorflow/tpu", "Flickr8k", "research use only", "Hockenmaier 2013",
+                  "(c) their Flickr owners", "SICK", "CC BY-NC-SA 3.0", "STS Benchmark", "GloVe")
+
+
+def test_the_licence_and_the_notice_are_at_the_root():
+    licence = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert licence.lstrip().startswith("Apache License\n") and "Version 2.0, January 2004" in licence
+    assert "END OF TERMS AND CONDITIONS" in licence and "APPENDIX: How to apply the Apache License" in licence
+    notice = (REPO / "NOTICE").read_text(encoding="utf-8")
+    missing = [p for p in NOTICE_PHRASES if p not in " ".join(notice.split())]
+    assert not missing, missing
+    # the shipped models' own records give the same terms
+    from grounded_text import shipped
+
+    for record in shipped.models():
+        assert record["terms"].startswith("research use only") and "research use only" in record["licence"]
+        assert record["name"] in notice
+
+
+def test_the_wheel_and_its_metadata_carry_the_licence_and_the_notice(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        texts = {Path(n).name: z.read(n).decode() for n in names if ".dist-info/licenses/" in n}
+        metadata = next(z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+    assert texts["LICENSE"] == (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert texts["NOTICE"] == (REPO / "NOTICE").read_text(encoding="utf-8")
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "License-File: LICENSE" in metadata and "License-File: NOTICE" in metadata
+
+
 def test_an_installed_wheel_finds_its_search_spaces_away_from_the_checkout(wheel, tmp_path):
     target = tmp_path / "site"
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",

@@ -221,6 +221,12 @@ class TextEncoder:
     ``similarity_pairwise`` that of their rows in pairs. With ``mteb_model_meta`` these make
     MTEB's encoder protocol: ``mteb.evaluate`` takes the encoder as it is (``[mteb]`` extra).
 
+    sentence-transformers' names work too: ``get_sentence_embedding_dimension()`` (N, as
+    ``dim``), ``max_seq_length`` (the characters of one sentence the model reads, or ``None``),
+    ``similarity_fn_name`` (``"cosine"``) and ``encode_query`` / ``encode_document`` (``encode``
+    itself: these models were trained without prompts, so a query and a document get the same
+    vector).
+
     One encoder may be used from several threads at once (the module's function is called
     concurrently; nothing else is shared), and one export may be loaded by several processes
     at once (loading only reads it).
@@ -261,6 +267,10 @@ class TextEncoder:
       ((1, 2), True)
       >>> sum(len(b) for b in enc.encode_iter(f"caption {i}" for i in range(1000)))
       1000
+      >>> enc.get_sentence_embedding_dimension(), enc.similarity_fn_name, enc.max_seq_length
+      (128, 'cosine', 16384)
+      >>> bool((enc.encode_query(["a dog runs"]) == enc.encode_document(["a dog runs"])).all())
+      True
     """
 
     module: Any
@@ -271,6 +281,58 @@ class TextEncoder:
     image_export: str | None = None
     _images: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
     max_batch_chars: int | None = None
+    # what max_seq_length reports: load reads it from the export's config (loader._max_seq_length)
+    _max_seq_length: int | None = dataclasses.field(default=None, repr=False)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """N, the width of the vectors ``encode`` returns (``dim``), under sentence-transformers' name.
+
+        Returns:
+          int: N (``encode`` gives float32 [B, N]).
+
+        Example:
+          >>> import grounded_text as gt                         # doctest: +SKIP
+          >>> gt.load("vete_bow_flickr8k").get_sentence_embedding_dimension()   # doctest: +SKIP
+          128
+        """
+        return int(self.dim)
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """The most characters of one sentence the model reads (sentence-transformers' name): a
+        longer sentence is cut inside the export and its rest changes nothing.
+
+        These models read raw strings, not a tokenizer's tokens, so the unit is the character:
+        precisely, the UTF-8 byte (one per ASCII character, two to four for others), counted
+        after the model's sentence-end rule adds its ending (``" ."``: 2). It is the cut every
+        export of this package records (``"input_limits"`` of ``assets/config.json``:
+        ``max_bytes``, 16,384), or a character model's own ``max_chars`` where that is smaller.
+        The export also keeps at most ``max_words`` (512) whitespace-separated words of a
+        sentence. ``None``: the module records no cut (a TF Hub module not made by this package,
+        or an export older than the cut). Read-only: the cut is inside the SavedModel, so to
+        read less, cut the sentences before ``encode``.
+
+        Returns:
+          int (characters) or ``None``.
+
+        Example:
+          >>> import grounded_text as gt                         # doctest: +SKIP
+          >>> gt.load("vete_bow_flickr8k").max_seq_length        # doctest: +SKIP
+          16384
+        """
+        return self._max_seq_length
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """``"cosine"``: ``similarity`` and ``similarity_pairwise`` are the cosine (the models are
+        scored with it). sentence-transformers' name; read-only.
+
+        Example:
+          >>> import grounded_text as gt                         # doctest: +SKIP
+          >>> gt.load("vete_bow_flickr8k").similarity_fn_name    # doctest: +SKIP
+          'cosine'
+        """
+        return "cosine"
 
     def _call(self, texts: list, size: int) -> np.ndarray:
         """float32 [len(texts), N]: one call of the module on ``texts`` padded with empty
@@ -438,6 +500,10 @@ class TextEncoder:
         return (out[0] if single else out), single
 
     __call__ = encode
+    # sentence-transformers' names for encoding a query and a document: the same method (same
+    # arguments, same vectors), as these models were trained without prompts or instructions.
+    encode_query = encode
+    encode_document = encode
 
     def _image_side(self) -> ImageSide:
         if self._images is None:

@@ -257,7 +257,7 @@ def load(path_or_handle: str | os.PathLike, batch_size: int = 512, *, sentence_e
     dim = check_text_encoder(module, handle)
     image = image_export_beside(handle) if url is None else None
     return TextEncoder(module, handle, dim, batch_size, rule, None if image is None else str(image),
-                       max_batch_chars=_batch_char_budget(config))
+                       max_batch_chars=_batch_char_budget(config), _max_seq_length=_max_seq_length(config))
 
 
 def _hub_load(handle: str):
@@ -290,3 +290,18 @@ def _batch_char_budget(config: dict | None) -> int | None:
     except Exception:  # an unknown or foreign name: not one of ours, no budget
         return None
     return CHARACTER_BATCH_CHARS if "char_dim" in ENCODER_PARAMS.get(builder, {}) else None
+
+
+def _max_seq_length(config: dict | None) -> int | None:
+    """``TextEncoder.max_seq_length`` of the model an export's config describes: the characters of
+    one sentence its module reads, i.e. the export's cut (``input_limits.max_bytes``), or a
+    character model's ``model.encoder.max_chars`` where that is smaller; ``None`` where the config
+    records neither."""
+    config = config if isinstance(config, dict) else {}
+    limits = config.get("input_limits")
+    model = config.get("model")
+    encoder = model.get("encoder") if isinstance(model, dict) else None
+    cuts = [limits.get("max_bytes") if isinstance(limits, dict) else None,
+            encoder.get("max_chars") if isinstance(encoder, dict) else None]
+    cuts = [int(c) for c in cuts if isinstance(c, int) and not isinstance(c, bool) and c > 0]
+    return min(cuts) if cuts else None

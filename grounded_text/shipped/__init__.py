@@ -20,10 +20,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["SHIPPED_DIR", "MODEL_FILE", "names", "export_dir", "image_export_dir", "models", "is_name"]
+__all__ = ["SHIPPED_DIR", "MODEL_FILE", "TERMS", "names", "export_dir", "image_export_dir", "models", "is_name"]
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 MODEL_FILE = "model.json"
+#: A shipped model's terms in short, for a record that gives none of its own (its ``licence``
+#: gives them in full, as its card does). Every shipped model is trained on Flickr8k, which is
+#: distributed for research use only; the package's Apache-2.0 licence covers its code, not
+#: these weights (the NOTICE file beside the licence lists both).
+TERMS = "research use only (Flickr8k's terms, which bind these weights; not the code's Apache-2.0)"
 
 
 def names() -> list[str]:
@@ -66,12 +71,14 @@ def models() -> list[dict]:
     width), ``image_dims`` (the image features its image tower takes, or ``None``),
     ``figures`` (``{figure: {"value", "ci95": [lo, hi], "n"}}``, unsupervised cosine Pearson r),
     ``size_bytes`` (on disk, both towers), ``weights_dtype``, ``command`` (how it was trained),
-    ``data``, ``licence`` and ``path`` (the text tower, for ``gt.load``)."""
+    ``data``, ``licence`` (the training data's terms, in full), ``terms`` (the same in short:
+    ``TERMS`` unless the record gives its own) and ``path`` (the text tower, for ``gt.load``)."""
     out = []
     for name in names():
         folder = SHIPPED_DIR / name
         record = json.loads((folder / MODEL_FILE).read_text(encoding="utf-8"))
         record["name"] = name
+        record.setdefault("terms", TERMS)
         record["size_bytes"] = _bytes(folder / "export") + _bytes(folder / "image_export")
         record["path"] = str(folder / "export")
         out.append(record)
