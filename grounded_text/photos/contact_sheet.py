@@ -1,19 +1,15 @@
 """The contact sheet of a photo search: the query as title, then the photos found, each with its
-rank, cosine and file name (``grounded-text search --save GRID.png``). Pillow draws it (the
-``[eval]`` extra)."""
+rank, cosine and file name (``grounded-text search --save GRID.png``). Pillow draws it (a core
+requirement)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from grounded_text.utils.durable import atomic_save
-from grounded_text.utils.extras import assert_installed
+from PIL import Image, ImageDraw, ImageFont, ImageOps
 
-try:
-    from PIL import Image, ImageDraw, ImageFont, ImageOps
-except ImportError:  # an optional extra: save_grid says which to install
-    Image = ImageDraw = ImageFont = ImageOps = None
+from grounded_text.utils.durable import atomic_save
 
 __all__ = ["COLUMNS", "THUMB", "save_grid"]
 
@@ -53,10 +49,8 @@ def save_grid(hits, query: str, path: str | os.PathLike, *, thumb: int = THUMB, 
       ``path`` as a ``Path``.
 
     Raises:
-      MissingExtraError (an ImportError): Pillow is not installed. OSError: ``path`` cannot be
-        written.
+      OSError: ``path`` cannot be written.
     """
-    assert_installed(Image, "PIL", "The contact sheet (--save)")
     hits = list(hits)
     pad, caption_h, title_h = 12, 40, 48
     cols = max(1, min(columns, len(hits)))

