@@ -42,7 +42,7 @@ import numpy as np
 from grounded_text import shipped
 from grounded_text.evaluation.encoders import cached, load_image_encoder
 from grounded_text.evaluation.retrieval import images_of_pairs, retrieval_metrics
-from grounded_text.evaluation.stats import format_p
+from grounded_text.experiments.arms import paired_cell
 from grounded_text.experiments.charts import training_curve_chart
 from grounded_text.experiments.protocol_rescore import paired, score_with_rule
 from grounded_text.experiments.scoring import TestData
@@ -55,7 +55,7 @@ from grounded_text.utils.similarity import cosine_matrix
 #: The test-time sentence ends of the comparison: the authors' SentEval batcher's.
 RULE = "space_period_tokens"
 #: ``metrics.json`` history key → the curve's column.
-CURVE_KEYS = (("val_rsum/t2i_R@1", "t2i_R@1"), ("val_rsum/t2i_R@5", "t2i_R@5"), ("val_rsum/t2i_R@10", "t2i_R@10"),
+CURVE_COLUMNS = (("val_rsum/t2i_R@1", "t2i_R@1"), ("val_rsum/t2i_R@5", "t2i_R@5"), ("val_rsum/t2i_R@10", "t2i_R@10"),
               ("val_rsum/i2t_R@1", "i2t_R@1"), ("val_rsum/i2t_R@5", "i2t_R@5"), ("val_rsum/i2t_R@10", "i2t_R@10"),
               ("val_rsum", "rsum"), ("loss", "loss"), ("val_avg2016", "sts16"), ("val_avg2012", "sts12"))
 #: The figures of the comparison table, in order (labels of ``protocol_rescore.score_with_rule``).
@@ -90,7 +90,7 @@ def curve(metrics: dict) -> list[dict]:
     rows = []
     for i in range(epochs):
         row = {"epoch": i + 1, "cycle_end": bool(cycle) and (i + 1) % cycle == 0, "chosen": i + 1 in chosen}
-        for key, column in CURVE_KEYS:
+        for key, column in CURVE_COLUMNS:
             values = history.get(key) or []
             row[column] = float(values[i]) if i < len(values) and values[i] is not None else None
         rows.append(row)
@@ -234,13 +234,7 @@ def compare_markdown(result: dict) -> str:
     head = ["measure"] + [f"`{pair}`" for pair in result["paired"]]
     body = []
     for label in labels:
-        cells = []
-        for tests in result["paired"].values():
-            t = tests.get(label)
-            p = format_p(t["p"]) if t else ""
-            cells.append("–" if not t else f"{t['a'] - t['b']:+.{_digits(label)}f} "
-                         f"(p {p if p.startswith('<') else '= ' + p})")
-        body.append([label] + cells)
+        body.append([label] + [paired_cell(tests.get(label), _digits(label)) for tests in result["paired"].values()])
     out += [""] + markdown_table(head, body)
     return "\n".join(out)
 
