@@ -71,6 +71,21 @@ def test_verbose_flag_undoes_the_quiet_start_up():
     assert out.stdout.split() == ["1", "1"], out.stderr
 
 
+def test_the_packages_warnings_print_as_one_line_through_the_api():
+    # The package's own warning (an int8 encode's ranges from 3 vectors, TensorFlow-free), then
+    # one of the program's: only the first is the package's to format.
+    code = ("import warnings, numpy as np, grounded_text; from grounded_text.serving.quantize import convert; "
+            "convert(np.ones((3, 4), np.float32), 'int8'); warnings.warn('theirs', UserWarning)")
+    ours = "int8 ranges computed from 3 embeddings; pass calibration_embeddings= (at least 100 rows) for stable ones."
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [f"warning: {ours}", "<string>:1: UserWarning: theirs"], out.stderr
+    # Verbose, Python's own format for both (the file and line of the package's warning).
+    loud = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=_env(GROUNDED_TEXT_VERBOSE="1"))
+    assert f"GroundedTextWarning: {ours}" in loud.stderr and f"warning: {ours}" not in loud.stderr, loud.stderr
+
+
 def _console_problems(text: str) -> list[str]:
     """The lines of a command's output that a newcomer would read as trouble: the export's
     staging folder, an absolute site-packages path, an absl line, a warning's echoed source

@@ -22,6 +22,8 @@ import warnings
 
 import numpy as np
 
+from grounded_text.utils.quiet import GroundedTextWarning
+
 __all__ = ["PRECISIONS", "check", "convert", "empty", "per_batch"]
 
 #: The dtype of each precision's output.
@@ -88,7 +90,7 @@ def _batch_ranges(x: np.ndarray, precision: str) -> np.ndarray:
                          "calibration_embeddings= from a representative set of embeddings.")
     if x.shape[0] < STABLE_ROWS:
         warnings.warn(f"{precision} ranges computed from {x.shape[0]} embeddings; pass calibration_embeddings= "
-                      f"(at least {STABLE_ROWS} rows) for stable ones.", stacklevel=5)
+                      f"(at least {STABLE_ROWS} rows) for stable ones.", GroundedTextWarning, stacklevel=5)
     return np.vstack((np.min(x, axis=0), np.max(x, axis=0))).astype(np.float32, copy=False)
 
 
