@@ -59,6 +59,12 @@ def check(precision: str, dim: int, ranges=None, calibration_embeddings=None) ->
     Raises:
       ValueError: an unknown precision; ``ranges`` or ``calibration_embeddings`` of another shape
         or not numeric, or given with a precision that does not use them (float, binary).
+
+    Example:
+      >>> check("int8", 2, calibration_embeddings=[[0.0, 1.0], [2.0, -1.0]]).tolist()
+      [[0.0, -1.0], [2.0, 1.0]]
+      >>> check("binary", 2) is None
+      True
     """
     if precision not in PRECISIONS:
         raise ValueError(f"encode: precision must be one of {list(PRECISIONS)}, got {precision!r}.")
@@ -80,7 +86,12 @@ def check(precision: str, dim: int, ranges=None, calibration_embeddings=None) ->
 
 def per_batch(precision: str, ranges: np.ndarray | None) -> bool:
     """Whether each batch can be converted on its own: all but ``int8`` / ``uint8`` without
-    fixed ranges, which take the ranges of every vector of the call."""
+    fixed ranges, which take the ranges of every vector of the call.
+
+    Example:
+      >>> per_batch("binary", None), per_batch("int8", None)
+      (True, False)
+    """
     return precision not in _SCALAR or ranges is not None
 
 
@@ -132,6 +143,11 @@ def convert(x: np.ndarray, precision: str, ranges: np.ndarray | None = None) -> 
 
 
 def empty(precision: str, dim: int) -> np.ndarray:
-    """The output of no sentences: ``precision`` [0, N] (packed: [0, ceil(N / 8)])."""
+    """The output of no sentences: ``precision`` [0, N] (packed: [0, ceil(N / 8)]).
+
+    Example:
+      >>> empty("binary", 128).shape, empty("uint8", 128).dtype
+      ((0, 16), dtype('uint8'))
+    """
     width = (dim + 7) // 8 if precision in _BINARY else dim
     return np.zeros((0, width), PRECISIONS[precision])
