@@ -57,6 +57,18 @@ def test_loading_and_encoding_print_nothing_but_the_result():
     assert "pkg_resources is deprecated (planted)" in loud.stderr
 
 
+def test_a_look_up_of_tensorflow_before_its_import_keeps_the_start_up_quiet():
+    # transformers, sentence-transformers and mteb ask importlib.util.find_spec("tensorflow")
+    # before anything imports it; the import that follows is still filtered.
+    code = ("import importlib.util, sys, grounded_text; assert importlib.util.find_spec('tensorflow'); "
+            "import tensorflow; print(any(type(f).__name__ == '_QuietTensorFlowImport' for f in sys.meta_path))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300,
+                         cwd=REPO.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "False\n"  # the finder is gone once TensorFlow is imported
+    assert not [word for word in NOISY if word in out.stderr], out.stderr
+
+
 def test_verbose_flag_undoes_the_quiet_start_up():
     # grounded-text --verbose calls keep_startup_messages before the subcommand imports TensorFlow.
     code = ("import os, grounded_text; assert os.environ.get('TF_CPP_MIN_LOG_LEVEL') == '3'; "

@@ -98,6 +98,8 @@ class _Loader(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
+        # TensorFlow is being imported: the finder's work is done, whatever happens next.
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietTensorFlowImport)]
         with filtered_stderr():
             self.loader.exec_module(module)
 
@@ -106,14 +108,21 @@ class _Loader(importlib.abc.Loader):
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Finds ``tensorflow`` once, as the other finders do, and wraps its loader."""
+    """Finds ``tensorflow`` as the other finders do, and wraps its loader; it leaves
+    ``sys.meta_path`` once TensorFlow's code runs. A mere look-up (``importlib.util.find_spec``, as
+    transformers and sentence-transformers probe for TensorFlow) gets the same spec and keeps it."""
+
+    def __init__(self):
+        self.busy = False  # inside its own look-up, which asks every finder again (this one included)
 
     def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow":
+        if name != "tensorflow" or self.busy:
             return None
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)  # once: later lookups go straight to the real finders
-        spec = importlib.util.find_spec(name)
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
             spec.loader = _Loader(spec.loader)
         return spec
