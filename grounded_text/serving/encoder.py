@@ -486,8 +486,9 @@ class TextEncoder:
 
     @property
     def image_fingerprint(self) -> str:
-        """16 hex digits identifying the image side (the tower's weights and the network that makes
-        its features): an index of photos made for one value is valid for no other.
+        """16 hex digits identifying the image side (the tower's weights, the network that makes
+        its features and how photos are read: turned upright by their EXIF orientation): an index of
+        photos made for one value is valid for no other.
 
         Raises:
           NoImageTowerError (a ValueError): the model has no image tower.
@@ -502,9 +503,12 @@ class TextEncoder:
         antialiasing, aspect ratio not kept; (x - 127) / 128), then the tower.
 
         Args:
-          images: a file path (``str`` or ``os.PathLike``), a PIL image, a uint8 array [H, W, 3],
-            or a list of these, or a uint8 array [B, H, W, 3]. Files are JPEG, PNG, GIF (first
-            frame), BMP or WebP; grey images are made RGB, alpha is dropped.
+          images: a file path (``str`` or ``os.PathLike``), encoded bytes (``bytes``, ``bytearray``
+            or a scalar string tensor: a file's content), a PIL image, a uint8 array [H, W, 3] (or
+            a tensor of one), or a list of these, or a uint8 array [B, H, W, 3]. Files and bytes
+            are JPEG, PNG, GIF (first frame), BMP or WebP; grey images are made RGB, alpha is
+            dropped. Files, bytes and PIL images are turned upright by their EXIF orientation (a
+            phone's portrait photo is stored sideways); arrays are taken as they are.
           batch_size: photos per call of the network (≥ 1).
           show_progress_bar: progress over the photos on stderr, as ``encode``'s.
           normalize_embeddings: unit L2 rows (default, so ``similarity`` and a dot product agree
@@ -512,13 +516,15 @@ class TextEncoder:
           convert_to_tensor: return a ``tf.Tensor``.
 
         Returns:
-          float32 [B, N] (B may be 0), N = ``dim``; [N] for a single path or image.
+          float32 [B, N] (B may be 0), N = ``dim``; [N] for a single path, bytes or image.
 
         Raises:
           NoImageTowerError (a ValueError): the model has no image tower, or its tower records a
             network this package cannot build.
-          ImageReadError (a ValueError): a file that cannot be read or decoded, or an array that is
-            not uint8 [H, W, 3]; the message names it (``images[i]`` for in-memory images).
+          ImageReadError (a ValueError): a file (or bytes) that cannot be read or decoded, is of
+            another format (JPEG XL, say), declares more than 40 million pixels or is far larger
+            than its pixels need (refused from its header, unread), or an array that is not uint8
+            [H, W, 3]; the message names it (``images[i]`` for in-memory images).
           TypeError: ``images`` is none of the above. ValueError: ``batch_size < 1``.
 
         Example:
