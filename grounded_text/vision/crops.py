@@ -43,7 +43,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from grounded_text.vision.photo_header import MAX_IMAGE_PIXELS, ImageReadError, probe_bytes
+from grounded_text.vision.photo_header import MAX_IMAGE_PIXELS, REFUSED, ImageReadError, probe_bytes, probe_file
 
 TEN_CROP_ORDER = (
     "top_left", "top_right", "bottom_left", "bottom_right", "center",
@@ -267,6 +267,35 @@ def error_reason(message: str) -> str:
     message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
     message = re.sub(r"\s*\[Op:[^\]]*\]( name:.*)?\s*$", "", message)
     return message.strip().splitlines()[0] if message.strip() else "decode error"
+
+
+def photo_files_dataset(ids: list[str], paths: list, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tf.data.Dataset:
+    """``tf.data`` of ``(id tf.string [], encoded bytes tf.string [])`` for files, each file's header
+    read first, here, in Python (:func:`~grounded_text.vision.photo_header.probe_file`, with
+    ``max_pixels``).
+
+    A file the probe refuses (another format, such as JPEG XL; a header above the pixel limit; a file
+    far larger than its pixels need) is never read: it stands in the dataset as a short placeholder
+    carrying the reason, which :func:`decode_rgb` raises as that file's error. The others are read
+    with ``tf.io.read_file`` in a parallel ``map`` (order kept).
+
+    Args:
+      ids: one id (str) per file. paths: the files (str or ``os.PathLike``), as many.
+      max_pixels: the pixel limit; ``None``: none.
+    """
+    refused = []
+    for path in paths:
+        try:
+            probe_file(path, max_pixels)
+            refused.append("")
+        except ImageReadError as e:
+            refused.append(e.reason)
+    ds = tf.data.Dataset.from_tensor_slices((tf.constant(list(ids), tf.string),
+                                             tf.constant([str(p) for p in paths], tf.string),
+                                             tf.constant(refused, tf.string)))
+    return ds.map(lambda i, p, r: (i, tf.cond(tf.equal(r, ""), lambda: tf.io.read_file(p),
+                                              lambda: tf.strings.join([REFUSED, r]))),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def single_crop(image: tf.Tensor, size: int) -> tf.Tensor:

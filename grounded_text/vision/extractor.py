@@ -40,7 +40,6 @@ from grounded_text.utils.progress import CountProgress
 from grounded_text.vision import crops as crops_lib
 from grounded_text.vision.folders import PHOTO_EXTENSIONS, scan_photos
 from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance, get_spec
-from grounded_text.vision.photo_header import REFUSED, ImageReadError, probe_file
 
 
 @dataclasses.dataclass
@@ -129,25 +128,12 @@ def image_folder_dataset(folder: str | os.PathLike, ids=None,
     file of :func:`list_image_files` (same arguments and errors); bytes are read with
     ``tf.io.read_file`` in a parallel ``map``.
 
-    Each file's header is read first, here, in Python
-    (:func:`grounded_text.vision.photo_header.probe_file`, with ``max_pixels``): a file it
-    refuses (another format, such as JPEG XL; a header above the pixel limit; a file far larger
-    than its pixels need) is never read whole, and stands in the dataset as a placeholder carrying
-    the reason, which :func:`extract_features` reports as that file's failure."""
+    Each file's header is read first (:func:`grounded_text.vision.crops.photo_files_dataset`, with
+    ``max_pixels``): a file it refuses (another format, such as JPEG XL; a header above the pixel
+    limit; a file far larger than its pixels need) is never read, and stands in the dataset as a
+    placeholder carrying the reason, which :func:`extract_features` reports as that file's failure."""
     pairs = list_image_files(folder, ids)
-    refused = []
-    for _, path in pairs:
-        try:
-            probe_file(path, max_pixels)
-            refused.append("")
-        except ImageReadError as e:
-            refused.append(e.reason)
-    names = tf.constant([n for n, _ in pairs])
-    paths = tf.constant([str(p) for _, p in pairs])
-    ds = tf.data.Dataset.from_tensor_slices((names, paths, tf.constant(refused, tf.string)))
-    return ds.map(lambda i, p, r: (i, tf.cond(tf.equal(r, ""), lambda: tf.io.read_file(p),
-                                              lambda: tf.strings.join([REFUSED, r]))),
-                  num_parallel_calls=tf.data.AUTOTUNE)
+    return crops_lib.photo_files_dataset([n for n, _ in pairs], [p for _, p in pairs], max_pixels)
 
 
 def row_provenance(cnn: str, crops: int, weights="imagenet", seed: int = DEFAULT_RANDOM_SEED) -> dict:
