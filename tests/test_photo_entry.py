@@ -82,6 +82,23 @@ def test_every_orientation_turns_the_pixels_as_pillow_does(tmp_path, orientation
     np.testing.assert_array_equal(out, reference)
 
 
+def test_webp_orientation_and_the_headers_of_gif_and_bmp_are_read(tmp_path):
+    pixels = np.random.default_rng(0).integers(0, 256, (6, 9, 3), dtype=np.uint8)
+    webp = _with_orientation(Image.fromarray(pixels), "WEBP", 8, lossless=True)
+    with Image.open(io.BytesIO(webp)) as im:
+        reference = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+    assert probe_bytes(webp) == ("WebP", 6, 9, 8) and reference.shape == (9, 6, 3)
+    np.testing.assert_array_equal(crops.decode_rgb(tf.constant(webp)).numpy(), reference)
+    for fmt in ("GIF", "BMP"):
+        buf = io.BytesIO()
+        Image.fromarray(pixels).save(buf, fmt)
+        assert probe_bytes(buf.getvalue()) == (fmt, 6, 9, 1)
+    with pytest.raises(ImageReadError, match="damaged GIF header"):
+        probe_bytes(b"GIF89a\x10\x00")
+    with pytest.raises(ImageReadError, match=r"image is 6x9 = 54 pixels, above the limit of 50"):
+        probe_bytes(buf.getvalue(), max_pixels=50)
+
+
 def test_a_sideways_jpeg_decodes_to_pillows_upright_pixels(data_dir, tmp_path):
     _, sideways, stored = _upright_and_sideways(data_dir, tmp_path)
     with Image.open(sideways) as im:

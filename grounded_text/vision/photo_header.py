@@ -15,10 +15,11 @@ the file:
   twice a 16-bit RGBA PNG stored uncompressed, plus 64 MiB of metadata), refused before it is read,
   since a reader holds the whole file in memory.
 
-A GIF's size is guarded by :func:`grounded_text.vision.crops.check_image_size` after its first
-frame is cut out, as its frames declare sizes of their own. The orientation (EXIF tag 274, 1 to 8,
-where 6 is what a phone held upright writes) says how the stored pixels are to be turned for the
-photo to stand upright; :func:`orient_pil` applies it to a PIL image, and
+A GIF's logical screen is held to the same limits here; its frames, which declare sizes of their
+own, by :func:`grounded_text.vision.crops.check_image_size` once its first frame is cut out.
+
+The orientation (EXIF tag 274, 1 to 8, where 6 is what a phone held upright writes) says how the
+stored pixels are to be turned for the photo to stand upright; :func:`orient_pil` applies it to a PIL image, and
 :func:`grounded_text.vision.crops.orient` to a decoded tensor.
 """
 
@@ -26,10 +27,9 @@ from __future__ import annotations
 
 import io
 import os
-import warnings
 from typing import NamedTuple
 
-from PIL import BmpImagePlugin, GifImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin
+from PIL import BmpImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin
 
 __all__ = ["FORMATS", "MAX_IMAGE_PIXELS", "REFUSED", "ImageReadError", "PhotoHeader", "max_file_bytes",
            "orient_pil", "probe_bytes", "probe_file", "refused_token"]
@@ -50,8 +50,7 @@ ORIENTATION_TAG = 0x0112
 REFUSED = b"\x00grounded-text refused photo\x00"
 
 _OPENERS = {"JPEG": JpegImagePlugin.JpegImageFile, "PNG": PngImagePlugin.PngImageFile,
-            "GIF": GifImagePlugin.GifImageFile, "BMP": BmpImagePlugin.BmpImageFile,
-            "WebP": WebPImagePlugin.WebPImageFile}
+            "BMP": BmpImagePlugin.BmpImageFile, "WebP": WebPImagePlugin.WebPImageFile}
 # Formats TensorFlow decodes or a camera writes that are named when refused.
 _OTHERS = ((b"\xff\x0a", "JPEG XL"), (b"\x00\x00\x00\x0cJXL \r\n\x87\n", "JPEG XL"), (b"II*\x00", "TIFF"),
            (b"MM\x00*", "TIFF"))
@@ -79,8 +78,7 @@ class PhotoHeader(NamedTuple):
 
     Attributes:
       format: one of :data:`FORMATS`.
-      height, width: the stored size in pixels (a GIF: its logical screen, or its first frame when
-        that is larger; ``0, 0`` for a GIF whose frame is too large for Pillow to describe).
+      height, width: the stored size in pixels (a GIF: its logical screen).
       orientation: the EXIF orientation, 1 (upright) to 8; 1 when there is none or it is damaged.
     """
 
@@ -138,23 +136,20 @@ def _read_header(fp, size: int, max_pixels: int | None) -> PhotoHeader:
     if max_pixels is not None and size > max_file_bytes(max_pixels):
         raise ValueError(f"the file is {size} bytes, more than an image of at most {max_pixels} pixels needs "
                          f"({max_file_bytes(max_pixels)} bytes; decompression-bomb guard)")
+    if fmt == "GIF":
+        # No EXIF in a GIF; its frames declare sizes of their own, guarded once its first frame is
+        # cut out (where the frame is named), so the logical screen is all that is read here.
+        screen = fp.read(13)
+        if len(screen) < 13:
+            raise ValueError("damaged GIF header (it ends before its logical screen descriptor)")
+        return PhotoHeader(fmt, int.from_bytes(screen[8:10], "little"), int.from_bytes(screen[6:8], "little"), 1)
     try:
-        if fmt == "GIF":
-            # A GIF frame larger than the screen makes Pillow warn or refuse; its size is guarded
-            # after the first frame is cut out, where the frame is named.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                try:
-                    image = _OPENERS[fmt](fp)
-                except Image.DecompressionBombError:
-                    return PhotoHeader(fmt, 0, 0, 1)
-        else:
-            image = _OPENERS[fmt](fp)
+        image = _OPENERS[fmt](fp)
     except Exception as e:  # noqa: BLE001 — a plugin's parse errors are SyntaxError, OSError, struct.error, ...
         raise ValueError(f"damaged {fmt} header ({' '.join(str(e).split()) or type(e).__name__})") from None
     width, height = image.size
     header = PhotoHeader(fmt, int(height), int(width), _orientation(image.info))
-    if max_pixels is not None and fmt != "GIF":
+    if max_pixels is not None:
         pixels = header.height * header.width
         if pixels > max_pixels:
             raise ValueError(f"image is {header.height}x{header.width} = {pixels} pixels, above the limit of "
