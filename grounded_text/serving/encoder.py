@@ -486,9 +486,8 @@ class TextEncoder:
 
     @property
     def image_fingerprint(self) -> str:
-        """16 hex digits identifying the image side (the tower's weights, the network that makes
-        its features and how photos are read: turned upright by their EXIF orientation): an index of
-        photos made for one value is valid for no other.
+        """16 hex digits identifying the image side (the tower's weights, its feature network, and photos
+        read upright by their EXIF orientation): an index of photos made for one value is valid for no other.
 
         Raises:
           NoImageTowerError (a ValueError): the model has no image tower.
@@ -503,12 +502,9 @@ class TextEncoder:
         antialiasing, aspect ratio not kept; (x - 127) / 128), then the tower.
 
         Args:
-          images: a file path (``str`` or ``os.PathLike``), encoded bytes (``bytes``, ``bytearray``
-            or a scalar string tensor: a file's content), a PIL image, a uint8 array [H, W, 3] (or
-            a tensor of one), or a list of these, or a uint8 array [B, H, W, 3]. Files and bytes
-            are JPEG, PNG, GIF (first frame), BMP or WebP; grey images are made RGB, alpha is
-            dropped. Files, bytes and PIL images are turned upright by their EXIF orientation (a
-            phone's portrait photo is stored sideways); arrays are taken as they are.
+          images: a file path (``str``, ``os.PathLike``), a file's bytes, a PIL image, a uint8 array [H, W, 3]
+            (or tensor), a list of these, or a uint8 array [B, H, W, 3]. Files: JPEG, PNG, GIF (first frame),
+            BMP, WebP, made RGB (alpha dropped); files, bytes, PIL images turned upright by their EXIF orientation.
           batch_size: photos per call of the network (≥ 1).
           show_progress_bar: progress over the photos on stderr, as ``encode``'s.
           normalize_embeddings: unit L2 rows (default, so ``similarity`` and a dot product agree
@@ -521,10 +517,8 @@ class TextEncoder:
         Raises:
           NoImageTowerError (a ValueError): the model has no image tower, or its tower records a
             network this package cannot build.
-          ImageReadError (a ValueError): a file (or bytes) that cannot be read or decoded, is of
-            another format (JPEG XL, say), declares more than 40 million pixels or is far larger
-            than its pixels need (refused from its header, unread), or an array that is not uint8
-            [H, W, 3]; the message names it (``images[i]`` for in-memory images).
+          ImageReadError (a ValueError): a file or bytes not decodable or refused from the header (JPEG XL, over
+            40 million pixels), or an array not uint8 [H, W, 3]; the message names it (``images[i]`` in memory).
           TypeError: ``images`` is none of the above. ValueError: ``batch_size < 1``.
 
         Example:
