@@ -28,7 +28,8 @@ changes.
 Windows; ``index_dir`` or ``--index DIR`` chooses another), named
 after the photo folder and a digest of its absolute path and of the model's
 ``image_fingerprint``. An index made with another model (another image tower or image
-network) therefore never answers for this one; every file also records the folder and the
+network), or before photos were turned upright by their EXIF orientation, therefore never answers
+for this one; every file also records the folder and the
 fingerprint, and one that records others is ignored.
 
 **Durability.** Each batch of photos is written as its own part file

@@ -494,8 +494,8 @@ class TextEncoder:
 
     @property
     def image_fingerprint(self) -> str:
-        """16 hex digits identifying the image side (the tower's weights and the network that makes
-        its features): an index of photos made for one value is valid for no other.
+        """16 hex digits identifying the image side (the tower's weights, its feature network, and photos
+        read upright by their EXIF orientation): an index of photos made for one value is valid for no other.
 
         Raises:
           NoImageTowerError (a ValueError): the model has no image tower.
@@ -510,9 +510,9 @@ class TextEncoder:
         antialiasing, aspect ratio not kept; (x - 127) / 128), then the tower.
 
         Args:
-          images: a file path (``str`` or ``os.PathLike``), a PIL image, a uint8 array [H, W, 3],
-            or a list of these, or a uint8 array [B, H, W, 3]. Files are JPEG, PNG, GIF (first
-            frame), BMP or WebP; grey images are made RGB, alpha is dropped.
+          images: a file path (``str``, ``os.PathLike``), a file's bytes, a PIL image, a uint8 array [H, W, 3]
+            (or tensor), a list of these, or a uint8 array [B, H, W, 3]. Files: JPEG, PNG, GIF (first frame),
+            BMP, WebP, made RGB (alpha dropped); files, bytes, PIL images turned upright by their EXIF orientation.
           batch_size: photos per call of the network (≥ 1).
           show_progress_bar: progress over the photos on stderr, as ``encode``'s.
           normalize_embeddings: unit L2 rows (default, so ``similarity`` and a dot product agree
@@ -520,13 +520,13 @@ class TextEncoder:
           convert_to_tensor: return a ``tf.Tensor``.
 
         Returns:
-          float32 [B, N] (B may be 0), N = ``dim``; [N] for a single path or image.
+          float32 [B, N] (B may be 0), N = ``dim``; [N] for a single path, bytes or image.
 
         Raises:
           NoImageTowerError (a ValueError): the model has no image tower, or its tower records a
             network this package cannot build.
-          ImageReadError (a ValueError): a file that cannot be read or decoded, or an array that is
-            not uint8 [H, W, 3]; the message names it (``images[i]`` for in-memory images).
+          ImageReadError (a ValueError): a file or bytes not decodable or refused from the header (JPEG XL, over
+            40 million pixels), or an array not uint8 [H, W, 3]; the message names it (``images[i]`` in memory).
           TypeError: ``images`` is none of the above. ValueError: ``batch_size < 1``.
 
         Example:
