@@ -19,9 +19,9 @@ crop-to-image ratio 224/256 = 0.875 (the choice of the Inception evaluation code
 which centre-crops 87.5 % of the image).
 
 Before anything is decoded, the header is read (:mod:`grounded_text.vision.photo_header`): data
-that is not JPEG, PNG, GIF, BMP or WebP is refused (TensorFlow's decoder also takes JPEG XL, whose
-size no guard here reads), and the EXIF orientation found there turns the decoded image upright
-(:func:`orient`), as viewers show it and as the contact sheet of a search draws it.
+that is not JPEG, PNG, GIF, BMP, WebP or TIFF (decoded by Pillow) is refused (TensorFlow's decoder
+also takes JPEG XL, whose size no guard here reads), and the EXIF orientation found there turns the
+decoded image upright (:func:`orient`), as viewers show it and as the contact sheet of a search draws it.
 
 Size limits (a decompression-bomb guard; such images are reported FAILED and skipped,
 never decoded): an image whose header declares more than ``MAX_IMAGE_PIXELS`` pixels
@@ -38,12 +38,21 @@ times R² pixels — an aspect ratio above 16:1, e.g. a 3×5000 strip, which wou
 
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
 import tensorflow as tf
+from PIL import Image, ImageOps
 
-from grounded_text.vision.photo_header import MAX_IMAGE_PIXELS, REFUSED, ImageReadError, probe_bytes, probe_file
+from grounded_text.vision.photo_header import (
+    MAX_IMAGE_PIXELS,
+    REFUSED,
+    TIFF_MAGIC,
+    ImageReadError,
+    probe_bytes,
+    probe_file,
+)
 
 TEN_CROP_ORDER = (
     "top_left", "top_right", "bottom_left", "bottom_right", "center",
@@ -226,14 +235,61 @@ def orient(image: tf.Tensor, orientation) -> tf.Tensor:
     return tf.switch_case(index, branches)
 
 
+def pil_decode_rgb(data: bytes, max_pixels: int | None = MAX_IMAGE_PIXELS) -> np.ndarray:
+    """Encoded bytes decoded by Pillow (the first image of a TIFF), turned upright
+    (``ImageOps.exif_transpose``) and made RGB: uint8 [H, W, 3].
+
+    Raises:
+      ValueError: Pillow cannot decode the data, or the image has more than ``max_pixels`` pixels
+        (the probe checks the header first; this holds the decoded frame to the same limit).
+    """
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if max_pixels is not None and width * height > max_pixels:
+                raise ValueError(f"image is {height}x{width} = {width * height} pixels, above the limit of "
+                                 f"{max_pixels} (decompression-bomb guard)")
+            return np.asarray(ImageOps.exif_transpose(image).convert("RGB"), dtype=np.uint8)
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001 — Pillow's decoders raise OSError, SyntaxError, struct.error, ...
+        raise ValueError(f"damaged image ({' '.join(str(e).split()) or type(e).__name__})") from None
+
+
+def _pil_decode_op(encoded: tf.Tensor, max_pixels: int | None) -> tf.Tensor:
+    """uint8 [H, W, 3] of :func:`pil_decode_rgb`, as an op (``tf.numpy_function``) that fails with its
+    reason."""
+    def decode(data):
+        try:
+            return pil_decode_rgb(np.asarray(data).item(), max_pixels), b""
+        except ValueError as e:
+            return np.zeros((1, 1, 3), np.uint8), str(e).encode("utf-8")
+
+    image, reason = tf.numpy_function(decode, [encoded], (tf.uint8, tf.string), stateful=False)
+    reason.set_shape([])
+    check = tf.debugging.Assert(tf.equal(reason, ""), [reason], summarize=1)
+    with tf.control_dependencies([check]):
+        image = tf.identity(image)
+    image.set_shape([None, None, 3])
+    return image
+
+
+def is_tiff(encoded: tf.Tensor) -> tf.Tensor:
+    """bool []: whether encoded bytes start with a TIFF signature (little- or big-endian, BigTIFF)."""
+    head = tf.strings.substr(encoded, 0, 4)
+    return tf.reduce_any(tf.stack([tf.equal(head, magic) for magic in TIFF_MAGIC]))
+
+
 def decode_rgb(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tf.Tensor:
-    """Encoded JPEG/PNG/GIF/BMP/WebP bytes (scalar ``tf.string``) → uint8 [H, W, 3], upright.
+    """Encoded JPEG/PNG/GIF/BMP/WebP/TIFF bytes (scalar ``tf.string``) → uint8 [H, W, 3], upright.
 
     The header is read first (:mod:`grounded_text.vision.photo_header`, in Python): other formats,
     damaged headers and images above ``max_pixels`` are refused there, and the EXIF orientation it
     finds turns the image upright (:func:`orient`; [W, H, 3] for a photo stored sideways).
     Grey images are broadcast to 3 channels, alpha is dropped, animated GIFs give
-    their first frame (only that frame is decoded: :func:`gif_first_frame`). Invalid
+    their first frame (only that frame is decoded: :func:`gif_first_frame`). TIFF, which
+    TensorFlow cannot decode, is decoded by Pillow (:func:`pil_decode_rgb`: its first image, made
+    RGB, turned upright by ``ImageOps.exif_transpose``). Invalid
     data, or a header (or a GIF's first frame) declaring more than ``max_pixels``
     pixels (``check_image_size``; checked before decoding), raises
     ``tf.errors.InvalidArgumentError`` (at run time, inside ``tf.data``); :func:`error_reason`
@@ -244,15 +300,23 @@ def decode_rgb(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) ->
     orientation = _probe_op(encoded, max_pixels)
     with tf.control_dependencies([orientation]):
         size_check = check_image_size(encoded, max_pixels, frame_size)
-    with tf.control_dependencies([size_check]):
-        # JPEG with libjpeg's accurate integer DCT, as PIL decodes it: the pipelines that made the
-        # papers' and the data root's features read photos with PIL, and TensorFlow's default (fast)
-        # DCT moves pixels by up to 23 levels, enough to turn a feature row to cosine 0.96.
-        image = tf.cond(tf.strings.substr(encoded, 0, 2) == b"\xff\xd8",
-                        lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE"),
-                        lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False))
-    image.set_shape([None, None, 3])
-    image = orient(image, orientation)
+
+    def with_tensorflow():
+        with tf.control_dependencies([size_check]):
+            # JPEG with libjpeg's accurate integer DCT, as PIL decodes it: the pipelines that made the
+            # papers' and the data root's features read photos with PIL, and TensorFlow's default (fast)
+            # DCT moves pixels by up to 23 levels, enough to turn a feature row to cosine 0.96.
+            image = tf.cond(tf.strings.substr(encoded, 0, 2) == b"\xff\xd8",
+                            lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE"),
+                            lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False))
+        image.set_shape([None, None, 3])
+        return orient(image, orientation)
+
+    def with_pillow():  # upright already (exif_transpose)
+        with tf.control_dependencies([size_check]):
+            return _pil_decode_op(encoded, max_pixels)
+
+    image = tf.cond(is_tiff(encoded), with_pillow, with_tensorflow)
     image.set_shape([None, None, 3])
     return image
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 __all__ = ["PHOTO_EXTENSIONS", "PhotoFile", "has_photos", "is_photo", "scan_photos"]
 
 #: The file extensions of photos (compared in lower case).
-PHOTO_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
+PHOTO_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 
 
 class PhotoFile(NamedTuple):

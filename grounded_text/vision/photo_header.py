@@ -7,9 +7,10 @@ markers before the compressed data, for PNG the chunks before the image data), s
 only as far as its header, whatever its size. Refused, with an :class:`ImageReadError` that names
 the file:
 
-* data of a format TensorFlow's decoder is not given here: only JPEG, PNG, GIF, BMP and WebP are
-  read, the formats whose header the guard reads (TensorFlow also decodes JPEG XL, whose 53 KB file
-  can declare 20000 × 20000 pixels: a 6.9 GB decode);
+* data of another format: only JPEG, PNG, GIF, BMP, WebP and TIFF are read, the formats whose
+  header the guard reads (TensorFlow also decodes JPEG XL, whose 53 KB file can declare
+  20000 × 20000 pixels: a 6.9 GB decode). TIFF, which TensorFlow cannot decode, is decoded by
+  Pillow (:func:`grounded_text.vision.crops.decode_rgb`), within the same pixel limit;
 * a header declaring more than ``max_pixels`` pixels (40 million by default);
 * a file much larger than its pixels can need (more than :func:`max_file_bytes`: 16 bytes a pixel,
   twice a 16-bit RGBA PNG stored uncompressed, plus 64 MiB of metadata), refused before it is read,
@@ -18,7 +19,8 @@ the file:
 A GIF's logical screen is held to the same limits here; its frames, which declare sizes of their
 own, by :func:`grounded_text.vision.crops.check_image_size` once its first frame is cut out.
 
-The orientation (EXIF tag 274, 1 to 8, where 6 is what a phone held upright writes) says how the
+The orientation (EXIF tag 274, 1 to 8, where 6 is what a phone held upright writes; in a TIFF the
+same tag of its first image) says how the
 stored pixels are to be turned for the photo to stand upright; :func:`orient_pil` applies it to a PIL image, and
 :func:`grounded_text.vision.crops.orient` to a decoded tensor.
 """
@@ -27,9 +29,10 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from typing import NamedTuple
 
-from PIL import BmpImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin
+from PIL import BmpImagePlugin, Image, JpegImagePlugin, PngImagePlugin, TiffImagePlugin, WebPImagePlugin
 
 __all__ = ["FORMATS", "MAX_IMAGE_PIXELS", "REFUSED", "ImageReadError", "PhotoHeader", "max_file_bytes",
            "orient_pil", "probe_bytes", "probe_file", "refused_token"]
@@ -38,7 +41,9 @@ __all__ = ["FORMATS", "MAX_IMAGE_PIXELS", "REFUSED", "ImageReadError", "PhotoHea
 #: 8000 × 5000; decoding costs about 15 bytes a pixel, 600 MB at the limit).
 MAX_IMAGE_PIXELS = 40_000_000
 #: The formats read (Pillow's names), by their signatures; other data is refused unread.
-FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WebP")
+FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WebP", "TIFF")
+#: The signatures of TIFF (little- and big-endian; BigTIFF too): the format TensorFlow cannot decode.
+TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 #: Bytes a pixel may take in a file, and the metadata allowed on top (:func:`max_file_bytes`).
 BYTES_PER_PIXEL = 16
 METADATA_BYTES = 64 * 2 ** 20
@@ -50,10 +55,13 @@ ORIENTATION_TAG = 0x0112
 REFUSED = b"\x00grounded-text refused photo\x00"
 
 _OPENERS = {"JPEG": JpegImagePlugin.JpegImageFile, "PNG": PngImagePlugin.PngImageFile,
-            "BMP": BmpImagePlugin.BmpImageFile, "WebP": WebPImagePlugin.WebPImageFile}
+            "BMP": BmpImagePlugin.BmpImageFile, "WebP": WebPImagePlugin.WebPImageFile,
+           "TIFF": TiffImagePlugin.TiffImageFile}
 # Formats TensorFlow decodes or a camera writes that are named when refused.
-_OTHERS = ((b"\xff\x0a", "JPEG XL"), (b"\x00\x00\x00\x0cJXL \r\n\x87\n", "JPEG XL"), (b"II*\x00", "TIFF"),
-           (b"MM\x00*", "TIFF"))
+_OTHERS = ((b"\xff\x0a", "JPEG XL"), (b"\x00\x00\x00\x0cJXL \r\n\x87\n", "JPEG XL"))
+# Pillow warns (on stderr) about damaged TIFF metadata that the probe then refuses or skips anyway:
+# the refusal, or nothing, is what a reader of many photos is told.
+warnings.filterwarnings("ignore", category=UserWarning, module=r"PIL\.TiffImagePlugin")
 _TRANSPOSE = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
               4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270,
               7: Image.Transpose.TRANSVERSE, 8: Image.Transpose.ROTATE_90}
@@ -107,22 +115,27 @@ def _format_of(head: bytes) -> str:
         return "BMP"
     if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
         return "WebP"
+    if head[:4] in TIFF_MAGIC:
+        return "TIFF"
     named = next((name for magic, name in _OTHERS if head.startswith(magic)), None)
     if named is None and head[4:8] == b"ftyp":
         named = "HEIF/AVIF"
     what = f"a {named} image" if named else "unknown image file format"
-    raise ValueError(f"{what}: not read here (JPEG, PNG, GIF, BMP and WebP are; the decompression-bomb guard "
+    raise ValueError(f"{what}: not read here (JPEG, PNG, GIF, BMP, WebP and TIFF are; the decompression-bomb guard "
                      "reads their headers only)")
 
 
-def _orientation(info: dict) -> int:
-    exif = info.get("exif")
-    if not exif:
-        return 1
+def _orientation(image: Image.Image) -> int:
     try:
-        value = Image.Exif()
-        value.load(exif)
-        orientation = int(value.get(ORIENTATION_TAG, 1))
+        if isinstance(image, TiffImagePlugin.TiffImageFile):  # a tag of the file itself, not an EXIF block
+            orientation = int(image.tag_v2.get(ORIENTATION_TAG, 1))
+        else:
+            exif = image.info.get("exif")
+            if not exif:
+                return 1
+            value = Image.Exif()
+            value.load(exif)
+            orientation = int(value.get(ORIENTATION_TAG, 1))
     except Exception:  # noqa: BLE001 — damaged metadata leaves the pixels as stored, as viewers do
         return 1
     return orientation if 1 <= orientation <= 8 else 1
@@ -148,7 +161,9 @@ def _read_header(fp, size: int, max_pixels: int | None) -> PhotoHeader:
     except Exception as e:  # noqa: BLE001 — a plugin's parse errors are SyntaxError, OSError, struct.error, ...
         raise ValueError(f"damaged {fmt} header ({' '.join(str(e).split()) or type(e).__name__})") from None
     width, height = image.size
-    header = PhotoHeader(fmt, int(height), int(width), _orientation(image.info))
+    if fmt == "TIFF":  # Pillow swaps the size of a TIFF stored sideways; the header's own tags are the stored one
+        width, height = image.tag_v2.get(256, width), image.tag_v2.get(257, height)
+    header = PhotoHeader(fmt, int(height), int(width), _orientation(image))
     if max_pixels is not None:
         pixels = header.height * header.width
         if pixels > max_pixels:
@@ -172,7 +187,7 @@ def probe_file(path: str | os.PathLike, max_pixels: int | None = MAX_IMAGE_PIXEL
       :class:`PhotoHeader`.
 
     Raises:
-      ImageReadError: the file cannot be opened, is empty, is not JPEG, PNG, GIF, BMP or WebP, has
+      ImageReadError: the file cannot be opened, is empty, is not JPEG, PNG, GIF, BMP, WebP or TIFF, has
         a damaged header, declares more than ``max_pixels`` pixels, or is far larger than they need;
         the message starts with the path in quotes.
     """
