@@ -179,7 +179,7 @@ def main(argv=None) -> int:
             "query": query, "model": args.model, "images": str(index.folder),
             "results": [{"path": h.path, "cosine": h.cosine} for h in hits],
             "index": {"dir": str(report.index_dir), "photos": report.photos, "encoded": report.encoded,
-                      "reused": report.reused, "dropped": report.dropped,
+                      "reused": report.reused, "features_reused": report.features_reused, "dropped": report.dropped,
                       "skipped": [{"path": p, "reason": r} for p, r in report.failed + report.known_failed],
                       "seconds": round(report.seconds, 3)},
             "grid": None if grid is None else str(grid), "seconds": round(total, 3)}, indent=2))

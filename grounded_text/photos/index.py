@@ -70,8 +70,9 @@ import filelock
 import numpy as np
 import platformdirs
 
+from grounded_text.photos.encoding import network_features
+from grounded_text.photos.feature_cache import FEATURES_DIR, FeatureCache
 from grounded_text.photos.table import Table, gather, plan_update, read_table, write_table
-from grounded_text.serving import images
 from grounded_text.utils.progress import CountProgress, interactive
 from grounded_text.vision.folders import PhotoFile, scan_photos
 from grounded_text.vision.sinks import PartFiles
@@ -82,6 +83,9 @@ __all__ = ["INDEX_FILE", "ImageIndex", "IndexBusyError", "IndexReport", "SearchH
 INDEX_FILE = "index.npz"
 PARTS_DIR = "parts"
 LOCK_FILE = "lock"
+#: Photos per tower call (and per part file) when their network features are reused: the tower is a
+#: matrix product, so large batches; small enough that a part stays a few MB.
+REUSED_BATCH = 4096
 
 
 class IndexBusyError(RuntimeError):
@@ -119,6 +123,9 @@ class IndexReport:
       index_dir: the folder holding this (photo folder, model) index.
       photos: photos in the index now, the ones a search ranks.
       encoded: photos encoded by this run (new or changed).
+      features_reused: of ``encoded``, photos whose image-network features were stored already (by
+        any model of the same network, :mod:`grounded_text.photos.feature_cache`): only the image
+        tower ran for them.
       reused: photos taken from the stored index without being read (unchanged).
       resumed: of ``reused``, photos that an interrupted run had encoded.
       dropped: stored photos left out because they are gone or changed (a changed one is
@@ -139,6 +146,7 @@ class IndexReport:
     index_dir: Path
     photos: int = 0
     encoded: int = 0
+    features_reused: int = 0
     reused: int = 0
     resumed: int = 0
     dropped: int = 0
@@ -151,6 +159,8 @@ class IndexReport:
         """One line: photos indexed, encoded, reused, dropped, skipped, and the time."""
         skipped = len(self.failed) + len(self.known_failed)
         parts = [f"{self.encoded} encoded", f"{self.reused} reused"]
+        if self.features_reused:
+            parts.insert(1, f"{self.features_reused} features reused")
         if self.resumed:
             parts[-1] += f" ({self.resumed} from an interrupted run)"
         if self.dropped:
@@ -198,17 +208,6 @@ def index_folder(folder: str | os.PathLike, fingerprint: str, index_dir: str | o
     digest = hashlib.sha256(f"{folder}\0{fingerprint}".encode()).hexdigest()[:16]
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", folder.name)[:40].lstrip(".") or "root"
     return root / f"{name}-{digest}"
-
-
-def _reason(error: Exception, path: Path) -> str:
-    """Why a file could not be read, in one short line: the path (the report names it already) and
-    TensorFlow's op decoration (``{{function_node ...}}``, ``[Op:DecodeImage]``) left out."""
-    text = str(error)
-    for prefix in (f"{str(path)!r}: ", f"{str(path)}: "):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    text = re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:[^\]]*\]( name:)?", "", text)
-    return " ".join(text.split())[:300]
 
 
 class ImageIndex:
@@ -328,25 +327,6 @@ class ImageIndex:
                 tables.append(table)
         return tables, parts
 
-    def _encode(self, batch: list[PhotoFile]) -> tuple[list[PhotoFile], np.ndarray, list[tuple]]:
-        """Reads and encodes one batch; unreadable files are set aside with their reason.
-
-        Returns:
-          (the photos encoded, float32 [len, N] unit rows, [(rel, size, mtime_ns, reason)]).
-        """
-        good, arrays, failed = [], [], []
-        for photo in batch:
-            try:
-                arrays.append(images.read_image(self.folder / photo.rel))
-                good.append(photo)
-            except images.ImageReadError as e:
-                failed.append((photo.rel, photo.size, photo.mtime_ns, _reason(e, self.folder / photo.rel)))
-        if not good:
-            return [], np.zeros((0, 0), np.float32), failed
-        vectors = np.asarray(self.encoder.encode_images(arrays, batch_size=self.batch_size, show_progress_bar=False,
-                                                        normalize_embeddings=True), dtype=np.float32)
-        return good, vectors, failed
-
     def update(self, show_progress_bar: bool | None = None) -> IndexReport:
         """Brings the index up to date with the folder, and loads it for :meth:`search`.
 
@@ -380,7 +360,7 @@ class ImageIndex:
             report.known_failed = [(f[0], f[3]) for f in plan.known_failed]
             keep, known_failed, todo = plan.keep, plan.known_failed, plan.todo
             next_part = self._parts.next_number()
-            new_rows, new_vectors, new_failed = self._encode_all(todo, tables, next_part, show_progress_bar)
+            new_rows, new_vectors, new_failed = self._encode_all(todo, next_part, show_progress_bar, photos, report)
             report.encoded = len(new_rows)
             report.failed = [(f[0], f[3]) for f in new_failed]
             dim = self._dim(np.concatenate(new_vectors) if new_vectors else None, tables)
@@ -394,34 +374,58 @@ class ImageIndex:
         report.seconds = time.perf_counter() - start
         return report
 
-    def _encode_all(self, todo: list[PhotoFile], tables: list, next_part: int,
-                    show_progress_bar: bool | None) -> tuple[list[PhotoFile], list[np.ndarray], list[tuple]]:
-        """Encodes ``todo`` batch by batch, each batch written as part ``next_part``, ``next_part + 1``, ...
-        before the next one starts.
+    def _encode_all(self, todo: list[PhotoFile], next_part: int, show_progress_bar: bool | None,
+                    photos: list[PhotoFile], report: IndexReport) -> tuple[list[PhotoFile], list, list[tuple]]:
+        """Encodes ``todo``, each batch written as part ``next_part``, ``next_part + 1``, ... as it is done.
+
+        Photos whose network features are stored (:class:`~grounded_text.photos.feature_cache.FeatureCache`
+        of this folder and the model's network) go through the image tower alone (counted in
+        ``report.features_reused``); the others through the network's input pipeline
+        (:func:`~grounded_text.photos.encoding.network_features`), their features stored for the
+        next model. Nothing is built or read when ``todo`` is empty.
 
         Returns:
           (the photos encoded, their float32 [b, N] batches, ``(rel, size, mtime_ns, reason)`` of
           the unreadable ones).
         """
-        new_rows, new_vectors, new_failed = [], [], []
+        new_rows: list[PhotoFile] = []
+        new_vectors: list[np.ndarray] = []
+        if not todo:
+            return new_rows, new_vectors, []
+        side = self.encoder._image_side()
+        number = [next_part]
         progress = CountProgress(len(todo), "index", "photo",
                                  enabled=interactive() if show_progress_bar is None else bool(show_progress_bar))
+
+        def write(batch: list[PhotoFile], features: np.ndarray) -> None:
+            vectors = side.embed_features(features)
+            table = Table([p.rel for p in batch], np.array([p.size for p in batch], np.int64),
+                          np.array([p.mtime_ns for p in batch], np.int64), vectors, [])
+            write_table(self._parts.path(number[0]), self.folder, self.fingerprint, table)
+            number[0] += 1
+            new_rows.extend(batch)
+            new_vectors.append(vectors)
+            progress.add(len(batch))
+
+        def computed(batch: list[PhotoFile], features: np.ndarray) -> None:
+            cache.add(batch, features)
+            write(batch, features)
+
+        fingerprint = side.network_fingerprint
+        cache = FeatureCache(index_folder(self.folder, fingerprint, self.index_dir.parent / FEATURES_DIR),
+                             self.folder, fingerprint)
         try:
-            for b in range(0, len(todo), self.batch_size):
-                batch = todo[b:b + self.batch_size]
-                good, vectors, failed = self._encode(batch)
-                if not good:
-                    vectors = np.zeros((0, self._dim(None, tables)), np.float32)
-                table = Table([p.rel for p in good], np.array([p.size for p in good], np.int64),
-                              np.array([p.mtime_ns for p in good], np.int64), vectors, failed)
-                write_table(self._parts.path(next_part + b // self.batch_size), self.folder, self.fingerprint, table)
-                new_rows.extend(good)
-                new_vectors.append(vectors)
-                new_failed.extend(failed)
-                progress.add(len(batch))
+            with cache:
+                found, features, missing = cache.lookup(todo)
+                for b in range(0, len(found), REUSED_BATCH):
+                    write(found[b:b + REUSED_BATCH], features[b:b + REUSED_BATCH])
+                report.features_reused = len(found)
+                failed = network_features(side, self.folder, missing, self.batch_size, computed)  # write() counts
+                cache.merge(photos)
         finally:
             progress.close()
-        return new_rows, new_vectors, new_failed
+        by_rel = {p.rel: p for p in missing}
+        return new_rows, new_vectors, [(rel, by_rel[rel].size, by_rel[rel].mtime_ns, reason) for rel, reason in failed]
 
     def _dim(self, vectors: np.ndarray | None, tables: list) -> int:
         """N: from encoded vectors, else a stored table, else the encoder's ``dim``."""

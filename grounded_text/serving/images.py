@@ -254,6 +254,16 @@ class ImageSide:
                 h.update(path.read_bytes())
         return h.hexdigest()[:16]
 
+    @property
+    def network_fingerprint(self) -> str:
+        """16 hex digits identifying the network's features of a photo: the tower's record (network,
+        weights, crops, image size, preprocessing) and how photos are read (:data:`PHOTO_READING`).
+        Equal for two models whose towers were trained on the same network's features (both shipped
+        models), so that one's stored features serve the other (``grounded_text.photos.feature_cache``)."""
+        h = hashlib.sha256(json.dumps(self.record, sort_keys=True).encode())
+        h.update(json.dumps(PHOTO_READING, sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
     def network(self):
         """The ``FeatureNetwork`` of the record (built once)."""
         if self._network is None:
@@ -291,6 +301,22 @@ class ImageSide:
             return network.features(views.reshape((-1, *views.shape[-3:])))
         flat = network.features(views.reshape((-1, *views.shape[-3:])))
         return flat.reshape(len(arrays), crops, -1).mean(axis=1)
+
+    def embed_features(self, features: np.ndarray, normalize: bool = True) -> np.ndarray:
+        """The network's features → the model's space, through the tower alone.
+
+        Args:
+          features: float32 [n, d], d the network's width (1280 for Lite0).
+          normalize: unit rows (L2).
+
+        Returns:
+          float32 [n, N].
+
+        Raises:
+          ValueError: features of another width than the tower takes; NaN/Inf out of the tower.
+        """
+        out = np.asarray(self.tower()(np.asarray(features, np.float32)), dtype=np.float32)
+        return normalize_rows(out, np.float32) if normalize else out
 
     def embed(self, arrays: list[np.ndarray]) -> np.ndarray:
         """uint8 images → float32 [len(arrays), N] through the network and the tower."""
