@@ -65,8 +65,9 @@ def photos(source_photos, tmp_path) -> Path:
 
 
 class Counting:
-    """An encoder that counts the photos it encodes and can raise ``KeyboardInterrupt`` on its
-    ``interrupt_at``-th ``encode_images`` call (as Ctrl-C would, mid-index)."""
+    """An encoder that counts the photos it encodes (the rows its image tower embeds, whether the
+    network ran for them or their features were stored) and can raise ``KeyboardInterrupt`` on its
+    ``interrupt_at``-th batch (as Ctrl-C would, mid-index)."""
 
     def __init__(self, enc, interrupt_at: int | None = None, fingerprint: str | None = None):
         self.enc, self.interrupt_at, self.fingerprint = enc, interrupt_at, fingerprint
@@ -79,12 +80,25 @@ class Counting:
     def image_fingerprint(self):
         return self.fingerprint or self.enc.image_fingerprint
 
-    def encode_images(self, images, **kwargs):
-        self.calls += 1
-        if self.calls == self.interrupt_at:
+    def _image_side(self):
+        return CountingSide(self, self.enc._image_side())
+
+
+class CountingSide:
+    """A model's image side whose tower calls are counted by ``counter`` (a :class:`Counting`)."""
+
+    def __init__(self, counter: Counting, side):
+        self.counter, self.side = counter, side
+
+    def __getattr__(self, name):
+        return getattr(self.side, name)
+
+    def embed_features(self, features, **kwargs):
+        self.counter.calls += 1
+        if self.counter.calls == self.counter.interrupt_at:
             raise KeyboardInterrupt
-        out = self.enc.encode_images(images, **kwargs)
-        self.photos += len(out)
+        out = self.side.embed_features(features, **kwargs)
+        self.counter.photos += len(out)
         return out
 
 
@@ -95,12 +109,13 @@ def _expected(enc, paths: list[str], query: str) -> np.ndarray:
 
 def test_scan_is_recursive_by_extension_and_leaves_hidden_names_out(tmp_path):
     for name in ["a.jpg", "b.JPEG", "c.png", "d.gif", "e.bmp", "f.webp", "sub/g.Jpg", "notes.txt", "h.tiff",
-                 ".hidden.jpg", ".thumbs/i.jpg"]:
+                 "k.TIF", "l.heic", ".hidden.jpg", ".thumbs/i.jpg"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(b"x" * len(name))
     (tmp_path / "dir.jpg").mkdir()  # a folder with a photo's name is no photo
     found = scan_photos(tmp_path)
-    assert [p.rel for p in found] == ["a.jpg", "b.JPEG", "c.png", "d.gif", "e.bmp", "f.webp", "sub/g.Jpg"]
+    assert [p.rel for p in found] == ["a.jpg", "b.JPEG", "c.png", "d.gif", "e.bmp", "f.webp", "h.tiff", "k.TIF",
+                                      "sub/g.Jpg"]
     assert found[0].size == len("a.jpg") and found[0].mtime_ns == (tmp_path / "a.jpg").stat().st_mtime_ns
     with pytest.raises(FileNotFoundError):
         scan_photos(tmp_path / "missing")
@@ -187,11 +202,11 @@ def test_a_corrupt_file_is_reported_skipped_and_retried_only_once_changed(enc, p
     assert report.photos == N_PHOTOS and str(photos / "x.jpg") not in index.paths
     assert len(index.search(QUERY, top_k=N_PHOTOS + 5)) == N_PHOTOS
 
-    from grounded_text.serving import images
+    from grounded_text.vision import crops
 
-    reads = []
-    real_read = images.read_image
-    monkeypatch.setattr(images, "read_image", lambda path: reads.append(Path(path).name) or real_read(path))
+    reads = []  # every photo file the index opens has its header probed first
+    real_probe = crops.probe_file
+    monkeypatch.setattr(crops, "probe_file", lambda path, *a: reads.append(Path(path).name) or real_probe(path, *a))
     report = ImageIndex(photos, enc, index_dir=tmp_path / "idx").update(show_progress_bar=False)
     assert report.failed == [] and sorted(rel for rel, _ in report.known_failed) == ["sub/empty.png", "x.jpg"]
     assert reads == []  # unchanged since they failed: not read again
