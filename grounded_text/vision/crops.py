@@ -197,16 +197,23 @@ def ten_crop_resize(size: int) -> int:
     return int(round(size * 256 / 224))
 
 
+def _whole(encoded: tf.Tensor) -> tf.Tensor:
+    """A scalar string as a [1] vector, for ``tf.numpy_function``: inside ``tf.data`` a scalar reaches
+    Python as NumPy bytes, which drop trailing NUL bytes (the end of a TIFF or BMP of dark pixels);
+    a vector's element arrives whole."""
+    return tf.reshape(encoded, [1])
+
+
 def _probe_op(encoded: tf.Tensor, max_pixels: int | None) -> tf.Tensor:
     """int32 [] EXIF orientation of encoded bytes (:func:`~grounded_text.vision.photo_header.probe_bytes`,
     run in Python on the header only); an op that fails with the probe's reason for data it refuses."""
     def probe(data):
         try:
-            return np.int32(probe_bytes(np.asarray(data).item(), max_pixels=max_pixels).orientation), b""
+            return np.int32(probe_bytes(data[0], max_pixels=max_pixels).orientation), b""
         except ImageReadError as e:
             return np.int32(1), e.reason.encode("utf-8")
 
-    orientation, reason = tf.numpy_function(probe, [encoded], (tf.int32, tf.string), stateful=False)
+    orientation, reason = tf.numpy_function(probe, [_whole(encoded)], (tf.int32, tf.string), stateful=False)
     orientation.set_shape([])
     reason.set_shape([])
     check = tf.debugging.Assert(tf.equal(reason, ""), [reason], summarize=1)
@@ -261,11 +268,11 @@ def _pil_decode_op(encoded: tf.Tensor, max_pixels: int | None) -> tf.Tensor:
     reason."""
     def decode(data):
         try:
-            return pil_decode_rgb(np.asarray(data).item(), max_pixels), b""
+            return pil_decode_rgb(data[0], max_pixels), b""
         except ValueError as e:
             return np.zeros((1, 1, 3), np.uint8), str(e).encode("utf-8")
 
-    image, reason = tf.numpy_function(decode, [encoded], (tf.uint8, tf.string), stateful=False)
+    image, reason = tf.numpy_function(decode, [_whole(encoded)], (tf.uint8, tf.string), stateful=False)
     reason.set_shape([])
     check = tf.debugging.Assert(tf.equal(reason, ""), [reason], summarize=1)
     with tf.control_dependencies([check]):
@@ -325,9 +332,10 @@ def error_reason(message: str) -> str:
     """The reason in a decoding error's message (str → str, one line): a guard's own sentence
     (``tf.debugging.Assert``, eager and graph wording), else the message without TensorFlow's
     op decoration (``{{function_node ...}}``, ``[Op:...]``)."""
-    guard = re.search(r"Summarized data: b'(.*?)'\s*$|assertion failed: \[(.*?)\]", message, re.S)
+    # Eager wording quotes the reason as Python does: b'...', or b"..." when it holds a quote.
+    guard = re.search(r"Summarized data: b(['\"])(.*?)\1\s*$|assertion failed: \[(.*?)\]", message, re.S)
     if guard:
-        return (guard.group(1) or guard.group(2)).strip()
+        return (guard.group(2) or guard.group(3)).strip()
     message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
     message = re.sub(r"\s*\[Op:[^\]]*\]( name:.*)?\s*$", "", message)
     return message.strip().splitlines()[0] if message.strip() else "decode error"
