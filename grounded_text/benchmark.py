@@ -57,6 +57,17 @@ the char model's train step in useful GFLOP/s against the machine's float32 GEMM
 time of each stage, and the export against its tokeniser at batch 1, 32, 1024. A figure
 measured while the 1-minute load average exceeded the number of cores is printed as
 ``provisional``.
+
+``--search`` instead measures photo search (``grounded_text.benchmarks.search_speed``)::
+
+    python -m grounded_text.benchmark --search [--search-photos 1000] [--repeats 2] [--search-scale 100000] \\
+        [--search-images DIR] [--json out.json]
+
+the photo index's indexing rate and the ``features`` command's rate on the same photos, side by
+side in one process with one network, and their ratio; a second model of the same network indexing
+the same folder from the stored network features, against the first; a cold query on the complete
+index split into import, model load, index load and search; and an index of ``--search-scale``
+photos (links, random vectors): its size, memory, opening and query time.
 """
 
 from __future__ import annotations
@@ -119,6 +130,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="--chart: the reference's STS-B test Pearson r, measured elsewhere (it has no card)")
     p.add_argument("--chart-from", default=None, metavar="REPORT.json",
                    help="only redraw --chart from a saved --json report's chart (no timing)")
+    p.add_argument("--search", action="store_true",
+                   help="only photo search: index vs features photos/s, features reused, a cold query, scale")
+    p.add_argument("--search-images", default=None, metavar="DIR",
+                   help="--search: the photos (default: flickr8k/images under the data root)")
+    p.add_argument("--search-photos", type=int, default=1000, help="--search: photos to index (default 1000)")
+    p.add_argument("--search-scale", type=int, default=100_000,
+                   help="--search: photos of the scale index (links, random vectors); 0: none")
     a = p.parse_args(argv)
     if a.chart and (a.floors or a.char_speed):
         p.error("--chart draws the encoding figures: not with --floors or --char-speed")
@@ -137,6 +155,13 @@ def main(argv=None) -> int:
 
     if args.chart_from:
         draw_chart(json.loads(Path(args.chart_from).read_text(encoding="utf-8"))["chart"], args.chart)
+        return 0
+    if args.search:
+        from grounded_text.benchmarks.search_speed import run_search
+
+        if args.repeats == 5:  # the default of the encoding figures; each indexing repeat is minutes here
+            args.repeats = 2
+        run_search(args)
         return 0
     if args.floors:
         if args.steps == 30:  # --char-speed's default; the floors interleave 2 variants + GEMM per step
