@@ -5,7 +5,7 @@
     grounded-text search --model vete_bow_flickr8k --images DIR "a dog runs on the grass" \\
         [--top-k 5] [--save grid.png] [--index DIR] [--batch-size 32] [--no-progress] [--json]
 
-The first run encodes every photo of ``DIR`` (recursively; .jpg .jpeg .png .gif .bmp .webp)
+The first run encodes every photo of ``DIR`` (recursively; .jpg .jpeg .png .gif .bmp .webp .tif .tiff)
 into the model's space through its image tower and keeps them in an index, one per (folder,
 model), under ``image_index`` in the platform's cache folder (``~/.cache/grounded_text`` on
 Linux, or ``$XDG_CACHE_HOME/grounded_text``; ``~/Library/Caches/grounded_text`` on macOS;
@@ -18,8 +18,9 @@ photo). See :mod:`grounded_text.photos.index` and docs/search.md.
 Output: the top ``--top-k`` photos, best first, one per line (rank, cosine, path), then one
 line with the photos indexed (encoded, reused) and the time. ``--json`` prints one JSON object
 instead (``query``, ``model``, ``images``, ``results``: ``[{"path", "cosine"}]``, ``index``:
-the counts). ``--save GRID.png`` also writes a contact sheet of the results (thumbnails, cosine
-under each, the query as title); it needs Pillow.
+the counts, ``features_reused`` among them: photos encoded by the image tower alone, from network
+features another model of the same network stored). ``--save GRID.png`` also writes a contact
+sheet of the results (thumbnails, cosine under each, the query as title); it needs Pillow.
 
 Exit status: 0 on success; 2 for bad arguments (an empty query, a missing ``--images``
 folder or one without photos, an unknown model, a model without image tower, an index folder

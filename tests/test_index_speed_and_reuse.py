@@ -9,6 +9,7 @@ measured by ``grounded-text benchmark --search`` (docs/performance.md).
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import zlib
 from pathlib import Path
@@ -195,3 +196,16 @@ def test_every_unreadable_photo_is_one_clean_line(models, photos, tmp_path):
     assert "JPEG XL" in reasons["jxl.jpg"] and "empty" in reasons["empty.png"]
     assert "above the limit" in reasons["huge.png"]
     assert report.photos == N_PHOTOS + len(bad) - len(eager)
+
+
+def test_cli_reports_features_reused_in_its_summary_and_json(photos, tmp_path, capsys):
+    from grounded_text import cli
+
+    common = ["--images", str(photos), "a dog runs on the grass", "--index", str(tmp_path / "idx"), "--no-progress"]
+    assert cli.main(["search", "--model", "vete_bow_flickr8k", *common]) == 0
+    assert f"({N_PHOTOS} encoded, 0 reused)" in capsys.readouterr().out
+    assert cli.main(["search", "--model", "char_gru_attention_flickr8k", *common, "--json"]) == 0
+    captured = capsys.readouterr()
+    index = json.loads(captured.out)["index"]
+    assert (index["encoded"], index["features_reused"], index["reused"]) == (N_PHOTOS, N_PHOTOS, 0)
+    assert f"({N_PHOTOS} encoded, {N_PHOTOS} features reused, 0 reused)" in captured.err

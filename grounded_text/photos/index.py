@@ -32,6 +32,16 @@ network), or before photos were turned upright by their EXIF orientation, theref
 for this one; every file also records the folder and the
 fingerprint, and one that records others is ignored.
 
+**How photos are encoded.** Through the ``features`` command's input pipeline
+(:mod:`grounded_text.photos.encoding`): files read, headers probed, photos decoded and resized in a
+parallel ``tf.data`` map, batched and prefetched while the network runs, then the model's image
+tower. The network's pooled features of each photo are kept in a cache per (photo folder, network)
+beside the indexes (:mod:`grounded_text.photos.feature_cache`, ``ROOT/features/``: 4 bytes per
+feature, 5,120 bytes a photo for Lite0): another model whose tower records the same network (both
+shipped models do) indexes the folder by running its tower alone (``features_reused`` in the
+report), with the vectors it would have computed itself. An index that is complete is searched
+without building the image network or loading the image tower.
+
 **Durability.** Each batch of photos is written as its own part file
 (``parts/part-NNNNNN.npz``, ``grounded_text.vision.sinks.PartFiles``, the feature store's
 resumable parts too) with an atomic rename once it is encoded, so a run killed at any
@@ -222,10 +232,10 @@ class ImageIndex:
     Args:
       folder: the photo folder (searched recursively).
       encoder: a ``TextEncoder`` with an image tower (``gt.load(...)``): its ``encode``,
-        ``encode_images`` and ``image_fingerprint`` are used.
+        ``image_fingerprint`` and image side (network, tower) are used.
       index_dir: the index root (default :func:`default_index_root`); each (folder, model)
         pair gets its own folder in it (:func:`index_folder`).
-      batch_size: photos per ``encode_images`` call, and per part file written.
+      batch_size: photos per network call, and per part file written.
 
     Raises:
       FileNotFoundError: ``folder`` does not exist. NotADirectoryError: it is not a folder.

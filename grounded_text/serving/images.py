@@ -146,7 +146,7 @@ def _decode(data: bytes, label: str, name: str) -> np.ndarray:
 
 
 def decode_image_bytes(data: bytes, what: str = "image") -> np.ndarray:
-    """Encoded photo bytes (JPEG, PNG, GIF: first frame, BMP, WebP) → uint8 [H, W, 3], upright (its
+    """Encoded photo bytes (JPEG, PNG, GIF: first frame, BMP, WebP, TIFF: first image) → uint8 [H, W, 3], upright (its
     EXIF orientation applied), decoded as :func:`read_image` decodes a file.
 
     Args:
@@ -161,7 +161,7 @@ def decode_image_bytes(data: bytes, what: str = "image") -> np.ndarray:
 
 
 def read_image(path: str | os.PathLike) -> np.ndarray:
-    """Reads a photo (JPEG, PNG, GIF: first frame, BMP, WebP) as RGB, the way the feature
+    """Reads a photo (JPEG, PNG, GIF: first frame, BMP, WebP, TIFF: first image, by Pillow) as RGB, the way the feature
     extractor does (JPEGs with the accurate integer DCT, as PIL decodes them), turned upright by
     its EXIF orientation.
 
