@@ -209,3 +209,29 @@ def test_cli_reports_features_reused_in_its_summary_and_json(photos, tmp_path, c
     index = json.loads(captured.out)["index"]
     assert (index["encoded"], index["features_reused"], index["reused"]) == (N_PHOTOS, N_PHOTOS, 0)
     assert f"({N_PHOTOS} encoded, {N_PHOTOS} features reused, 0 reused)" in captured.err
+
+
+@pytest.mark.slow
+def test_benchmark_search_prints_both_rates_their_ratio_and_the_cold_query(data_dir, tmp_path):
+    """``benchmark --search`` end to end at the smallest sizes: each phase runs and reports (the
+    figures themselves depend on the machine and are not checked)."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "search.json"
+    env = dict(os.environ, GROUNDED_TEXT_DATA=str(data_dir), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-m", "grounded_text.benchmark", "--search", "--search-photos", "8",
+                           "--repeats", "1", "--search-scale", "40", "--json", str(out)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ["features (its loop), photos/s", "search index (wall of update), photos/s",
+                  "index / features", "features reused", "import", "index load"]:
+        assert label in proc.stdout, (label, proc.stdout)
+    report = json.loads(out.read_text())
+    speed = report["index_speed"]
+    assert speed["photos"] == 8 and speed["index_over_features"]["n"] == 1
+    assert speed["index_over_features"]["median"] == pytest.approx(
+        speed["index_photos_per_second"]["median"] / speed["features_photos_per_second"]["median"])
+    assert report["cold_query"]["encoded"] == 0 and report["cold_query"]["network_built"] is False
+    assert report["scale"]["photos"] == 40 and report["scale"]["index_bytes"] > 40 * 512

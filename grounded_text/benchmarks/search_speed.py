@@ -65,16 +65,14 @@ print(json.dumps({"import": t1 - t0, "model_load": t2 - t1, "index_load": t3 - t
 """
 
 
-def _link_photos(sources: list[Path], folder: Path, copies: int = 1) -> None:
-    """``copies`` links to each source under ``folder`` (1,000 links a subfolder)."""
-    n = 0
-    for copy in range(copies):
-        for src in sources:
-            sub = folder / f"d{n // 1000:03d}"
-            if n % 1000 == 0:
-                sub.mkdir(parents=True, exist_ok=True)
-            os.symlink(src, sub / f"{copy:03d}_{src.name}")
-            n += 1
+def _link_photos(sources: list[Path], folder: Path, total: int) -> None:
+    """``total`` links under ``folder``, to the sources in turn (1,000 links a subfolder)."""
+    for n in range(total):
+        sub = folder / f"d{n // 1000:03d}"
+        if n % 1000 == 0:
+            sub.mkdir(parents=True, exist_ok=True)
+        src = sources[n % len(sources)]
+        os.symlink(src, sub / f"{n // len(sources):03d}_{src.name}")
 
 
 def _sources(a: dict) -> list[Path]:
@@ -144,14 +142,14 @@ def scale_phase(a: dict) -> dict:
     work = Path(a["work_dir"]) / "scale"
     shutil.rmtree(work, ignore_errors=True)
     folder = work / "photos"
-    sources = _sources({**a, "photos": 1000})
     scale = int(a["scale"])
+    sources = _sources({**a, "photos": min(1000, scale)})
     t0 = time.perf_counter()
-    _link_photos(sources, folder, copies=-(-scale // len(sources)))
+    _link_photos(sources, folder, scale)
     link_s = time.perf_counter() - t0
     before = list(os.getloadavg())
     enc = gt.load(FIRST)
-    photos = scan_photos(folder)[:scale]
+    photos = scan_photos(folder)
     vectors = np.random.default_rng(0).standard_normal((len(photos), enc.dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     index_dir = index_folder(folder, enc.image_fingerprint, work / "idx")
