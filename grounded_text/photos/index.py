@@ -58,6 +58,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,8 +77,8 @@ try:
 except ImportError:  # Windows: no advisory locks in the standard library; an update takes none
     fcntl = None
 
-__all__ = ["INDEX_FILE", "ImageIndex", "IndexBusyError", "IndexReport", "SearchHit", "default_index_root",
-           "index_folder"]
+__all__ = ["INDEX_FILE", "ImageIndex", "IndexBusyError", "IndexLinkError", "IndexReport", "SearchHit",
+           "default_index_root", "index_folder"]
 
 INDEX_FILE = "index.npz"
 PARTS_DIR = "parts"
@@ -89,6 +90,17 @@ class IndexBusyError(RuntimeError):
 
     Example:
       >>> issubclass(IndexBusyError, RuntimeError)
+      True
+    """
+
+
+class IndexLinkError(ValueError):
+    """The index folder holds a link where the index keeps its files (``parts``, ``lock``,
+    ``index.npz``), or a part file that is a link: writing or removing through it would change
+    files outside the index. Nothing is written or removed.
+
+    Example:
+      >>> issubclass(IndexLinkError, ValueError)
       True
     """
 
@@ -290,13 +302,45 @@ class ImageIndex:
 
     # -- building
 
+    def _refuse_links(self) -> None:
+        """Refuses links where the index writes and removes files: a ``parts`` link would take the
+        new parts, and the merge's removal of every ``part-NNNNNN.npz``, to the folder it names; a
+        ``lock`` link (even dangling) would create its target; an ``index.npz`` link would be read.
+
+        Raises:
+          IndexLinkError: one line naming the link and where it points.
+        """
+        parts = self.index_dir / PARTS_DIR
+        names = [parts, self.index_dir / LOCK_FILE, self.index_dir / INDEX_FILE]
+        if parts.is_dir() and not parts.is_symlink():
+            names += [p for p in parts.iterdir() if PartFiles.PATTERN.match(p.name)]
+        for path in names:
+            if path.is_symlink():
+                raise IndexLinkError(
+                    f"the index folder {str(self.index_dir)!r} holds a symbolic link {path.name!r} (to "
+                    f"{os.readlink(path)!r}); an index writes and removes files only inside its own folder: remove "
+                    "the link and run again.")
+
     @contextlib.contextmanager
     def _lock(self):
-        """Holds ``lock`` in the index folder for one update (POSIX ``flock``; elsewhere none)."""
+        """Holds ``lock`` in the index folder for one update (POSIX ``flock``; elsewhere none).
+        The file is opened without following a link, and must be a plain file with one link."""
         if fcntl is None:
             yield
             return
-        fd = os.open(self.index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.index_dir / LOCK_FILE
+        refused = IndexLinkError(f"the index folder {str(self.index_dir)!r}: {LOCK_FILE!r} is not a plain file (a "
+                                 "symbolic link, a hard link or not a regular file); remove it and run again.")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as e:
+            if path.is_symlink():
+                raise refused from None
+            raise e from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            os.close(fd)
+            raise refused
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -364,6 +408,8 @@ class ImageIndex:
         Raises:
           FileNotFoundError / NotADirectoryError: the folder is gone.
           IndexBusyError: another process is updating this index.
+          IndexLinkError (a ValueError): a link in the index folder (``parts``, ``lock``,
+            ``index.npz`` or a part file); nothing is written or removed.
           OSError: the index folder cannot be written (permissions, a full disk); the batches
             written so far stay.
           KeyboardInterrupt: passed on, after the finished batches are on disk.
@@ -372,7 +418,9 @@ class ImageIndex:
         report = IndexReport(self.folder, self.index_dir)
         photos = scan_photos(self.folder)
         self.index_dir.mkdir(parents=True, exist_ok=True)
+        self._refuse_links()
         with self._lock():
+            self._refuse_links()  # again under the lock: another process may have changed the folder
             tables, parts = self._read_stored(report)
             plan = plan_update(photos, tables)
             report.reused, report.resumed, report.dropped = len(plan.keep), plan.resumed, plan.dropped
