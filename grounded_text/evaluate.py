@@ -74,6 +74,7 @@ from grounded_text.config.flags import positive_int
 # so that --help and bad flags answer at once.
 from grounded_text.config.schema import SENTENCE_ENDS
 from grounded_text.data.paths import DATA_ENV_VAR
+from grounded_text.data.provenance import UNRECORDED_FLAG
 from grounded_text.evaluation.names import (
     BASELINE_ENCODERS,
     EVALUATION_SECTIONS,
@@ -164,7 +165,8 @@ def _add_suite_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("evaluation suite (docs/evaluation.md)")
     g.add_argument("--run-dir", default=None, help="a training run directory (export/, image_export/, metrics.json)")
     g.add_argument("--image-model", default=None, help="image-tower SavedModel (float32[B, d] -> [B, N]), "
-                   "for retrieval with one --model")
+                   "for retrieval with one --model (default: the image tower beside each --model's text tower, "
+                   "as a shipped model and a training run have it)")
     g.add_argument("--full", action="store_true", help="all sections, GloVe and word2vec baselines, plots (with --out)")
     g.add_argument("--sections", nargs="+", default=None,
                    choices=list(EVALUATION_SECTIONS))
@@ -172,6 +174,10 @@ def _add_suite_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default=None, help="report directory: report.json, report.md, PNGs")
     g.add_argument("--data-dir", default=None, help=f"data root (default: ${DATA_ENV_VAR})")
     g.add_argument("--features", default=None, help="feature file stem (default: the run's, else efficientnet_lite0)")
+    g.add_argument(UNRECORDED_FLAG, dest="accept_unrecorded_features", action="store_true",
+                   help="score an image tower on features that record nothing about what made them and are not a "
+                        "known data-root store (refused otherwise: a tower fed another network's features scores "
+                        "at chance); a warning says it")
     g.add_argument("--coco-captions", nargs="*", default=[], help="COCO captions JSON files for same-image tests")
     g.add_argument("--same-image-n", type=positive_int, default=5000,
                    help="pairs per label in the same-image tests (>= 1; default 5000; VETE §4.3 uses 1000)")
