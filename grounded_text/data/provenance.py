@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.data.features import check_npz_members
 from grounded_text.utils.durable import file_sha256
 
 #: The ``.npz`` member (a 0-d unicode array holding JSON) and the manifest key that record
@@ -51,7 +52,13 @@ def check_provenance(recorded: dict | None, wanted: dict | None, where) -> None:
 
 
 def read_npz_provenance(path: str | Path) -> dict | None:
-    """The provenance an ``.npz`` store or part records, or ``None`` (none recorded)."""
+    """The provenance an ``.npz`` store or part records, or ``None`` (none recorded).
+
+    Raises:
+      ValueError: an unreadable record, or a member whose ``.npy`` header is damaged
+        (:func:`grounded_text.data.features.check_npz_members`).
+    """
+    check_npz_members(path, (PROVENANCE_KEY,))
     with np.load(path, allow_pickle=False) as archive:
         if PROVENANCE_KEY not in archive.files:
             return None
