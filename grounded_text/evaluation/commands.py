@@ -135,18 +135,20 @@ def run_suite(a: argparse.Namespace, p: argparse.ArgumentParser, argv: list[str]
 
 
 def _image_encoder(a: argparse.Namespace, model: str, text):
-    """The image tower scored with ``--model model`` (its text encoder ``text``): ``--image-model``,
-    else the one beside its text tower (a shipped model's, a training run's), else ``None``; said on
-    stderr when retrieval is asked for, so that a report without retrieval is never silent."""
-    wanted = "retrieval" in (a.sections or (EVALUATION_SECTIONS if a.full else ()))
-    path = a.image_model or getattr(text, "image_export", None)
-    if path is None:
-        if wanted:
-            print(f"warning: {model} has no image tower beside its text tower: retrieval skipped for it (give "
-                  "--image-model PATH).", file=sys.stderr)
+    """The image tower scored with ``--model model`` (its text encoder ``text``) when retrieval is
+    asked for: ``--image-model``, else the one beside its text tower ``export/`` (a shipped
+    model's, a training run's: other spaces' ``export_*`` folders are not its pair), else
+    ``None``. Said on stderr, so that a report without retrieval is never silent."""
+    if a.image_model:
+        return load_image_encoder(a.image_model)
+    if "retrieval" not in (a.sections or (EVALUATION_SECTIONS if a.full else ())):
         return None
-    if wanted and not a.image_model:
-        print(f"image tower of {model}: {path} (beside its text tower)", file=sys.stderr)
+    path = getattr(text, "image_export", None)
+    if path is None or Path(getattr(text, "handle", "")).name != "export":
+        print(f"warning: {model} has no image tower beside its text tower: retrieval skipped for it (give "
+              "--image-model PATH).", file=sys.stderr)
+        return None
+    print(f"image tower of {model}: {path} (beside its text tower)", file=sys.stderr)
     return load_image_encoder(path)
 
 
