@@ -30,8 +30,11 @@ The full evaluation suite (see ``docs/evaluation.md``)::
 STS + supervised STS-B/SICK-R with contamination lines, retrieval both ways on the
 Flickr8k 1k test (needs the run's ``image_export/``), structure (mNNO, ρ_vis, C_intra,
 C_inter), same-image tests, GloVe and word2vec baselines, PNG plots. ``--run-dir``
-reads ``export/``, ``image_export/`` and ``metrics.json``; ``--model`` (with
-``--image-model`` for retrieval) scores any SavedModel the same way. Choose sections
+reads ``export/``, ``image_export/`` and ``metrics.json``; ``--model`` scores any SavedModel
+the same way, retrieval with ``--image-model`` or else the ``image_export/`` beside its
+``export/`` (a shipped model's, a run's). A feature store that records nothing about what made
+it (and is not one of the data root's) is refused for retrieval unless
+``--accept-unrecorded-features`` is given, which is said on stderr. Choose sections
 with ``--sections``; ``--transfer`` adds SentEval transfer to the suite report. Protocol
 options (``docs/evaluation.md``, "Protocol options"): ``--same-image-n N`` (pairs per label
 of the same-image tests; VETE §4.3 uses 1000) and ``--supervised-model ridge|senteval``
