@@ -19,7 +19,8 @@ must stay inside ``--images`` (no absolute paths, no ``..``). See docs/features.
 reader of stores is :mod:`grounded_text.data.features`.)
 
 The store records what made its rows (network, weights: the ImageNet file or preset, a
-weights file's SHA-256 or ``random:seed=N``; crops, image size, preprocessing); resuming
+weights file's SHA-256 or ``random:seed=N``; crops, image size, preprocessing; ``orientation:
+exif``, photos turned upright by their EXIF orientation); resuming
 or appending with other settings is refused, naming both (``--weights none`` builds a
 random network seeded with ``--seed``, the same in every process).
 
@@ -106,16 +107,16 @@ def _extract(args) -> int:
         image_folder_dataset,
         read_ids_file,
     )
-    from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, WeightsUnavailableError, feature_provenance
+    from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, WeightsUnavailableError
     from grounded_text.vision.sinks import NpzFeatureSink
 
     max_pixels = MAX_IMAGE_PIXELS if args.max_pixels is None else (args.max_pixels or None)
 
     try:
         ids = read_ids_file(args.ids_file) if args.ids_file else None
-        images = image_folder_dataset(args.images, ids)
+        images = image_folder_dataset(args.images, ids, max_pixels)
         # What makes the rows, recorded in the store: resuming or appending with other settings is refused.
-        provenance = feature_provenance(args.cnn, args.crops, args.weights, seed=args.seed)
+        provenance = extractor.row_provenance(args.cnn, args.crops, args.weights, seed=args.seed)
         sink = NpzFeatureSink(args.out, provenance=provenance)
         network = None  # the extractor builds it; a random one is seeded with DEFAULT_RANDOM_SEED there
         if provenance["weights"].startswith("random:") and args.seed != DEFAULT_RANDOM_SEED:

@@ -7,8 +7,9 @@
 
 The first run encodes every photo of ``DIR`` (recursively; .jpg .jpeg .png .gif .bmp .webp)
 into the model's space through its image tower and keeps them in an index, one per (folder,
-model), under ``$XDG_CACHE_HOME/grounded_text/image_index`` (default
-``~/.cache/grounded_text/image_index``; ``--index`` chooses another root). Later runs encode
+model), under ``image_index`` in the platform's cache folder (``~/.cache/grounded_text`` on
+Linux, or ``$XDG_CACHE_HOME/grounded_text``; ``~/Library/Caches/grounded_text`` on macOS;
+``%LOCALAPPDATA%/grounded_text/Cache`` on Windows; ``--index`` chooses another root). Later runs encode
 only new or changed photos and drop removed ones. Interrupted (Ctrl-C, a kill), the photos
 encoded so far are kept and the next run resumes. Files that cannot be decoded are listed on
 stderr and skipped (tried again only once they change). The search is exact (cosine with every
@@ -63,8 +64,10 @@ def _parse_args(argv):
     parser.add_argument("--save", metavar="GRID.png", default=None,
                         help="also write a contact sheet of the results (needs Pillow)")
     parser.add_argument("--index", metavar="DIR", default=None,
-                        help="where indexes are kept (default $XDG_CACHE_HOME/grounded_text/image_index, "
-                             "else ~/.cache/grounded_text/image_index)")
+                        help="where indexes are kept (default: image_index in the platform's cache folder: "
+                             "~/.cache/grounded_text/image_index on Linux, or under $XDG_CACHE_HOME; "
+                             "~/Library/Caches/grounded_text/image_index on macOS; "
+                             "%%LOCALAPPDATA%%\\grounded_text\\Cache\\image_index on Windows)")
     parser.add_argument("--batch-size", type=int, default=32, help="photos per network call and per index part")
     parser.add_argument(NO_PROGRESS_FLAG, dest="no_progress", action="store_true",
                         help="no progress while photos are encoded")

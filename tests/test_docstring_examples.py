@@ -22,6 +22,7 @@ import grounded_text
 MODULES = [
     "grounded_text.serving.encoder",
     "grounded_text.serving.loader",
+    "grounded_text.serving.quantize",
     "grounded_text.utils.similarity",
     "grounded_text.photos.index",
     "grounded_text.api",

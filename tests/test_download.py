@@ -17,6 +17,7 @@ import http.server
 import io
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -26,6 +27,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import pooch
 import pytest
 from flickr_mirror import LocalServer
 from release_archives import pack_sts_archives
@@ -289,6 +291,51 @@ def test_an_unpinned_archive_is_recorded_after_its_structure_check_then_enforced
     assert rc == 2 and "checksum mismatch for sick_train.zip" in err and "--force" in err, err
     assert _recorded(data)[_url("sick", "sick_train.zip")]["sha256"] == _sha(changed)
     assert not (data / "sts" / "SICK").exists()
+
+
+def test_pooch_checks_every_known_digest_as_it_fetches(server, archives, small, tmp_path, monkeypatch, capsys):
+    """A pinned digest, and one recorded by a verified download, go to pooch's ``known_hash``;
+    an unknown one (a first download, or --force) does not."""
+    asked = []
+    real = pooch.retrieve
+    monkeypatch.setattr(pooch, "retrieve", lambda url, known_hash, **kw: asked.append(
+        (url.rsplit("/", 1)[1], known_hash)) or real(url, known_hash, **kw))
+    _patch(monkeypatch, lambda r: dataclasses.replace(r, sha256=_sha(archives[r.filename]))
+           if r.filename == "Stsbenchmark.tar.gz" else r)
+    data = tmp_path / "data"
+    assert dl.main(["stsb", "sick", "--data-dir", str(data), "--mirror", server.url]) == 0
+    sick = [(name, None) for name in ("sick_train.zip", "sick_trial.zip", "sick_test_annotated.zip")]
+    assert asked == [("Stsbenchmark.tar.gz", "sha256:" + _sha(archives["Stsbenchmark.tar.gz"])), *sick]
+    asked.clear()
+    assert dl.main(["sick", "--data-dir", str(data), "--mirror", server.url, "--force"]) == 0
+    assert asked == sick  # --force: a new file may replace the recorded digest
+    asked.clear()
+    for name in ("sick_train.zip", "sick_trial.zip", "sick_test_annotated.zip"):
+        server.files[name] = _sick(name[5:-4], 6 if name == "sick_train.zip" else 3, word="walks")
+    shutil.rmtree(data / "sts" / "SICK")
+    rc = dl.main(["sick", "--data-dir", str(data), "--mirror", server.url])
+    err = capsys.readouterr().err
+    # The recorded digest goes to pooch, which refuses the changed file before it is kept.
+    assert asked == [("sick_train.zip", "sha256:" + _sha(archives["sick_train.zip"]))]
+    assert rc == 2 and "checksum mismatch for sick_train.zip" in err and _sha(server.files["sick_train.zip"]) in err
+    assert not list((data / ".downloads").glob("sick_train.zip*")) and not (data / "sts" / "SICK").exists()
+
+
+def test_a_complete_partial_file_of_another_digest_is_refused(server, archives, small, tmp_path, monkeypatch, capsys):
+    # A .part of the full size left by an earlier transfer is not fetched again: its digest is
+    # checked all the same.
+    _patch(monkeypatch, lambda r: dataclasses.replace(r, sha256=_sha(archives[r.filename]),
+                                                      size=len(archives[r.filename]))
+           if r.filename == "TREC_10.label" else r)
+    bad = bytes(b ^ 1 for b in archives["TREC_10.label"])
+    cache = tmp_path / "data" / ".downloads"
+    cache.mkdir(parents=True)
+    (cache / "TREC_10.label.part").write_bytes(bad)
+    rc = dl.main(["trec", "--data-dir", str(tmp_path / "data"), "--mirror", server.url])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"sha256 {_sha(bad)}, expected {_sha(archives['TREC_10.label'])} (pinned)" in err, err
+    assert not (cache / "TREC_10.label.part").exists()
+    assert dl.main(["trec", "--data-dir", str(tmp_path / "data"), "--mirror", server.url]) == 0
 
 
 @pytest.mark.parametrize("how", ["content-type", "sniffed", "truncated", "wrong-rows", "missing-member"])

@@ -84,3 +84,34 @@ def test_the_encoder_meets_mtebs_protocol():
     np.testing.assert_allclose(enc.encode(loader, task_metadata=None, hf_split="test", hf_subset="default",
                                           prompt_type=None, batch_size=2, show_progress_bar=False),
                                enc.encode(texts), atol=1e-6)
+
+
+@pytest.mark.parametrize("precision", ["int8", "uint8", "binary", "ubinary"])
+def test_quantised_codes_are_sentence_transformers_own(precision):
+    # sentence-transformers comes with mteb (the [mteb] extra): its quantize_embeddings on the
+    # same float32 vectors, with the batch's ranges, the same calibration, the same ranges.
+    import numpy as np
+    from sentence_transformers.util import quantize_embeddings
+    from torch.utils.data import DataLoader
+
+    import grounded_text as gt
+
+    enc = gt.load("vete_bow_flickr8k")
+    texts = ["a dog runs on the grass", "two kids play in the snow", "a man cooks", "", "a red bike",
+             "a cat sleeps on a sofa", "boats on a lake at dawn", "people walk in a busy street"]
+    floats = enc.encode(texts)
+    calibration = enc.encode([t + " today" for t in texts] + ["a black dog jumps", "a woman reads a book"])
+    ours = enc.encode(texts, precision=precision)
+    assert ours.dtype == quantize_embeddings(floats, precision=precision).dtype
+    assert ours.shape == (len(texts), 128 if precision.endswith("int8") else 16)
+    np.testing.assert_array_equal(ours, quantize_embeddings(floats, precision=precision))
+    # MTEB forwards precision with a DataLoader of its batches: the same codes.
+    loader = DataLoader([{"text": t} for t in texts], batch_size=3)
+    np.testing.assert_array_equal(enc.encode(loader, precision=precision), ours)
+    if precision.endswith("int8"):
+        ranges = np.stack([calibration.min(axis=0) - 0.01, 0.9 * calibration.max(axis=0)])
+        np.testing.assert_array_equal(enc.encode(texts, precision=precision, calibration_embeddings=calibration),
+                                      quantize_embeddings(floats, precision=precision,
+                                                          calibration_embeddings=calibration))
+        np.testing.assert_array_equal(enc.encode(texts, precision=precision, ranges=ranges),
+                                      quantize_embeddings(floats, precision=precision, ranges=ranges))

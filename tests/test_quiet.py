@@ -57,6 +57,18 @@ def test_loading_and_encoding_print_nothing_but_the_result():
     assert "pkg_resources is deprecated (planted)" in loud.stderr
 
 
+def test_a_look_up_of_tensorflow_before_its_import_keeps_the_start_up_quiet():
+    # transformers, sentence-transformers and mteb ask importlib.util.find_spec("tensorflow")
+    # before anything imports it; the import that follows is still filtered.
+    code = ("import importlib.util, sys, grounded_text; assert importlib.util.find_spec('tensorflow'); "
+            "import tensorflow; print(any(type(f).__name__ == '_QuietTensorFlowImport' for f in sys.meta_path))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300,
+                         cwd=REPO.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "False\n"  # the finder is gone once TensorFlow is imported
+    assert not [word for word in NOISY if word in out.stderr], out.stderr
+
+
 def test_verbose_flag_undoes_the_quiet_start_up():
     # grounded-text --verbose calls keep_startup_messages before the subcommand imports TensorFlow.
     code = ("import os, grounded_text; assert os.environ.get('TF_CPP_MIN_LOG_LEVEL') == '3'; "
@@ -69,6 +81,21 @@ def test_verbose_flag_undoes_the_quiet_start_up():
     out = subprocess.run([sys.executable, "-c", code.replace("== '3'", "== '1'")], capture_output=True, text=True,
                          env=_env(TF_CPP_MIN_LOG_LEVEL="1"), timeout=60)
     assert out.stdout.split() == ["1", "1"], out.stderr
+
+
+def test_the_packages_warnings_print_as_one_line_through_the_api():
+    # The package's own warning (an int8 encode's ranges from 3 vectors, TensorFlow-free), then
+    # one of the program's: only the first is the package's to format.
+    code = ("import warnings, numpy as np, grounded_text; from grounded_text.serving.quantize import convert; "
+            "convert(np.ones((3, 4), np.float32), 'int8'); warnings.warn('theirs', UserWarning)")
+    ours = "int8 ranges computed from 3 embeddings; pass calibration_embeddings= (at least 100 rows) for stable ones."
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [f"warning: {ours}", "<string>:1: UserWarning: theirs"], out.stderr
+    # Verbose, Python's own format for both (the file and line of the package's warning).
+    loud = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=_env(GROUNDED_TEXT_VERBOSE="1"))
+    assert f"GroundedTextWarning: {ours}" in loud.stderr and f"warning: {ours}" not in loud.stderr, loud.stderr
 
 
 def _console_problems(text: str) -> list[str]:

@@ -348,6 +348,12 @@ def test_the_default_index_root_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
     assert image_index_lib.default_index_root() == Path("~/.cache/grounded_text/image_index").expanduser()
     assert os.path.basename(index_folder(tmp_path / "My Photos", "f")).startswith("My_Photos-")
+    # Elsewhere the platform's own cache folder, as platformdirs names it (here a macOS one).
+    calls = []
+    monkeypatch.setattr(image_index_lib.platformdirs, "user_cache_dir",
+                        lambda *args, **kwargs: calls.append((args, kwargs)) or "/Users/u/Library/Caches/grounded_text")
+    assert image_index_lib.default_index_root() == Path("/Users/u/Library/Caches/grounded_text/image_index")
+    assert calls == [(("grounded_text",), {"appauthor": False})]
 
 
 def test_a_model_without_image_tower_is_one_error_line(photos, tmp_path, capsys):

@@ -27,6 +27,7 @@ from grounded_text.data.flickr8k import (
 )
 from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY  # noqa: F401 (re-exported)
 from grounded_text.data.streaming import make_streaming_dataset
+from grounded_text.utils.quiet import GroundedTextWarning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +143,7 @@ def join_captions(captions: list[Caption], store: FeatureStore) -> SplitPairs:
             f"Dropped {sum(dropped.values())} caption(s) of {len(dropped)} image id(s) "
             f"with no row in {store.path or 'the feature store'}: "
             f"{sorted(dropped)[:5]}",
-            stacklevel=2,
+            GroundedTextWarning, stacklevel=2,
         )
     kept = [c for c in captions if c.image_id in row_of]
     splits = {}
@@ -275,7 +276,7 @@ def _streaming_dataset(pairs: CaptionPairs, batch_size: int, shuffle: bool, seed
         # The streaming store shuffles rows through a bounded buffer; sorting pools by
         # length would need the captions up front, which the store does not keep.
         warnings.warn("make_dataset: length bucketing is not available for a streaming feature store; "
-                      "serving shuffled pairs.", stacklevel=3)
+                      "serving shuffled pairs.", GroundedTextWarning, stacklevel=3)
     return make_streaming_dataset(pairs, batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
                                   epoch=epoch)
 

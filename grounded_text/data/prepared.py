@@ -33,6 +33,7 @@ from grounded_text.data.features import FeatureStore, open_feature_store
 from grounded_text.data.flickr8k import SPLITS, Caption
 from grounded_text.data.pairs import join_captions, load_flickr8k_pairs
 from grounded_text.utils.extras import require
+from grounded_text.utils.quiet import GroundedTextWarning
 
 PREPARED_MANIFEST = "dataset.json"
 CAPTIONS_FILE = "captions.jsonl"
@@ -186,7 +187,7 @@ def export_tfds(captions: list[Caption], store: FeatureStore, data_dir: str | Pa
     dropped = {c.image_id for c in captions if c.image_id not in row}
     if dropped:
         warnings.warn(f"export_tfds: {len(dropped)} image(s) without features dropped, e.g. {sorted(dropped)[:3]}",
-                      stacklevel=2)
+                      GroundedTextWarning, stacklevel=2)
     splits = {s: _examples(captions, store, s) for s in SPLITS}
     splits = {s: ex for s, ex in splits.items() if ex}
     if not splits:

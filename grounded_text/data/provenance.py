@@ -17,15 +17,29 @@ from grounded_text.utils.durable import file_sha256
 #: The ``.npz`` member (a 0-d unicode array holding JSON) and the manifest key that record
 #: what made a feature store: network, weights, crops, image size, preprocessing.
 PROVENANCE_KEY = "provenance"
-#: The fields compared on resume/append, in the order messages name them.
+#: The fields that name the network and its preprocessing, in the order messages name them: what an
+#: image tower and the features it is fed must share.
 PROVENANCE_FIELDS = ("cnn", "weights", "crops", "image_size", "preprocessing")
+#: How the photos were read before the network saw them: ``"exif"``, turned upright by their EXIF
+#: orientation. A store records it; one made before (no such field) is not resumed with upright rows.
+ORIENTATION_KEY = "orientation"
+PHOTO_ORIENTATION = "exif"
+#: The fields compared on resume/append.
+STORE_FIELDS = (*PROVENANCE_FIELDS, ORIENTATION_KEY)
 
 
-def describe_provenance(provenance: dict | None) -> str:
-    """``cnn=... weights=... crops=... image_size=... preprocessing=...`` (one line)."""
+def with_orientation(provenance: dict) -> dict:
+    """A store's record: ``provenance`` (the network's, ``feature_provenance``) with
+    ``orientation = "exif"``, how the feature extractor reads photos."""
+    return {**provenance, ORIENTATION_KEY: PHOTO_ORIENTATION}
+
+
+def describe_provenance(provenance: dict | None, fields: tuple = PROVENANCE_FIELDS) -> str:
+    """``cnn=... weights=... crops=... image_size=... preprocessing=...`` (one line; ``fields``
+    chooses the keys)."""
     if not provenance:
         return "nothing recorded"
-    return " ".join(f"{k}={provenance.get(k)}" for k in PROVENANCE_FIELDS)
+    return " ".join(f"{k}={provenance.get(k)}" for k in fields)
 
 
 def check_provenance(recorded: dict | None, wanted: dict | None, where) -> None:
@@ -38,17 +52,21 @@ def check_provenance(recorded: dict | None, wanted: dict | None, where) -> None:
       where: the store, for the message.
 
     Raises:
-      ValueError: one line naming the fields that differ, the store's settings and the new
-        ones: rows of two networks, weights, crop schemes or preprocessings would otherwise
-        be mixed in one store without a word.
+      ValueError: one line naming the fields that differ (:data:`STORE_FIELDS`), the store's
+        settings and the new ones: rows of two networks, weights, crop schemes, preprocessings
+        or ways of reading photos (sideways or upright) would otherwise be mixed in one store
+        without a word.
     """
     if not recorded or not wanted:
         return
-    differ = [k for k in PROVENANCE_FIELDS if recorded.get(k) != wanted.get(k)]
+    differ = [k for k in STORE_FIELDS if recorded.get(k) != wanted.get(k)]
     if differ:
-        raise ValueError(f"{where}: the store was made with {describe_provenance(recorded)}; these rows would be "
-                         f"made with {describe_provenance(wanted)} ({', '.join(differ)} differ). Use the store's "
-                         "settings to resume it, or write to a new --out.")
+        advice = ("Use the store's settings to resume it, or write to a new --out." if ORIENTATION_KEY not in differ
+                  else "The store's rows were made before photos were turned upright by their EXIF orientation, "
+                  "so new rows cannot join them: write to a new --out (or remove the store to make it again).")
+        raise ValueError(f"{where}: the store was made with {describe_provenance(recorded, STORE_FIELDS)}; these "
+                         f"rows would be made with {describe_provenance(wanted, STORE_FIELDS)} ({', '.join(differ)} "
+                         f"differ). {advice}")
 
 
 def read_npz_provenance(path: str | Path) -> dict | None:

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from grounded_text.data.keys import CAPTION_KEY, FEATURES_KEY, IMAGE_ID_KEY
 from grounded_text.data.pairs import CaptionPairs
+from grounded_text.utils.quiet import GroundedTextWarning
 
 
 def caption_groups(pairs: CaptionPairs):
@@ -235,7 +236,7 @@ def _eligible_groups(pairs: CaptionPairs, images_per_batch: int, captions_per_im
         warnings.warn(
             f"make_grouped_dataset: left out {int((~eligible).sum())} image(s) with fewer than "
             f"{captions_per_image} captions.",
-            stacklevel=3,
+            GroundedTextWarning, stacklevel=3,
         )
     table, counts, rows = table[eligible], counts[eligible], rows[eligible]
     if drop_remainder and table.shape[0] < images_per_batch:

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.utils.quiet import GroundedTextWarning
+
 YEAR_DIR_PATTERN = re.compile(r"^STS(\d\d)-en-test$")
 GOLD_PATTERN = re.compile(r"^(?P<prefix>STS(?:\d{4})?)\.gs\.(?P<subset>.+)\.txt$")
 AGGREGATE_SUBSETS = {"ALL"}
@@ -246,13 +248,13 @@ def read_sts_year(year_dir: str | Path, skipped: dict | None = None) -> dict[str
             warnings.warn(
                 f"{year}: skipping subset {subset!r}: gold file {gold_path.name} has no "
                 f"input file {input_path.name}.",
-                stacklevel=2,
+                GroundedTextWarning, stacklevel=2,
             )
             continue
         pairs = read_sts_subset(input_path, gold_path, f"{year}/{subset}")
         if not len(pairs):
             reason = f"no scored sentence pairs in {input_path} / {gold_path}"
-            warnings.warn(f"{year}: skipping subset {subset!r}: {reason}.", stacklevel=2)
+            warnings.warn(f"{year}: skipping subset {subset!r}: {reason}.", GroundedTextWarning, stacklevel=2)
             if skipped is not None:
                 skipped[subset] = reason
             continue

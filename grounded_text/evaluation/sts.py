@@ -35,6 +35,7 @@ from grounded_text.evaluation.encoders import (  # noqa: F401 (re-exported: the 
     cached,
 )
 from grounded_text.evaluation.stats import pearson_ci, spearman_ci
+from grounded_text.utils.quiet import GroundedTextWarning
 from grounded_text.utils.similarity import cosine_rows
 
 
@@ -59,7 +60,8 @@ def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:
     gold = np.asarray(gold, dtype=np.float64)
     n = int(predicted.shape[0])
     if n < 2 or np.ptp(predicted) == 0 or np.ptp(gold) == 0:
-        warnings.warn(f"correlation undefined (n={n}, constant predictions or gold).", stacklevel=2)
+        warnings.warn(f"correlation undefined (n={n}, constant predictions or gold).", GroundedTextWarning,
+                      stacklevel=2)
         return {"pearson": None, "spearman": None, "n": n}
     out = {
         "pearson": float(stats.pearsonr(predicted, gold)[0]),

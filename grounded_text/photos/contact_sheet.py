@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PIL import Image, ImageDraw, ImageFont, ImageOps
+from PIL import Image, ImageDraw, ImageFont
 
 from grounded_text.utils.durable import atomic_save
+from grounded_text.vision.photo_header import orient_pil, probe_file
 
 __all__ = ["COLUMNS", "THUMB", "save_grid"]
 
@@ -36,8 +37,8 @@ def _fit(draw, text: str, font, width: int) -> str:
 
 def save_grid(hits, query: str, path: str | os.PathLike, *, thumb: int = THUMB, columns: int = COLUMNS) -> Path:
     """Writes a contact sheet of search results: the query as title, then the photos in rows
-    (each fitted into a ``thumb`` square, aspect kept) with rank, cosine and file name under
-    each. Needs Pillow.
+    (each fitted into a ``thumb`` square, aspect kept, turned upright by its EXIF orientation as
+    the search read it) with rank, cosine and file name under each.
 
     Args:
       hits: ``(path, cosine)`` pairs, best first (``ImageIndex.search``'s result).
@@ -67,7 +68,8 @@ def save_grid(hits, query: str, path: str | os.PathLike, *, thumb: int = THUMB, 
         y = title_h + (i // cols) * (thumb + caption_h + pad)
         try:
             with Image.open(photo) as im:
-                im = ImageOps.exif_transpose(im).convert("RGB")
+                # Turned as the search read it (the same header probe), so the sheet shows what was scored.
+                im = orient_pil(im, probe_file(photo).orientation).convert("RGB")
                 im.thumbnail((thumb, thumb))
                 sheet.paste(im, (x + (thumb - im.width) // 2, y + (thumb - im.height) // 2))
         except (OSError, ValueError):  # a format this Pillow cannot open: a grey box keeps the layout

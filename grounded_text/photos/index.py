@@ -22,11 +22,14 @@ reported, skipped and remembered with its size and time: it is tried again only 
 changes.
 
 **Where the index lives.** One folder per (photo folder, model) pair under the index root
-(default ``$XDG_CACHE_HOME/grounded_text/image_index``, else
-``~/.cache/grounded_text/image_index``; ``index_dir`` or ``--index DIR`` chooses another), named
+(default ``image_index`` in the platform's cache folder for ``grounded_text``, platformdirs'
+``user_cache_dir``: ``~/.cache/grounded_text`` on Linux, or ``$XDG_CACHE_HOME/grounded_text``,
+``~/Library/Caches/grounded_text`` on macOS, ``%LOCALAPPDATA%\\grounded_text\\Cache`` on
+Windows; ``index_dir`` or ``--index DIR`` chooses another), named
 after the photo folder and a digest of its absolute path and of the model's
 ``image_fingerprint``. An index made with another model (another image tower or image
-network) therefore never answers for this one; every file also records the folder and the
+network), or before photos were turned upright by their EXIF orientation, therefore never answers
+for this one; every file also records the folder and the
 fingerprint, and one that records others is ignored.
 
 **Durability.** Each batch of photos is written as its own part file
@@ -36,8 +39,8 @@ point (Ctrl-C, SIGKILL, a power cut) keeps every batch it finished and the next 
 from there. At the end of a run the parts are merged into ``index.npz`` (again an atomic
 rename), then removed. Files are read with ``np.load(allow_pickle=False)`` after their
 declared sizes are checked (:mod:`grounded_text.photos.table`): an index file never runs code.
-One process at a time updates an index (a POSIX ``flock`` on its ``lock`` file; another gets
-:class:`IndexBusyError`; no lock is taken where ``fcntl`` is missing, on Windows).
+One process at a time updates an index (filelock's ``FileLock`` on its ``lock`` file: ``flock``
+on POSIX, ``msvcrt.locking`` on Windows; another gets :class:`IndexBusyError`).
 
 **Size.** Per photo: N float32 (the embedding: 512 bytes for the 128-d shipped models), plus
 two int64 (size and time, 16 bytes), plus an int64 end offset and the UTF-8 bytes of its
@@ -64,18 +67,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+import filelock
 import numpy as np
+import platformdirs
 
 from grounded_text.photos.table import Table, gather, plan_update, read_table, write_table
 from grounded_text.serving import images
 from grounded_text.utils.progress import CountProgress, interactive
 from grounded_text.vision.folders import PhotoFile, scan_photos
 from grounded_text.vision.sinks import PartFiles
-
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks in the standard library; an update takes none
-    fcntl = None
 
 __all__ = ["INDEX_FILE", "ImageIndex", "IndexBusyError", "IndexLinkError", "IndexReport", "SearchHit",
            "default_index_root", "index_folder"]
@@ -173,16 +173,18 @@ class IndexReport:
 
 
 def default_index_root() -> Path:
-    """``$XDG_CACHE_HOME/grounded_text/image_index`` (an absolute ``XDG_CACHE_HOME`` only, as
-    the XDG specification says), else ``~/.cache/grounded_text/image_index``.
+    """``image_index`` in the user's cache folder for ``grounded_text``
+    (``platformdirs.user_cache_dir``): ``$XDG_CACHE_HOME/grounded_text`` (an absolute
+    ``XDG_CACHE_HOME`` only, as the XDG specification says) or ``~/.cache/grounded_text`` on
+    Linux, ``~/Library/Caches/grounded_text`` on macOS, ``%LOCALAPPDATA%\\grounded_text\\Cache``
+    on Windows.
 
     Example:
-      >>> default_index_root().parts[-2:]
-      ('grounded_text', 'image_index')
+      >>> default_index_root().name
+      'image_index'
     """
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    root = Path(base) if base and os.path.isabs(base) else Path("~/.cache").expanduser()
-    return root / "grounded_text" / "image_index"
+    # appauthor=False: no publisher folder above the application's on Windows.
+    return Path(platformdirs.user_cache_dir("grounded_text", appauthor=False)) / "image_index"
 
 
 def index_folder(folder: str | os.PathLike, fingerprint: str, index_dir: str | os.PathLike | None = None) -> Path:
@@ -323,33 +325,28 @@ class ImageIndex:
 
     @contextlib.contextmanager
     def _lock(self):
-        """Holds ``lock`` in the index folder for one update (POSIX ``flock``; elsewhere none).
-        The file is opened without following a link, and must be a plain file with one link."""
-        if fcntl is None:
-            yield
-            return
+        """Holds ``lock`` in the index folder for one update (``filelock.FileLock``, not waiting:
+        a lock held elsewhere is :class:`IndexBusyError`). The operating system releases it when
+        the process ends, however it ends. The name must hold nothing or a plain file with one link:
+        the lock opens (and truncates) whatever the name leads to."""
         path = self.index_dir / LOCK_FILE
-        refused = IndexLinkError(f"the index folder {str(self.index_dir)!r}: {LOCK_FILE!r} is not a plain file (a "
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1):
+            raise IndexLinkError(f"the index folder {str(self.index_dir)!r}: {LOCK_FILE!r} is not a plain file (a "
                                  "symbolic link, a hard link or not a regular file); remove it and run again.")
+        lock = filelock.FileLock(path, timeout=0)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        except OSError as e:
-            if path.is_symlink():
-                raise refused from None
-            raise e from None
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            os.close(fd)
-            raise refused
+            lock.acquire()
+        except filelock.Timeout:
+            raise IndexBusyError(f"another process is updating the index {str(self.index_dir)!r}; wait for it "
+                                 "to finish, or give another index folder.") from None
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise IndexBusyError(f"another process is updating the index {str(self.index_dir)!r}; wait for it "
-                                     "to finish, or give another index folder.") from None
             yield
         finally:
-            os.close(fd)  # closing releases the lock
+            lock.release()
 
     @property
     def _parts(self) -> PartFiles:

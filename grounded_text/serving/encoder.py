@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from grounded_text.data.sentence_end import apply_sentence_end
-from grounded_text.serving import mteb_glue
+from grounded_text.serving import mteb_glue, quantize
 from grounded_text.serving.devices import device_scope
 from grounded_text.serving.images import ImageSide
 from grounded_text.utils.progress import CountProgress
@@ -165,18 +165,13 @@ def _chunks(sentences: Iterable, size: int):
 
 
 #: ``encode(precision=...)``: the dtype of the returned vectors (computed in float32).
-OUTPUT_PRECISIONS = {"float32": np.float32, "float16": np.float16}
+OUTPUT_PRECISIONS = quantize.PRECISIONS
 
 
 def _check_batch_size(batch_size) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"encode: batch_size must be an int >= 1, got {batch_size!r}.")
     return int(batch_size)
-
-
-def _check_precision(precision: str) -> None:
-    if precision not in OUTPUT_PRECISIONS:
-        raise ValueError(f"encode: precision must be one of {list(OUTPUT_PRECISIONS)}, got {precision!r}.")
 
 
 def _is_tensor(*values) -> bool:
@@ -330,7 +325,7 @@ class TextEncoder:
         return out
 
     def encode_iter(self, sentences, *, batch_size: int | None = None, normalize_embeddings: bool = False,
-                    precision: str = "float32"):
+                    precision: str = "float32", ranges=None, calibration_embeddings=None):
         """Embeds sentences batch by batch, reading them lazily: memory stays bounded by one
         batch, however many sentences a generator yields.
 
@@ -339,34 +334,38 @@ class TextEncoder:
             list, a 1-D array or ``tf.Tensor``), or one ``str``. The lines of an open file
             (``open(path)``, text or binary) are embedded without their terminator
             (``\\n``, ``\\r\\n``, ``\\r``), as the same sentences given as a list.
-          batch_size, normalize_embeddings, precision: see ``encode``.
+          batch_size, normalize_embeddings, precision, ranges, calibration_embeddings: see
+            ``encode`` (``"int8"`` / ``"uint8"`` need ``ranges`` or ``calibration_embeddings``).
 
         Yields:
-          ``precision`` [b, N] arrays, b <= ``batch_size``, in input order.
+          ``precision`` [b, N] arrays ([b, N / 8] packed), b <= ``batch_size``, in input order.
 
         Raises:
           TypeError: an element that is not a str/bytes (its index is given); ValueError: a
-            bad ``batch_size`` or ``precision``, an input of rank above 1, bytes that are not
-            UTF-8 or a str with a lone surrogate (its index is given).
+            bad ``batch_size``, ``precision``, ``ranges`` or ``calibration_embeddings``, an input
+            of rank above 1, bytes that are not UTF-8 or a str with a lone surrogate (its index
+            is given).
         """
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
-        _check_precision(precision)
+        ranges = quantize.check(precision, self.dim, ranges, calibration_embeddings)
+        if not quantize.per_batch(precision, ranges):
+            raise ValueError(f"encode_iter: precision={precision!r} needs ranges= or calibration_embeddings=.")
         items, _ = _as_input(sentences)
-        yield from self._batches(_chunks(items, batch_size), batch_size, normalize_embeddings, precision)
+        for out in self._batches(_chunks(items, batch_size), batch_size, normalize_embeddings):
+            yield quantize.convert(out, precision, ranges)
 
-    def _batches(self, chunks, batch_size: int, normalize_embeddings: bool, precision: str):
-        """``precision`` [b, N] for each list of sentences of ``chunks`` (already checked)."""
+    def _batches(self, chunks, batch_size: int, normalize_embeddings: bool):
+        """float32 [b, N] for each list of sentences of ``chunks`` (already checked)."""
         for chunk in chunks:
             out = self._embed(chunk, batch_size)
-            if normalize_embeddings:
-                out = normalize_rows(out, np.float32)
-            yield out.astype(OUTPUT_PRECISIONS[precision], copy=False)
+            yield normalize_rows(out, np.float32) if normalize_embeddings else out
 
     def encode(self, sentences, *, batch_size: int | None = None, show_progress_bar: bool | None = None,
                normalize_embeddings: bool = False, convert_to_numpy: bool = True, convert_to_tensor: bool = False,
                precision: str = "float32", device: str | None = None, prompt: str | None = None,
                prompt_name: str | None = None, task_name: str | None = None, prompt_type: Any = None,
-               task_metadata: Any = None, hf_split: str | None = None, hf_subset: str | None = None):
+               task_metadata: Any = None, hf_split: str | None = None, hf_subset: str | None = None,
+               ranges=None, calibration_embeddings=None):
         """Embeds sentences (the arguments of sentence-transformers' ``encode``, and MTEB's).
 
         The keywords accepted are exactly those below; any other raises ``TypeError``. MTEB's
@@ -394,8 +393,13 @@ class TextEncoder:
           convert_to_numpy: return a NumPy array (default); ``False`` (and no tensor): a list
             of [N] arrays, as sentence-transformers does.
           convert_to_tensor: return a ``tf.Tensor`` (overrides ``convert_to_numpy``).
-          precision: ``"float32"`` (default) or ``"float16"`` (half the memory; computed in
-            float32, then rounded).
+          precision: ``"float32"`` (default), ``"float16"``, or as sentence-transformers'
+            ``quantize_embeddings`` makes them from the float32 vectors: ``"int8"`` / ``"uint8"``
+            [B, N] (each dimension's range cut into 256 codes), ``"binary"`` (int8) /
+            ``"ubinary"`` (uint8) [B, N / 8] (sign bits, packed eight to a byte).
+          ranges, calibration_embeddings: the ranges of ``"int8"`` / ``"uint8"``: float [2, N]
+            (minima, maxima), else those of float [M, N] calibration vectors, else those of the
+            vectors encoded (two or more; under 100 warn): same ranges, comparable codes.
           device: where the model runs: ``"cpu"``, ``"gpu"``, ``"gpu:1"``, or the PyTorch names
             ``"cuda"`` and ``"cuda:1"`` (TensorFlow's GPU of that index); case is ignored, and a
             ``torch.device`` is read by its name. ``None`` (default): TensorFlow's own choice
@@ -411,16 +415,16 @@ class TextEncoder:
         ``mteb.evaluate(encoder, tasks)`` runs (``mteb_model_meta`` names the model).
 
         Returns:
-          ``precision`` [N] for one sentence, [B, N] otherwise: a NumPy array, a
-          ``tf.Tensor`` (``convert_to_tensor``) or a list of B [N] arrays.
+          ``precision`` [N] for one sentence, [B, N] otherwise ([B, N / 8] packed): a NumPy
+          array, a ``tf.Tensor`` (``convert_to_tensor``) or a list of B [N] arrays.
 
         Raises:
           TypeError: not a str or an iterable of str, or an element that is not a str/bytes
             (its index and type are given); a non-string array or tensor; a keyword not
             listed above.
-          ValueError: a rank-2 input, ``batch_size < 1``, an unknown ``precision``, a
-            ``device`` that is not one of the forms above, or a GPU index this machine does
-            not have.
+          ValueError: a rank-2 input, ``batch_size < 1``, an unknown ``precision``, bad
+            ``ranges`` / ``calibration_embeddings`` (or none for an int8 of one sentence), a
+            ``device`` not of the forms above, or a GPU index this machine does not have.
 
         Example:
           >>> import grounded_text as gt
@@ -436,7 +440,8 @@ class TextEncoder:
         batch_size = _check_batch_size(self.batch_size if batch_size is None else batch_size)
         with placement:
             out, single = self._encode_all(mteb_glue.dataloader_texts(sentences), batch_size,
-                                           bool(show_progress_bar), normalize_embeddings, precision)
+                                           bool(show_progress_bar), normalize_embeddings, precision,
+                                           (ranges, calibration_embeddings))
         if convert_to_tensor:
             return tf.constant(out)
         if not convert_to_numpy:
@@ -444,7 +449,7 @@ class TextEncoder:
         return out
 
     def _encode_all(self, sentences, batch_size: int, show: bool, normalize_embeddings: bool,
-                    precision: str) -> tuple[np.ndarray, bool]:
+                    precision: str, calibration: tuple = (None, None)) -> tuple[np.ndarray, bool]:
         """``(precision [B, N] or [N], single)``: ``encode``'s vectors as one array, in input order.
         The input is coerced and its sentences checked once: a list before any work, an iterable
         as it is read."""
@@ -452,7 +457,8 @@ class TextEncoder:
         total = len(items) if isinstance(items, (list, tuple)) else None
         if total is not None:
             _check_items(items, 0)  # a bad element of a list is refused before any work
-        _check_precision(precision)
+        ranges = quantize.check(precision, self.dim, *calibration)
+        batchwise = quantize.per_batch(precision, ranges)
         if total is None:
             chunks = _chunks(items, batch_size)
             order = None
@@ -465,10 +471,12 @@ class TextEncoder:
             chunks = (list(ordered[i:i + batch_size]) for i in range(0, total, batch_size))
         parts = []
         with CountProgress(total, "encode", "sentence", enabled=show) as progress:
-            for part in self._batches(chunks, batch_size, normalize_embeddings, precision):
-                parts.append(part)
+            for part in self._batches(chunks, batch_size, normalize_embeddings):
+                parts.append(quantize.convert(part, precision, ranges) if batchwise else part)
                 progress.add(len(part))
-        out = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.dim), OUTPUT_PRECISIONS[precision])
+        out = np.concatenate(parts, axis=0) if parts else quantize.empty(precision, self.dim)
+        if parts and not batchwise:  # int8/uint8 cut by the ranges of every vector of the call
+            out = quantize.convert(out, precision)
         if order is not None:
             out = out[np.argsort(order, kind="stable")]
         return (out[0] if single else out), single
@@ -486,8 +494,8 @@ class TextEncoder:
 
     @property
     def image_fingerprint(self) -> str:
-        """16 hex digits identifying the image side (the tower's weights and the network that makes
-        its features): an index of photos made for one value is valid for no other.
+        """16 hex digits identifying the image side (the tower's weights, its feature network, and photos
+        read upright by their EXIF orientation): an index of photos made for one value is valid for no other.
 
         Raises:
           NoImageTowerError (a ValueError): the model has no image tower.
@@ -502,9 +510,9 @@ class TextEncoder:
         antialiasing, aspect ratio not kept; (x - 127) / 128), then the tower.
 
         Args:
-          images: a file path (``str`` or ``os.PathLike``), a PIL image, a uint8 array [H, W, 3],
-            or a list of these, or a uint8 array [B, H, W, 3]. Files are JPEG, PNG, GIF (first
-            frame), BMP or WebP; grey images are made RGB, alpha is dropped.
+          images: a file path (``str``, ``os.PathLike``), a file's bytes, a PIL image, a uint8 array [H, W, 3]
+            (or tensor), a list of these, or a uint8 array [B, H, W, 3]. Files: JPEG, PNG, GIF (first frame),
+            BMP, WebP, made RGB (alpha dropped); files, bytes, PIL images turned upright by their EXIF orientation.
           batch_size: photos per call of the network (≥ 1).
           show_progress_bar: progress over the photos on stderr, as ``encode``'s.
           normalize_embeddings: unit L2 rows (default, so ``similarity`` and a dot product agree
@@ -512,13 +520,13 @@ class TextEncoder:
           convert_to_tensor: return a ``tf.Tensor``.
 
         Returns:
-          float32 [B, N] (B may be 0), N = ``dim``; [N] for a single path or image.
+          float32 [B, N] (B may be 0), N = ``dim``; [N] for a single path, bytes or image.
 
         Raises:
           NoImageTowerError (a ValueError): the model has no image tower, or its tower records a
             network this package cannot build.
-          ImageReadError (a ValueError): a file that cannot be read or decoded, or an array that is
-            not uint8 [H, W, 3]; the message names it (``images[i]`` for in-memory images).
+          ImageReadError (a ValueError): a file or bytes not decodable or refused from the header (JPEG XL, over
+            40 million pixels), or an array not uint8 [H, W, 3]; the message names it (``images[i]`` in memory).
           TypeError: ``images`` is none of the above. ValueError: ``batch_size < 1``.
 
         Example:
@@ -543,7 +551,9 @@ class TextEncoder:
 
         Returns:
           float32 [A, B] (a 1-D input counts as one row): a ``tf.Tensor`` when ``a`` or ``b``
-          is one, else a NumPy array. A zero vector has similarity 0 with everything.
+          is one, else a NumPy array. A zero vector has similarity 0 with everything. int8 / uint8
+          codes are compared as numbers, as sentence-transformers does; packed binary ones are not
+          coordinates (compare their bits by Hamming distance).
 
         Raises:
           TypeError: an input that is not numeric (e.g. sentences: encode them first).

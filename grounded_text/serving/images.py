@@ -24,32 +24,29 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from PIL import ImageOps
 
-from grounded_text.data.provenance import lite0_provenance
+from grounded_text.data.provenance import ORIENTATION_KEY, PHOTO_ORIENTATION, lite0_provenance
 from grounded_text.serving.integrity import DamagedExportError, check_export
 from grounded_text.utils.progress import CountProgress
 from grounded_text.utils.similarity import normalize_rows
-from grounded_text.vision.crops import decode_rgb, make_views
+from grounded_text.vision.crops import decode_rgb, error_reason, make_views
 from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance
+from grounded_text.vision.photo_header import ImageReadError, probe_bytes, probe_file
+
+__all__ = ["IMAGE_FEATURES_KEY", "PHOTO_READING", "ImageReadError", "ImageSide", "NoImageTowerError", "as_image_list",
+           "image_export_beside", "load_image_encoder", "read_image", "tower_record"]
 
 #: The feature record of the image tower (a key of its ``assets/config.json``).
 IMAGE_FEATURES_KEY = "image_features"
+#: How photos are read before the network sees them, beyond the tower's record: turned upright by
+#: their EXIF orientation. Part of :attr:`ImageSide.fingerprint`, so that a photo index made before
+#: photos were turned upright is made again rather than mixed with upright rows.
+PHOTO_READING = {ORIENTATION_KEY: PHOTO_ORIENTATION}
 
 
 class NoImageTowerError(ValueError):
     """The model has no image tower, so photos cannot be put into its space."""
-
-
-class ImageReadError(ValueError):
-    """A photo could not be read or decoded; the message names it.
-
-    Attributes:
-      path: the file (or ``"images[i]"`` for an in-memory image).
-    """
-
-    def __init__(self, message: str, path: str = ""):
-        super().__init__(message)
-        self.path = path
 
 
 def image_export_beside(text_export: str | os.PathLike) -> Path | None:
@@ -118,13 +115,20 @@ def load_image_encoder(path: str | Path, batch_size: int = 4096):
     return encode
 
 
+def _is_pil(item) -> bool:
+    return type(item).__module__.startswith("PIL.")
+
+
 def _image_to_array(item, index: int) -> np.ndarray:
-    """One image (a path, a PIL image or a uint8 array [H, W, 3]) → uint8 [H, W, 3]."""
+    """One image (a path, encoded bytes, a PIL image or a uint8 array [H, W, 3]) → uint8 [H, W, 3],
+    upright: a file's, the bytes' and a PIL image's EXIF orientation are applied."""
     if isinstance(item, (str, os.PathLike)):
         return read_image(item)
-    if type(item).__module__.startswith("PIL."):
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return decode_image_bytes(item, f"images[{index}]")
+    if _is_pil(item):
         try:
-            return np.asarray(item.convert("RGB"), dtype=np.uint8)
+            return np.asarray(ImageOps.exif_transpose(item).convert("RGB"), dtype=np.uint8)
         except Exception as e:  # noqa: BLE001 — a PIL image that cannot be converted
             raise ImageReadError(f"images[{index}]: cannot convert this PIL image to RGB ({e}).",
                                  f"images[{index}]") from None
@@ -132,8 +136,8 @@ def _image_to_array(item, index: int) -> np.ndarray:
     if array.ndim == 2:
         array = np.repeat(array[:, :, None], 3, axis=2)
     if array.ndim != 3 or array.shape[2] not in (3, 4) or array.shape[0] < 1 or array.shape[1] < 1:
-        raise ImageReadError(f"images[{index}]: expected a file path, a PIL image or a uint8 array [H, W, 3], "
-                             f"got {type(item).__name__} of shape {getattr(array, 'shape', None)}.",
+        raise ImageReadError(f"images[{index}]: expected a file path, encoded bytes, a PIL image or a uint8 array "
+                             f"[H, W, 3], got {type(item).__name__} of shape {getattr(array, 'shape', None)}.",
                              f"images[{index}]")
     if array.dtype != np.uint8:
         raise ImageReadError(f"images[{index}]: expected uint8 pixels in [0, 255], got dtype {array.dtype}.",
@@ -141,34 +145,61 @@ def _image_to_array(item, index: int) -> np.ndarray:
     return array[:, :, :3]
 
 
+def _decode(data: bytes, label: str, name: str) -> np.ndarray:
+    """Decodes checked bytes; ``label`` starts the message, ``name`` is the error's ``path``."""
+    try:
+        return decode_rgb(tf.constant(data)).numpy()
+    except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ValueError) as e:
+        reason = error_reason(getattr(e, "message", None) or str(e))[:300]
+        raise ImageReadError(f"{label}: not a readable image ({reason}).", name, reason) from None
+
+
+def decode_image_bytes(data: bytes, what: str = "image") -> np.ndarray:
+    """Encoded photo bytes (JPEG, PNG, GIF: first frame, BMP, WebP) → uint8 [H, W, 3], upright (its
+    EXIF orientation applied), decoded as :func:`read_image` decodes a file.
+
+    Args:
+      data: the encoded bytes. what: its name for messages (``"images[2]"``).
+
+    Raises:
+      ImageReadError: another format, a damaged image, or a header above 40 million pixels.
+    """
+    data = bytes(data)
+    probe_bytes(data, what)
+    return _decode(data, what, what)
+
+
 def read_image(path: str | os.PathLike) -> np.ndarray:
     """Reads a photo (JPEG, PNG, GIF: first frame, BMP, WebP) as RGB, the way the feature
-    extractor does (JPEGs with the accurate integer DCT, as PIL decodes them).
+    extractor does (JPEGs with the accurate integer DCT, as PIL decodes them), turned upright by
+    its EXIF orientation.
+
+    Its header is read first (:func:`grounded_text.vision.photo_header.probe_file`): a file of
+    another format, declaring more than 40 million pixels, or far larger than its pixels need is
+    refused without being read whole.
 
     Args:
       path: the file.
 
     Returns:
-      uint8 [H, W, 3].
+      uint8 [H, W, 3] ([W, H, 3] of the stored pixels for a photo stored sideways).
 
     Raises:
-      ImageReadError: the file cannot be read, is not an image, is damaged, or declares more
-        than 40 million pixels (the extractor's decompression-bomb guard); the message names it.
+      ImageReadError: the file cannot be read, is not one of these formats, is damaged, or fails
+        the decompression-bomb guard; the message names it.
     """
+    probe_file(path)
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise ImageReadError(f"{str(path)!r}: cannot read it ({e.strerror or e}).", str(path)) from None
-    try:
-        return decode_rgb(tf.constant(data)).numpy()
-    except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ValueError) as e:
-        reason = (getattr(e, "message", None) or str(e)).strip().splitlines()[0][:200]
-        raise ImageReadError(f"{str(path)!r}: not a readable image ({reason}).", str(path)) from None
+    return _decode(data, repr(str(path)), str(path))
 
 
 def as_image_list(images) -> list:
-    """``encode_images``' input → a list of single images (a uint8 array [B, H, W, 3] is split)."""
-    if isinstance(images, (str, os.PathLike)) or type(images).__module__.startswith("PIL."):
+    """``encode_images``' input → a list of single images (a uint8 array [B, H, W, 3] is split;
+    encoded bytes are one image)."""
+    if isinstance(images, (str, os.PathLike, bytes, bytearray, memoryview)) or _is_pil(images):
         return [images]
     if isinstance(images, np.ndarray):
         if images.ndim == 4:
@@ -180,7 +211,7 @@ def as_image_list(images) -> list:
     try:
         return list(images)
     except TypeError:
-        raise TypeError(f"encode_images: expected file paths, PIL images or uint8 arrays, got "
+        raise TypeError(f"encode_images: expected file paths, encoded bytes, PIL images or uint8 arrays, got "
                         f"{type(images).__name__}.") from None
 
 
@@ -224,9 +255,11 @@ class ImageSide:
 
     @property
     def fingerprint(self) -> str:
-        """16 hex digits identifying the tower's weights and its feature network: equal for two
-        loads of one model, different for two towers or two networks."""
+        """16 hex digits identifying the tower's weights, its feature network and how photos are read
+        (:data:`PHOTO_READING`): equal for two loads of one model, different for two towers or two
+        networks, and different from this model's before photos were turned upright."""
         h = hashlib.sha256(json.dumps(self.record, sort_keys=True).encode())
+        h.update(json.dumps(PHOTO_READING, sort_keys=True).encode())
         for name in ("saved_model.pb", "variables/variables.index", "variables/variables.data-00000-of-00001"):
             path = self.export_dir / name
             if path.is_file():
@@ -286,7 +319,9 @@ class ImageSide:
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"encode_images: batch_size must be an int >= 1, got {batch_size!r}.")
-        single = isinstance(images, (str, os.PathLike)) or type(images).__module__.startswith("PIL.") or (
+        if type(images).__module__.startswith("tensorflow"):  # a tensor answers as its array would
+            images = images.numpy()
+        single = isinstance(images, (str, os.PathLike, bytes, bytearray, memoryview)) or _is_pil(images) or (
             isinstance(images, np.ndarray) and images.ndim in (2, 3))
         items = as_image_list(images)
         parts = []

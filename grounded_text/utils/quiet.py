@@ -21,7 +21,10 @@ They are logged at DEBUG instead of INFO.
 
 The commands also print each warning as one line, ``warning: <message>``, without the source
 line Python echoes under it or the file's absolute path, and through ``tqdm.write`` so that a
-progress bar on the terminal stays whole (``one_line_warnings``).
+progress bar on the terminal stays whole (``one_line_warnings``). In a program that imports the
+package (the Python API, a notebook), the package's own warnings (``GroundedTextWarning``) are
+printed as that one line too (``one_line_package_warnings``); other packages' warnings keep the
+program's format.
 
 ``GROUNDED_TEXT_VERBOSE=1`` (or ``grounded-text --verbose ...``) keeps everything.
 """
@@ -95,6 +98,8 @@ class _Loader(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
+        # TensorFlow is being imported: the finder's work is done, whatever happens next.
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietTensorFlowImport)]
         with filtered_stderr():
             self.loader.exec_module(module)
 
@@ -103,14 +108,21 @@ class _Loader(importlib.abc.Loader):
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Finds ``tensorflow`` once, as the other finders do, and wraps its loader."""
+    """Finds ``tensorflow`` as the other finders do, and wraps its loader; it leaves
+    ``sys.meta_path`` once TensorFlow's code runs. A mere look-up (``importlib.util.find_spec``, as
+    transformers and sentence-transformers probe for TensorFlow) gets the same spec and keeps it."""
+
+    def __init__(self):
+        self.busy = False  # inside its own look-up, which asks every finder again (this one included)
 
     def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow":
+        if name != "tensorflow" or self.busy:
             return None
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)  # once: later lookups go straight to the real finders
-        spec = importlib.util.find_spec(name)
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
             spec.loader = _Loader(spec.loader)
         return spec
@@ -160,6 +172,16 @@ def _recording() -> bool:
                                      and getattr(impl, "__name__", None) == "_showwarnmsg_impl")
 
 
+class GroundedTextWarning(UserWarning):
+    """A warning of this package (a ``UserWarning``): printed as one line, ``warning: <message>``,
+    once the package is imported (``warnings.filterwarnings("ignore", category=...)`` silences them).
+
+    Example:
+      >>> issubclass(GroundedTextWarning, UserWarning)
+      True
+    """
+
+
 def format_warning(message, category) -> str:
     """The one line a command prints for a warning.
 
@@ -170,7 +192,8 @@ def format_warning(message, category) -> str:
       'warning: RuntimeWarning: overflow'
     """
     text = " ".join(str(message).split("\n"))
-    return f"warning: {text}" if category is UserWarning else f"warning: {category.__name__}: {text}"
+    plain = category is UserWarning or category is GroundedTextWarning
+    return f"warning: {text}" if plain else f"warning: {category.__name__}: {text}"
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -207,12 +230,30 @@ def one_line_warnings():
         warnings.showwarning = saved
 
 
+def one_line_package_warnings() -> None:
+    """Formats this package's warnings (``GroundedTextWarning``) as ``format_warning``'s one line
+    wherever Python prints them (its own ``showwarning``, ``logging.captureWarnings``, a notebook),
+    and hands every other warning to the formatter that was there. Idempotent."""
+    previous = warnings.formatwarning
+    if getattr(previous, "_grounded_text", False):
+        return
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        if isinstance(category, type) and issubclass(category, GroundedTextWarning):
+            return format_warning(message, category) + "\n"
+        return previous(message, category, filename, lineno, line)
+
+    formatwarning._grounded_text = True
+    warnings.formatwarning = formatwarning
+
+
 def quiet_startup() -> None:
     """Hides TensorFlow's start-up noise and the ``pkg_resources`` warning for this process,
     unless ``GROUNDED_TEXT_VERBOSE`` is set (see the module docstring). Idempotent."""
     if verbose():
         return
     demote_internal_logs()
+    one_line_package_warnings()
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
     if "tensorflow" in sys.modules:
         return

@@ -18,6 +18,11 @@ the 299-px InceptionV3, R = round(299 * 256 / 224) = 342, keeping the same
 crop-to-image ratio 224/256 = 0.875 (the choice of the Inception evaluation code,
 which centre-crops 87.5 % of the image).
 
+Before anything is decoded, the header is read (:mod:`grounded_text.vision.photo_header`): data
+that is not JPEG, PNG, GIF, BMP or WebP is refused (TensorFlow's decoder also takes JPEG XL, whose
+size no guard here reads), and the EXIF orientation found there turns the decoded image upright
+(:func:`orient`), as viewers show it and as the contact sheet of a search draws it.
+
 Size limits (a decompression-bomb guard; such images are reported FAILED and skipped,
 never decoded): an image whose header declares more than ``MAX_IMAGE_PIXELS`` pixels
 (40 million, e.g. 8000×5000; decoding costs about 15 bytes per pixel, 600 MB at the
@@ -33,16 +38,18 @@ times R² pixels — an aspect ratio above 16:1, e.g. a 3×5000 strip, which wou
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import tensorflow as tf
+
+from grounded_text.vision.photo_header import MAX_IMAGE_PIXELS, REFUSED, ImageReadError, probe_bytes, probe_file
 
 TEN_CROP_ORDER = (
     "top_left", "top_right", "bottom_left", "bottom_right", "center",
     "top_left_flip", "top_right_flip", "bottom_left_flip", "bottom_right_flip", "center_flip",
 )
 
-
-MAX_IMAGE_PIXELS = 40_000_000
 MAX_TEN_CROP_ASPECT = 16
 
 
@@ -84,7 +91,7 @@ def header_size(encoded: tf.Tensor) -> tf.Tensor:
 def _pixel_assert(hw: tf.Tensor, max_pixels: int, what: str) -> tf.Operation:
     pixels = hw[0] * hw[1]
     return tf.debugging.Assert(pixels <= max_pixels, [tf.strings.format(
-        what + " is {}x{} = {} pixels, above the limit of {} (decompression-bomb guard; --max-pixels)",
+        what + " is {}x{} = {} pixels, above the limit of {} (decompression-bomb guard)",
         (hw[0], hw[1], pixels, tf.constant(int(max_pixels), tf.int64)))], summarize=1)
 
 
@@ -181,16 +188,63 @@ def ten_crop_resize(size: int) -> int:
     return int(round(size * 256 / 224))
 
 
-def decode_rgb(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tf.Tensor:
-    """Encoded JPEG/PNG/GIF/BMP/WebP bytes (scalar ``tf.string``) → uint8 [H, W, 3].
+def _probe_op(encoded: tf.Tensor, max_pixels: int | None) -> tf.Tensor:
+    """int32 [] EXIF orientation of encoded bytes (:func:`~grounded_text.vision.photo_header.probe_bytes`,
+    run in Python on the header only); an op that fails with the probe's reason for data it refuses."""
+    def probe(data):
+        try:
+            return np.int32(probe_bytes(np.asarray(data).item(), max_pixels=max_pixels).orientation), b""
+        except ImageReadError as e:
+            return np.int32(1), e.reason.encode("utf-8")
 
+    orientation, reason = tf.numpy_function(probe, [encoded], (tf.int32, tf.string), stateful=False)
+    orientation.set_shape([])
+    reason.set_shape([])
+    check = tf.debugging.Assert(tf.equal(reason, ""), [reason], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.identity(orientation)
+
+
+def orient(image: tf.Tensor, orientation) -> tf.Tensor:
+    """[H, W, C] image → the same turned upright by an EXIF orientation (int [], 1–8; other values
+    leave it as it is): [H, W, C] for 1–4, [W, H, C] for 5–8, as ``PIL.ImageOps.exif_transpose``."""
+    def transposed():
+        return tf.transpose(image, [1, 0, 2])
+
+    branches = [
+        lambda: image, lambda: image,
+        lambda: tf.reverse(image, [1]),  # 2: mirrored left-right
+        lambda: tf.reverse(image, [0, 1]),  # 3: turned 180°
+        lambda: tf.reverse(image, [0]),  # 4: mirrored top-bottom
+        transposed,  # 5: mirrored along the main diagonal
+        lambda: tf.reverse(transposed(), [1]),  # 6: stored 90° anticlockwise (a phone held upright)
+        lambda: tf.reverse(transposed(), [0, 1]),  # 7: mirrored along the other diagonal
+        lambda: tf.reverse(transposed(), [0]),  # 8: stored 90° clockwise
+    ]
+    index = tf.cast(orientation, tf.int32)
+    index = tf.where((index >= 1) & (index <= 8), index, 1)
+    return tf.switch_case(index, branches)
+
+
+def decode_rgb(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tf.Tensor:
+    """Encoded JPEG/PNG/GIF/BMP/WebP bytes (scalar ``tf.string``) → uint8 [H, W, 3], upright.
+
+    The header is read first (:mod:`grounded_text.vision.photo_header`, in Python): other formats,
+    damaged headers and images above ``max_pixels`` are refused there, and the EXIF orientation it
+    finds turns the image upright (:func:`orient`; [W, H, 3] for a photo stored sideways).
     Grey images are broadcast to 3 channels, alpha is dropped, animated GIFs give
     their first frame (only that frame is decoded: :func:`gif_first_frame`). Invalid
     data, or a header (or a GIF's first frame) declaring more than ``max_pixels``
     pixels (``check_image_size``; checked before decoding), raises
-    ``tf.errors.InvalidArgumentError`` (at run time, inside ``tf.data``)."""
+    ``tf.errors.InvalidArgumentError`` (at run time, inside ``tf.data``); :func:`error_reason`
+    gives its reason in one line."""
     encoded, frame_size = _first_gif_frame_op(encoded)
-    with tf.control_dependencies([check_image_size(encoded, max_pixels, frame_size)]):
+    # The probe runs before any TensorFlow JPEG op: libjpeg prints "Improper call to JPEG library"
+    # on stderr for a header that ends early, which the probe refuses first.
+    orientation = _probe_op(encoded, max_pixels)
+    with tf.control_dependencies([orientation]):
+        size_check = check_image_size(encoded, max_pixels, frame_size)
+    with tf.control_dependencies([size_check]):
         # JPEG with libjpeg's accurate integer DCT, as PIL decodes it: the pipelines that made the
         # papers' and the data root's features read photos with PIL, and TensorFlow's default (fast)
         # DCT moves pixels by up to 23 levels, enough to turn a feature row to cosine 0.96.
@@ -198,7 +252,50 @@ def decode_rgb(encoded: tf.Tensor, max_pixels: int | None = MAX_IMAGE_PIXELS) ->
                         lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE"),
                         lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False))
     image.set_shape([None, None, 3])
+    image = orient(image, orientation)
+    image.set_shape([None, None, 3])
     return image
+
+
+def error_reason(message: str) -> str:
+    """The reason in a decoding error's message (str → str, one line): a guard's own sentence
+    (``tf.debugging.Assert``, eager and graph wording), else the message without TensorFlow's
+    op decoration (``{{function_node ...}}``, ``[Op:...]``)."""
+    guard = re.search(r"Summarized data: b'(.*?)'\s*$|assertion failed: \[(.*?)\]", message, re.S)
+    if guard:
+        return (guard.group(1) or guard.group(2)).strip()
+    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
+    message = re.sub(r"\s*\[Op:[^\]]*\]( name:.*)?\s*$", "", message)
+    return message.strip().splitlines()[0] if message.strip() else "decode error"
+
+
+def photo_files_dataset(ids: list[str], paths: list, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tf.data.Dataset:
+    """``tf.data`` of ``(id tf.string [], encoded bytes tf.string [])`` for files, each file's header
+    read first, here, in Python (:func:`~grounded_text.vision.photo_header.probe_file`, with
+    ``max_pixels``).
+
+    A file the probe refuses (another format, such as JPEG XL; a header above the pixel limit; a file
+    far larger than its pixels need) is never read: it stands in the dataset as a short placeholder
+    carrying the reason, which :func:`decode_rgb` raises as that file's error. The others are read
+    with ``tf.io.read_file`` in a parallel ``map`` (order kept).
+
+    Args:
+      ids: one id (str) per file. paths: the files (str or ``os.PathLike``), as many.
+      max_pixels: the pixel limit; ``None``: none.
+    """
+    refused = []
+    for path in paths:
+        try:
+            probe_file(path, max_pixels)
+            refused.append("")
+        except ImageReadError as e:
+            refused.append(e.reason)
+    ds = tf.data.Dataset.from_tensor_slices((tf.constant(list(ids), tf.string),
+                                             tf.constant([str(p) for p in paths], tf.string),
+                                             tf.constant(refused, tf.string)))
+    return ds.map(lambda i, p, r: (i, tf.cond(tf.equal(r, ""), lambda: tf.io.read_file(p),
+                                              lambda: tf.strings.join([REFUSED, r]))),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def single_crop(image: tf.Tensor, size: int) -> tf.Tensor:

@@ -12,7 +12,8 @@ pairs, e.g. a TFDS split read with ``decoders={"image": tfds.decode.SkipDecoding
 and mapped to ``(filename, image)``.
 
 Pipeline: ids already in the sink are skipped (resume); the rest are decoded
-(JPEG/PNG/GIF/BMP/WebP, forced to RGB, first frame of animations), resized/cropped
+(JPEG/PNG/GIF/BMP/WebP, forced to RGB, first frame of animations, turned upright by their EXIF
+orientation), resized/cropped
 (:mod:`grounded_text.vision.crops`) in a parallel ``map``, batched and prefetched,
 run through the pooled CNN (:mod:`grounded_text.vision.networks`), averaged over the
 ten crops when ``crops=10``, and appended to the sink batch by batch (so an
@@ -34,10 +35,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from grounded_text.data.provenance import with_orientation
 from grounded_text.utils.progress import CountProgress
 from grounded_text.vision import crops as crops_lib
 from grounded_text.vision.folders import PHOTO_EXTENSIONS, scan_photos
-from grounded_text.vision.networks import FeatureNetwork, get_spec
+from grounded_text.vision.networks import DEFAULT_RANDOM_SEED, FeatureNetwork, feature_provenance, get_spec
 
 
 @dataclasses.dataclass
@@ -139,15 +141,25 @@ def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Pat
     return [(n, root / n) for n in names]
 
 
-def image_folder_dataset(folder: str | os.PathLike, ids=None) -> tf.data.Dataset:
+def image_folder_dataset(folder: str | os.PathLike, ids=None,
+                         max_pixels: int | None = crops_lib.MAX_IMAGE_PIXELS) -> tf.data.Dataset:
     """``tf.data`` of ``(image_id tf.string [], encoded bytes tf.string [])``, one per
     file of :func:`list_image_files` (same arguments and errors); bytes are read with
-    ``tf.io.read_file`` in a parallel ``map``."""
+    ``tf.io.read_file`` in a parallel ``map``.
+
+    Each file's header is read first (:func:`grounded_text.vision.crops.photo_files_dataset`, with
+    ``max_pixels``): a file it refuses (another format, such as JPEG XL; a header above the pixel
+    limit; a file far larger than its pixels need) is never read, and stands in the dataset as a
+    placeholder carrying the reason, which :func:`extract_features` reports as that file's failure."""
     pairs = list_image_files(folder, ids)
-    names = tf.constant([n for n, _ in pairs])
-    paths = tf.constant([str(p) for _, p in pairs])
-    ds = tf.data.Dataset.from_tensor_slices((names, paths))
-    return ds.map(lambda i, p: (i, tf.io.read_file(p)), num_parallel_calls=tf.data.AUTOTUNE)
+    return crops_lib.photo_files_dataset([n for n, _ in pairs], [p for _, p in pairs], max_pixels)
+
+
+def row_provenance(cnn: str, crops: int, weights="imagenet", seed: int = DEFAULT_RANDOM_SEED) -> dict:
+    """What makes the rows :func:`extract_features` writes, as a store records it: the network's
+    record (``grounded_text.vision.networks.feature_provenance``, same arguments and errors) and
+    ``orientation = "exif"`` (photos turned upright by their EXIF orientation)."""
+    return with_orientation(feature_provenance(cnn, crops, weights, seed=seed))
 
 
 def read_ids_file(path: str | os.PathLike) -> list[str]:
@@ -188,16 +200,6 @@ def _check_dataset(images: tf.data.Dataset) -> None:
         )
 
 
-def _clean_reason(message: str) -> str:
-    # The size guards' own sentence (tf.debugging.Assert: eager and graph wording).
-    guard = re.search(r"Summarized data: b'(.*?)'\s*$|assertion failed: \[(.*?)\]", message, re.S)
-    if guard:
-        return (guard.group(1) or guard.group(2)).strip()
-    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
-    message = re.sub(r"\s*\[Op:[^\]]*\]\s*$", "", message)
-    return message.strip().splitlines()[0] if message.strip() else "decode error"
-
-
 def _string_table(keys: list[str]) -> tf.lookup.StaticHashTable:
     return tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
@@ -219,7 +221,7 @@ def _failure_reasons(images, failed: list[str], size: int, crops: int,
                 raise ValueError("empty file (0 bytes)")
             crops_lib.make_views(crops_lib.decode_rgb(encoded, max_pixels), size, crops)
         except (tf.errors.OpError, ValueError) as e:
-            reasons[key] = _clean_reason(getattr(e, "message", None) or str(e))
+            reasons[key] = crops_lib.error_reason(getattr(e, "message", None) or str(e))
         else:
             reasons[key] = "dropped by the input pipeline (error while decoding)"
     return reasons

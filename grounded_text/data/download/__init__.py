@@ -36,7 +36,8 @@ How a download behaves:
   HTML page, an archive without its format's signature, or fewer bytes than the
   ``Content-Length`` (or the registry's size) is rejected before it is checked further.
 * **Checked**: a file whose registry entry has a ``sha256`` (pinned from a published
-  checksum list) must match it. Every archive must also have the expected *structure*
+  checksum list) must match it (pooch's ``known_hash`` check, as the file is fetched).
+  Every archive must also have the expected *structure*
   (``verify_structure``): the member files the readers need, each with its published
   number of non-blank lines (within ``ROW_TOLERANCE``), STS input and gold files that
   pair line by line with gold scores in 0..5. An archive whose digest is not pinned is

@@ -9,8 +9,10 @@ the headers before the body (HTTP errors sorted into transient and final, a web 
 registry's size, the size cap), the body is counted against the cap as it arrives, a partial
 file is resumed with an HTTP ``Range`` request, and ``fetch`` retries transient failures with
 its own backoff (pooch's ``retrieve`` has no retries, and its ``Pooch`` retries ignore
-``Retry-After`` and cannot resume). The digests stay ``verifying``'s, the unpacking
-``unpacking``'s.
+``Retry-After`` and cannot resume). Where the file's SHA-256 is known (pinned, or recorded by an
+earlier verified download), pooch checks it (``known_hash``) before the file is moved into place,
+and deletes a file that differs (``DigestMismatch``). Recording a digest, the structure checks and
+the unpacking stay ``verifying``'s and ``unpacking``'s.
 
 A mirror URL may carry a user name and password (``https://user:secret@host/path``): they go
 to the server as HTTP Basic authorisation, never into a request line, a message or a log
@@ -55,6 +57,21 @@ MAX_BACKOFF_S = 30.0
 TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})
 #: Seconds between progress lines where stderr is not a terminal (a log file, CI).
 PROGRESS_EVERY_S = 10.0
+
+
+class DigestMismatch(DownloadError):
+    """The fetched file's SHA-256 is not the known one; the file was deleted."""
+
+    def __init__(self, digest: str):
+        super().__init__(f"sha256 {digest}")
+        self.digest = digest
+
+
+def _check_known(part: Path, sha256: str | None) -> None:
+    """For a complete ``part`` that pooch did not fetch (a finished earlier transfer): pooch's check."""
+    if sha256 is not None and (digest := pooch.file_hash(str(part), alg="sha256")) != sha256:
+        part.unlink()
+        raise DigestMismatch(digest)
 
 
 class _Transient(DownloadError):
@@ -367,27 +384,36 @@ def _pooch_quiet():
 
 
 def _fetch_once(url: str, part: Path, expected_size: int | None, max_bytes: int, log, progress: bool,
-                auth: str | None = None) -> Path:
+                auth: str | None = None, sha256: str | None = None) -> Path:
     """One attempt of ``fetch`` through ``pooch.retrieve`` (``url`` holds no credentials:
     ``auth`` carries them); raises ``_Transient`` for failures worth retrying."""
     have = part.stat().st_size if part.exists() else 0
     if expected_size is not None and have > expected_size:
         part.unlink()  # longer than the file can be: not a prefix of it
     elif expected_size is not None and have == expected_size:
+        _check_known(part, sha256)
         return part
-    # pooch places the file at ``<part>.done`` (its temporary file, moved there once complete);
-    # the digest checks are verifying.py's (pinned, or recorded after the structure check).
+    # pooch places the file at ``<part>.done`` (its temporary file, moved there once complete and
+    # its digest checked where one is known).
     done = part.with_name(part.name + ".done")
     done.unlink(missing_ok=True)
     downloader = _Downloader(part, expected_size, max_bytes, log, progress, auth)
-    with _pooch_quiet():
-        pooch.retrieve(url, known_hash=None, fname=done.name, path=part.parent, downloader=downloader)
+    try:
+        with _pooch_quiet():
+            pooch.retrieve(url, known_hash=None if sha256 is None else f"sha256:{sha256}", fname=done.name,
+                           path=part.parent, downloader=downloader)
+    except ValueError as e:
+        # pooch's digest check failed and it deleted the file; its message holds the digest it computed.
+        got = re.search(r"but got ([0-9a-fA-F]+)", str(e))
+        if sha256 is None or got is None:
+            raise
+        raise DigestMismatch(got.group(1).lower()) from None
     os.replace(done, part)
     return part
 
 
 def fetch(url: str, part: Path, *, expected_size: int | None = None, max_bytes: int = MAX_UNPACKED_BYTES,
-          log=print, progress: bool = False, retries: int | None = None) -> Path:
+          log=print, progress: bool = False, retries: int | None = None, sha256: str | None = None) -> Path:
     """Downloads ``url`` into ``part``, resuming a partial file with an HTTP ``Range`` request.
 
     Transient failures (HTTP 408, 425, 429, 500, 502, 503, 504; a connection that breaks
@@ -405,24 +431,28 @@ def fetch(url: str, part: Path, *, expected_size: int | None = None, max_bytes: 
       log: where progress lines go.
       progress: show its progress (``progress_bar``).
       retries: further attempts after a transient failure (default ``RETRIES``).
+      sha256: the file's known SHA-256 (hex), checked by pooch (``known_hash``) before
+        ``part`` is returned; ``None``: not checked here.
 
     Returns:
-      ``part``, holding as many bytes as the server announced.
+      ``part``, holding as many bytes as the server announced (and, with ``sha256``, that digest).
 
     Raises:
       DownloadError: the host cannot be reached (no retries: offline fails at once), an
         HTTP error that is not transient (e.g. 404), a web page instead of the file, a
         size other than ``expected_size`` or over ``max_bytes``, or a transient failure
         on the last attempt (``part`` then keeps what arrived: run again to resume).
+        DigestMismatch (a DownloadError): the file's SHA-256 is not ``sha256`` (``part`` is deleted).
     """
     if expected_size is not None and part.is_file() and part.stat().st_size == expected_size:
+        _check_known(part, sha256)
         return part
     url, auth = _split_credentials(url)
     _check_reachable(url)
     retries = RETRIES if retries is None else retries
     for attempt in range(retries + 1):
         try:
-            return _fetch_once(url, part, expected_size, max_bytes, log, progress, auth)
+            return _fetch_once(url, part, expected_size, max_bytes, log, progress, auth, sha256)
         except _Transient as e:
             if attempt == retries:
                 kept = part.is_file() and part.stat().st_size > 0

@@ -23,9 +23,17 @@ from grounded_text.data.download.catalogue import (
     DownloadError,
     expand_names,
 )
-from grounded_text.data.download.fetching import _host, _sniff, _source_url, fetch, redact
+from grounded_text.data.download.fetching import DigestMismatch, _host, _sniff, _source_url, fetch, redact
 from grounded_text.data.download.unpacking import _unpack
-from grounded_text.data.download.verifying import _record, check_manifest, verify, verify_structure
+from grounded_text.data.download.verifying import (
+    _record,
+    check_manifest,
+    digest_problem,
+    known_digest,
+    mismatch,
+    verify,
+    verify_structure,
+)
 
 #: The lock file of ``data_dir_lock`` (in ``DATA/.downloads``).
 LOCK_FILE = ".lock"
@@ -125,13 +133,19 @@ def _fetch_all(dataset: Dataset, cache: Path, *, mirror, force: bool, log, progr
         if force and remote.filename not in fresh:
             final.unlink(missing_ok=True)
             part.unlink(missing_ok=True)
+        checked = None
         if not final.is_file():
             log(f"{dataset.name}: fetching {remote.filename} from {_host(url)}")
-            fetch(url, part, expected_size=remote.size, max_bytes=remote.max_unpacked, log=log, progress=progress)
+            checked = known_digest(remote, cache, force=force)
+            try:
+                fetch(url, part, expected_size=remote.size, max_bytes=remote.max_unpacked, log=log, progress=progress,
+                      sha256=checked)
+            except DigestMismatch as e:
+                raise mismatch(remote, cache, digest_problem(remote, cache, e.digest, checked)) from None
             _sniff(part, remote, url)
             os.replace(part, final)
             fresh.add(remote.filename)
-        digest, record = verify(final, remote, cache, force=force, log=log)
+        digest, record = verify(final, remote, cache, force=force, log=log, checked=checked)
         try:
             verify_structure(remote, final, sample=sample)
         except DownloadError as e:

@@ -53,13 +53,48 @@ def _record(cache: Path, remote: Remote, digest: str, size: int, source: str) ->
     atomic_write(cache / CHECKSUMS_FILE, lambda f: f.write(text))
 
 
-def verify(path: Path, remote: Remote, cache: Path, *, force: bool = False, log=print) -> tuple[str, bool]:
-    """Checks a complete download against its pinned digest, or else the digest recorded
-    by an earlier verified download into this data directory.
+def known_digest(remote: Remote, cache: Path, *, force: bool = False) -> str | None:
+    """The SHA-256 a download of ``remote`` must have: the pinned one, else the one recorded by an
+    earlier verified download into this data directory (not with ``force``: a new file may then
+    replace it), else ``None`` (the file is structure-checked, then its digest recorded)."""
+    if remote.sha256 is not None:
+        return remote.sha256
+    known = _recorded(cache).get(remote.url)
+    if force or not isinstance(known, dict) or known.get("verified") is not True:
+        return None
+    return known.get("sha256") if isinstance(known.get("sha256"), str) else None
+
+
+def mismatch(remote: Remote, cache: Path, problem: str) -> DownloadError:
+    """The error of a file whose size or digest is not the expected one (already deleted)."""
+    return DownloadError(f"checksum mismatch for {remote.filename} (from {remote.url}): {problem}; "
+                         "the file was deleted. A mirror with a different file, or a corrupted "
+                         "transfer: run again, or check the source.")
+
+
+def digest_problem(remote: Remote, cache: Path, digest: str, expected: str) -> str:
+    """How ``digest`` differs from ``expected`` (``known_digest``: pinned, or recorded in ``cache``)."""
+    if remote.sha256 is not None:
+        return f"sha256 {digest}, expected {expected} (pinned)"
+    return (f"sha256 {digest}, expected {expected} (recorded in {cache / CHECKSUMS_FILE} by the first verified "
+            "download; if the published file changed, --force downloads it again and replaces the recorded "
+            "digest once the new file passes the structure check)")
+
+
+def verify(path: Path, remote: Remote, cache: Path, *, force: bool = False, log=print,
+           checked: str | None = None) -> tuple[str, bool]:
+    """Checks a complete download against its size and ``known_digest``: the pinned digest, or
+    else the one recorded by an earlier verified download into this data directory.
 
     A digest recorded by an earlier version of this tool (without ``"verified": true``:
     it may be an error page's) or, with ``force``, a verified one that differs, does not
     stop the file: the caller replaces it once ``verify_structure`` passes.
+
+    Args:
+      path: the complete download. remote: its registry entry. cache: the data directory's
+        download folder (the recorded digests). force, log: see above.
+      checked: the SHA-256 pooch already checked the file against as it fetched it (the
+        ``known_digest``): not computed again.
 
     Returns:
       ``(sha256 hex digest, whether the caller should record it after the structure check)``.
@@ -69,31 +104,27 @@ def verify(path: Path, remote: Remote, cache: Path, *, force: bool = False, log=
         and both values). The bad file is deleted so the next run fetches it afresh.
     """
     size = path.stat().st_size
-    digest = sha256_of(path)
-    problem = None
-    if remote.size is not None and size != remote.size:
-        problem = f"size {size} bytes, expected {remote.size}"
-    elif remote.sha256 is not None and digest != remote.sha256:
-        problem = f"sha256 {digest}, expected {remote.sha256} (pinned)"
-    if problem is None and remote.sha256 is not None:
+    expected = known_digest(remote, cache, force=force)
+    digest = checked if checked is not None and checked == expected else None
+    problem = f"size {size} bytes, expected {remote.size}" if remote.size not in (None, size) else None
+    if problem is None:
+        digest = digest or sha256_of(path)
+        if expected is not None and digest != expected:
+            problem = digest_problem(remote, cache, digest, expected)
+    if problem is not None:
+        path.unlink()
+        raise mismatch(remote, cache, problem)
+    if remote.sha256 is not None:
         return digest, False
-    known = _recorded(cache).get(remote.url) if problem is None else None
-    if problem is None and (not isinstance(known, dict) or known.get("sha256") == digest):
-        # An unchecked record of this same file is recorded again, as verified, after the check.
-        return digest, not isinstance(known, dict) or known.get("verified") is not True
-    if problem is None and (force or known.get("verified") is not True):
-        why = "--force" if known.get("verified") is True else "it was recorded without a structure check"
+    known = _recorded(cache).get(remote.url)
+    known = known if isinstance(known, dict) else {}
+    recorded, verified = known.get("sha256"), known.get("verified") is True
+    if recorded is not None and recorded != digest:  # --force, or a record made without a structure check
+        why = "--force" if verified else "it was recorded without a structure check"
         log(f"  {remote.filename}: sha256 {digest} differs from the digest recorded in {cache / CHECKSUMS_FILE} "
             f"({why}); it replaces that digest if the file passes the structure check")
-        return digest, True
-    if problem is None:
-        problem = (f"sha256 {digest}, expected {known.get('sha256')} (recorded in {cache / CHECKSUMS_FILE} by "
-                   "the first verified download; if the published file changed, --force downloads it again "
-                   "and replaces the recorded digest once the new file passes the structure check)")
-    path.unlink()
-    raise DownloadError(f"checksum mismatch for {remote.filename} (from {remote.url}): {problem}; "
-                        "the file was deleted. A mirror with a different file, or a corrupted "
-                        "transfer: run again, or check the source.")
+    # An unchecked record of this same file is recorded again, as verified, after the check.
+    return digest, not (verified and recorded == digest)
 
 
 
