@@ -30,8 +30,11 @@ The full evaluation suite (see ``docs/evaluation.md``)::
 STS + supervised STS-B/SICK-R with contamination lines, retrieval both ways on the
 Flickr8k 1k test (needs the run's ``image_export/``), structure (mNNO, ρ_vis, C_intra,
 C_inter), same-image tests, GloVe and word2vec baselines, PNG plots. ``--run-dir``
-reads ``export/``, ``image_export/`` and ``metrics.json``; ``--model`` (with
-``--image-model`` for retrieval) scores any SavedModel the same way. Choose sections
+reads ``export/``, ``image_export/`` and ``metrics.json``; ``--model`` scores any SavedModel
+the same way, retrieval with ``--image-model`` or else the ``image_export/`` beside its
+``export/`` (a shipped model's, a run's). A feature store that records nothing about what made
+it (and is not one of the data root's) is refused for retrieval unless
+``--accept-unrecorded-features`` is given, which is said on stderr. Choose sections
 with ``--sections``; ``--transfer`` adds SentEval transfer to the suite report. Protocol
 options (``docs/evaluation.md``, "Protocol options"): ``--same-image-n N`` (pairs per label
 of the same-image tests; VETE §4.3 uses 1000) and ``--supervised-model ridge|senteval``
@@ -74,6 +77,7 @@ from grounded_text.config.flags import positive_int
 # so that --help and bad flags answer at once.
 from grounded_text.config.schema import SENTENCE_ENDS
 from grounded_text.data.paths import DATA_ENV_VAR
+from grounded_text.data.provenance import UNRECORDED_FLAG
 from grounded_text.evaluation.names import (
     BASELINE_ENCODERS,
     EVALUATION_SECTIONS,
@@ -164,7 +168,8 @@ def _add_suite_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("evaluation suite (docs/evaluation.md)")
     g.add_argument("--run-dir", default=None, help="a training run directory (export/, image_export/, metrics.json)")
     g.add_argument("--image-model", default=None, help="image-tower SavedModel (float32[B, d] -> [B, N]), "
-                   "for retrieval with one --model")
+                   "for retrieval with one --model (default: the image tower beside each --model's text tower, "
+                   "as a shipped model and a training run have it)")
     g.add_argument("--full", action="store_true", help="all sections, GloVe and word2vec baselines, plots (with --out)")
     g.add_argument("--sections", nargs="+", default=None,
                    choices=list(EVALUATION_SECTIONS))
@@ -172,6 +177,10 @@ def _add_suite_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default=None, help="report directory: report.json, report.md, PNGs")
     g.add_argument("--data-dir", default=None, help=f"data root (default: ${DATA_ENV_VAR})")
     g.add_argument("--features", default=None, help="feature file stem (default: the run's, else efficientnet_lite0)")
+    g.add_argument(UNRECORDED_FLAG, dest="accept_unrecorded_features", action="store_true",
+                   help="score an image tower on features that record nothing about what made them and are not a "
+                        "known data-root store (refused otherwise: a tower fed another network's features scores "
+                        "at chance); a warning says it")
     g.add_argument("--coco-captions", nargs="*", default=[], help="COCO captions JSON files for same-image tests")
     g.add_argument("--same-image-n", type=positive_int, default=5000,
                    help="pairs per label in the same-image tests (>= 1; default 5000; VETE §4.3 uses 1000)")

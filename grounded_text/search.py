@@ -22,9 +22,17 @@ the counts, ``features_reused`` among them: photos encoded by the image tower al
 features another model of the same network stored). ``--save GRID.png`` also writes a contact
 sheet of the results (thumbnails, cosine under each, the query as title); it needs Pillow.
 
-Exit status: 0 on success; 2 for bad arguments (an empty query, a missing ``--images``
-folder or one without photos, an unknown model, a model without image tower, an index folder
-or ``--save`` path that cannot be written, Pillow missing for ``--save``); 130 when
+File names that are not printable UTF-8 (a byte that is not UTF-8, a newline) are shown
+quoted, with ``\\xNN`` for such bytes and ``\\n`` for a newline, so each result stays one line;
+in ``--json`` such a ``path`` is valid Unicode and ``path_hex`` gives the name's exact bytes.
+The results are printed before the contact sheet is written (missing folders on its way are
+created), so a sheet that cannot be written loses none of them.
+
+Exit status: 0 on success; 2 for bad arguments (an empty query or one that is not UTF-8, a
+missing ``--images`` folder or one without photos, an unknown model, a model without image
+tower, a damaged image tower or image network, text and image towers of other widths, an
+index folder holding a link or one that cannot be written, a ``--save`` path that cannot be
+written, Pillow missing for ``--save``), always as one ``error: ...`` line; 130 when
 interrupted (the index keeps what was encoded).
 """
 
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -68,22 +77,68 @@ def _parse_args(argv):
 
 
 def _save_error(path: str) -> str | None:
-    """Why ``--save`` cannot be written (Pillow missing, an extension it cannot write, a folder
-    that cannot be written), or ``None``."""
+    """Why ``--save`` cannot be written (Pillow missing, a folder, an extension it cannot write,
+    a folder that cannot be written), or ``None``. Missing folders on the way are created when
+    the sheet is written."""
     try:
         from PIL import Image  # noqa: PLC0415 (Pillow is an optional extra: its absence is the answer)
     except ImportError:
         return "--save needs Pillow, which is not installed: pip install 'grounded_text[eval]' (or pillow)"
-    target = Path(path)
+    target = Path(path).expanduser()
+    if target.is_dir() or path.endswith(("/", os.sep)):
+        return f"--save {path!r} is a folder; give a file name such as grid.png."
     suffix = target.suffix.lower()
     if suffix not in Image.registered_extensions():
-        return f"--save {path!r}: give an image file name such as grid.png (Pillow cannot write {suffix or 'it'!r})."
-    if target.is_dir():
-        return f"--save {path!r} is a folder; give a file name such as grid.png."
+        return (f"--save {path!r}: give an image file name such as grid.png "
+                f"(Pillow cannot write {repr(suffix) if suffix else 'a name without an extension'}).")
     try:
         check_writable_target(target.absolute().parent, "--save folder")
     except OSError as e:
         return str(e)
+    return None
+
+
+def shown(path: str) -> str:
+    """A file name as one printable line: itself when it is printable UTF-8; otherwise quoted,
+    with each byte that is not UTF-8 as ``\\xNN`` and control characters (a newline) escaped,
+    as ``ls`` shows such names.
+
+    Example:
+      >>> shown("photos/dog.jpg")
+      'photos/dog.jpg'
+      >>> shown("photos/a\\nb.jpg"), shown("photos/caf\\udce9.jpg")
+      ("'photos/a\\\\nb.jpg'", "'photos/caf\\\\xe9.jpg'")
+    """
+    if path.isprintable() and not any(0xDC80 <= ord(c) <= 0xDCFF for c in path):
+        return path
+    out = []
+    for c in path:
+        if 0xDC80 <= ord(c) <= 0xDCFF:  # a byte that was not UTF-8 (Python's surrogateescape)
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        elif c in "\\'" or not c.isprintable():
+            out.append(repr(c)[1:-1] if c != "'" else "\\'")
+        else:
+            out.append(c)
+    return "'" + "".join(out) + "'"
+
+
+def _json_path(path: str) -> dict:
+    """``{"path": ...}`` for ``--json``: valid Unicode (a byte that is not UTF-8 written as
+    ``\\xNN``), plus ``path_hex``, the name's exact bytes, when they are not UTF-8."""
+    raw = os.fsencode(path)
+    text = raw.decode("utf-8", "backslashreplace")
+    return {"path": text} if text == path else {"path": text, "path_hex": raw.hex()}
+
+
+def _query_error(query: str) -> str | None:
+    """Why the query cannot be a sentence (a byte that is not UTF-8), or ``None``."""
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as e:
+        bad = ord(query[e.start])
+        what = f"byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else f"U+{bad:04X}"
+        return (f"the query is not valid UTF-8 text ({what} at position {e.start}); give the sentence in UTF-8, "
+                "e.g. \"a dog runs on the grass\".")
     return None
 
 
@@ -94,6 +149,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     images = Path(args.images).expanduser()
     if not query:
         return "the query is empty; give a sentence, e.g. \"a dog runs on the grass\"."
+    if _query_error(query):
+        return _query_error(query)
     if args.top_k < 1:
         return f"--top-k must be >= 1, got {args.top_k}."
     if args.batch_size < 1:
@@ -146,53 +203,71 @@ def main(argv=None) -> int:
         except IndexBusyError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except ValueError as e:  # a link in the index folder, a damaged image tower or network, other widths
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         except OSError as e:  # the index cannot be written (a full disk, permissions): finished batches stay
             print(f"error: cannot write the index {str(index_dir)!r} ({e}).", file=sys.stderr)
             return 2
         for entry in report.discarded:
             print(f"warning: ignored an unreadable index file, its photos encoded again: {entry}", file=sys.stderr)
         for rel, reason in report.failed:
-            print(f"skipped {rel}: {reason}", file=sys.stderr)
+            print(f"skipped {shown(rel)}: {reason}", file=sys.stderr)
         for rel, reason in report.known_failed:
-            print(f"skipped {rel} (unreadable when last tried, unchanged since): {reason}", file=sys.stderr)
+            print(f"skipped {shown(rel)} (unreadable when last tried, unchanged since): {reason}", file=sys.stderr)
         if report.photos == 0:
             print(f"error: no readable photos in {args.images!r}.", file=sys.stderr)
             return 2
         t_search = time.perf_counter()
-        hits = index.search(query, top_k=args.top_k)
+        try:
+            hits = index.search(query, top_k=args.top_k)
+        except ValueError as e:  # the text and image towers' widths differ
+            print(f"error: --model {args.model!r}: {e}", file=sys.stderr)
+            return 2
         t_search = time.perf_counter() - t_search
-        grid = None
+        # The results are printed before the sheet is written: a failed write loses none of them.
+        summary = _print_results(args, query, index, report, hits, start, t_search)
         if args.save is not None:
             try:
-                grid = save_grid(hits, query, args.save)
+                Path(args.save).expanduser().absolute().parent.mkdir(parents=True, exist_ok=True)
+                grid = save_grid(hits, query, Path(args.save).expanduser())
             except OSError as e:
-                print(f"error: --save {args.save!r}: {e}", file=sys.stderr)
+                print(summary, file=sys.stderr if args.json else sys.stdout)
+                print(f"error: --save {args.save!r}: {e.strerror or e}; the results above are complete.",
+                      file=sys.stderr)
                 return 2
+            if not args.json:
+                print(f"Grid: {grid}")
+        print(summary, file=sys.stderr if args.json else sys.stdout)
     except KeyboardInterrupt:
         where = f" in {str(index_dir)!r}" if index_dir is not None else ""
         print(f"interrupted: the photos encoded so far are kept{where}; run the same command again to resume.",
               file=sys.stderr)
         return 130
+    return 0
+
+
+def _print_results(args: argparse.Namespace, query: str, index, report, hits, start: float, t_search: float) -> str:
+    """Prints the results on stdout (one line each, or the ``--json`` object); returns the summary
+    line, printed once the contact sheet is written."""
     total = time.perf_counter() - start
-    line = f"{report.summary()}; search {t_search:.2f} s; {total:.1f} s in all"
     if args.json:
         print(json.dumps({
             "query": query, "model": args.model, "images": str(index.folder),
-            "results": [{"path": h.path, "cosine": h.cosine} for h in hits],
+            "results": [{**_json_path(h.path), "cosine": h.cosine} for h in hits],
             "index": {"dir": str(report.index_dir), "photos": report.photos, "encoded": report.encoded,
-                      "reused": report.reused, "features_reused": report.features_reused, "dropped": report.dropped,
-                      "skipped": [{"path": p, "reason": r} for p, r in report.failed + report.known_failed],
+                      "reused": report.reused, "features_reused": report.features_reused,
+                      "dropped": report.dropped,
+                      "skipped": [{**_json_path(p), "reason": r} for p, r in report.failed + report.known_failed],
                       "seconds": round(report.seconds, 3)},
-            "grid": None if grid is None else str(grid), "seconds": round(total, 3)}, indent=2))
-        print(line, file=sys.stderr)
-        return 0
-    print(f"Top {len(hits)} of {report.photos} photos for \"{query}\" ({args.model}):")
-    for rank, hit in enumerate(hits, 1):
-        print(f"{rank:3d}  {hit.cosine:.4f}  {hit.path}")
-    if grid is not None:
-        print(f"Grid: {grid}")
-    print(line)
-    return 0
+            "grid": None if args.save is None else str(Path(args.save).expanduser()), "seconds": round(total, 3)},
+            indent=2))
+    else:
+        print(f"Top {len(hits)} of {report.photos} photos for \"{query}\" ({args.model}):")
+        for rank, hit in enumerate(hits, 1):
+            print(f"{rank:3d}  {hit.cosine:.4f}  {shown(hit.path)}")
+    sys.stdout.flush()
+    return f"{report.summary()}; search {t_search:.2f} s; {total:.1f} s in all"
 
 
 if __name__ == "__main__":

@@ -194,7 +194,12 @@ def test_an_int8_image_tower_keeps_the_map_and_shrinks(tmp_path, normalize):
     assert report["weights"] == "int8" and report["min_cosine"] == pytest.approx(cos.min(), abs=1e-6)
     assert cos.min() > 0.999 and report["max_abs_diff"] > 0  # quantized, and close
     assert _bytes(path) < 0.5 * before
-    assert json.loads((path / "assets" / "config.json").read_text()) == {"data": {"features": "x"}}
+    config = json.loads((path / "assets" / "config.json").read_text())
+    assert config.pop("integrity")["files"]["saved_model.pb"]["bytes"] == (path / "saved_model.pb").stat().st_size
+    assert config == {"data": {"features": "x"}}  # the record describes the quantized files
+    from grounded_text.serving.integrity import check_export
+
+    check_export(path)
 
 
 def test_int8_quantization_refuses_a_tower_that_is_not_linear(tmp_path):

@@ -9,6 +9,7 @@ arrays (pickles) are refused, never unpickled.
 from __future__ import annotations
 
 import dataclasses
+import tokenize
 import typing
 import zipfile
 from pathlib import Path
@@ -173,7 +174,10 @@ def check_npz_members(path: str | Path, names=("ids", "features")) -> dict[str, 
                             shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
                         else:
                             shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-                    except (ValueError, OSError, EOFError) as e:
+                    # A damaged header reaches NumPy's parser of old headers, which raises the
+                    # tokenizer's and the parser's own errors, not only ValueError.
+                    except (ValueError, OSError, EOFError, SyntaxError, TypeError, RecursionError,
+                            tokenize.TokenError) as e:
                         raise ValueError(f"{path}: member {info.filename!r} has no valid .npy header ({e}).") from None
                     header_bytes = f.tell()
                 if dtype.hasobject:

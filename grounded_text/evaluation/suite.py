@@ -216,6 +216,8 @@ class SuiteSettings:
       command: recorded as the report's ``command``.
       progress: show the sections as they run on stderr (``SectionProgress``: a bar in a
         terminal, a line per section start and end elsewhere); the report is the same.
+      accept_unrecorded_features: score an image tower on features that record nothing about
+        what made them (refused otherwise: ``grounded_text.data.provenance.check_pairing``).
     """
 
     features: str = "efficientnet_lite0"
@@ -235,6 +237,7 @@ class SuiteSettings:
     run_dir: str | Path | None = None
     command: str | None = None
     progress: bool = True
+    accept_unrecorded_features: bool = False
 
 
 def evaluate_encoders(specs: Sequence[EncoderSpec], data_dir: str | Path, settings: SuiteSettings | None = None,
@@ -284,9 +287,9 @@ def evaluate_encoders(specs: Sequence[EncoderSpec], data_dir: str | Path, settin
     # A tower fed another network's features scores at chance without a word: refused before any work.
     for spec in specs:
         if spec.image_encoder is not None and test_pairs is not None and flickr.store.path:
-            check_tower_features(spec.image_encoder, flickr.store.path)
+            check_tower_features(spec.image_encoder, flickr.store.path, s.accept_unrecorded_features)
         if spec.image_encoder is not None and retrieval_coco:
-            check_tower_features(spec.image_encoder, retrieval_coco[1])
+            check_tower_features(spec.image_encoder, retrieval_coco[1], s.accept_unrecorded_features)
     with SectionProgress(total, "evaluate", enabled=s.progress) as shown:
         if flickr is not None:
             with shown.section("contamination"):

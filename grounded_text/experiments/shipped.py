@@ -46,6 +46,7 @@ from grounded_text.experiments.shipped_card import RESAMPLES, SEED, shipped_card
 from grounded_text.layers.branches import LinearImageEncoder
 from grounded_text.papers.resolve import config_from_flags, resolve_config
 from grounded_text.serving.export import CONFIG_ASSET, export_image_tower
+from grounded_text.serving.integrity import INTEGRITY_KEY, check_export, read_export_config, record_integrity
 from grounded_text.serving.loader import load
 from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
 from grounded_text.training.run_dir import config_diff
@@ -331,6 +332,10 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
     for part in ("export", "image_export"):
         if (run_dir / part / "saved_model.pb").is_file():
             shutil.copytree(run_dir / part, staged / part)
+            check_export(staged / part)  # the copy is the run's export, as it recorded it
+    image_config = read_export_config(staged / "image_export") if (staged / "image_export").is_dir() else None
+    if image_config is not None and INTEGRITY_KEY not in image_config:
+        record_integrity(staged / "image_export")  # a tower exported before towers recorded their files
     if not (staged / "export" / "saved_model.pb").is_file():
         raise FileNotFoundError(f"{run_dir}/export holds no SavedModel.")
     image_weights = {"weights": "float32"}

@@ -71,6 +71,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,12 +84,13 @@ import platformdirs
 from grounded_text.photos.encoding import network_features
 from grounded_text.photos.feature_cache import FEATURES_DIR, FeatureCache
 from grounded_text.photos.table import Table, gather, plan_update, read_table, write_table
+from grounded_text.serving import images
 from grounded_text.utils.progress import CountProgress, interactive
 from grounded_text.vision.folders import PhotoFile, scan_photos
 from grounded_text.vision.sinks import PartFiles
 
-__all__ = ["INDEX_FILE", "ImageIndex", "IndexBusyError", "IndexReport", "SearchHit", "default_index_root",
-           "index_folder"]
+__all__ = ["INDEX_FILE", "ImageIndex", "IndexBusyError", "IndexLinkError", "IndexReport", "SearchHit",
+           "default_index_root", "index_folder"]
 
 INDEX_FILE = "index.npz"
 PARTS_DIR = "parts"
@@ -103,6 +105,17 @@ class IndexBusyError(RuntimeError):
 
     Example:
       >>> issubclass(IndexBusyError, RuntimeError)
+      True
+    """
+
+
+class IndexLinkError(ValueError):
+    """The index folder holds a link where the index keeps its files (``parts``, ``lock``,
+    ``index.npz``), or a part file that is a link: writing or removing through it would change
+    files outside the index. Nothing is written or removed.
+
+    Example:
+      >>> issubclass(IndexLinkError, ValueError)
       True
     """
 
@@ -301,12 +314,40 @@ class ImageIndex:
 
     # -- building
 
+    def _refuse_links(self) -> None:
+        """Refuses links where the index writes and removes files: a ``parts`` link would take the
+        new parts, and the merge's removal of every ``part-NNNNNN.npz``, to the folder it names; a
+        ``lock`` link (even dangling) would create its target; an ``index.npz`` link would be read.
+
+        Raises:
+          IndexLinkError: one line naming the link and where it points.
+        """
+        parts = self.index_dir / PARTS_DIR
+        names = [parts, self.index_dir / LOCK_FILE, self.index_dir / INDEX_FILE]
+        if parts.is_dir() and not parts.is_symlink():
+            names += [p for p in parts.iterdir() if PartFiles.PATTERN.match(p.name)]
+        for path in names:
+            if path.is_symlink():
+                raise IndexLinkError(
+                    f"the index folder {str(self.index_dir)!r} holds a symbolic link {path.name!r} (to "
+                    f"{os.readlink(path)!r}); an index writes and removes files only inside its own folder: remove "
+                    "the link and run again.")
+
     @contextlib.contextmanager
     def _lock(self):
         """Holds ``lock`` in the index folder for one update (``filelock.FileLock``, not waiting:
         a lock held elsewhere is :class:`IndexBusyError`). The operating system releases it when
-        the process ends, however it ends."""
-        lock = filelock.FileLock(self.index_dir / LOCK_FILE, timeout=0)
+        the process ends, however it ends. The name must hold nothing or a plain file with one link:
+        the lock opens (and truncates) whatever the name leads to."""
+        path = self.index_dir / LOCK_FILE
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1):
+            raise IndexLinkError(f"the index folder {str(self.index_dir)!r}: {LOCK_FILE!r} is not a plain file (a "
+                                 "symbolic link, a hard link or not a regular file); remove it and run again.")
+        lock = filelock.FileLock(path, timeout=0)
         try:
             lock.acquire()
         except filelock.Timeout:
@@ -355,6 +396,8 @@ class ImageIndex:
         Raises:
           FileNotFoundError / NotADirectoryError: the folder is gone.
           IndexBusyError: another process is updating this index.
+          IndexLinkError (a ValueError): a link in the index folder (``parts``, ``lock``,
+            ``index.npz`` or a part file); nothing is written or removed.
           OSError: the index folder cannot be written (permissions, a full disk); the batches
             written so far stay.
           KeyboardInterrupt: passed on, after the finished batches are on disk.
@@ -363,7 +406,9 @@ class ImageIndex:
         report = IndexReport(self.folder, self.index_dir)
         photos = scan_photos(self.folder)
         self.index_dir.mkdir(parents=True, exist_ok=True)
+        self._refuse_links()
         with self._lock():
+            self._refuse_links()  # again under the lock: another process may have changed the folder
             tables, parts = self._read_stored(report)
             plan = plan_update(photos, tables)
             report.reused, report.resumed, report.dropped = len(plan.keep), plan.resumed, plan.dropped
@@ -392,7 +437,8 @@ class ImageIndex:
         of this folder and the model's network) go through the image tower alone (counted in
         ``report.features_reused``); the others through the network's input pipeline
         (:func:`~grounded_text.photos.encoding.network_features`), their features stored for the
-        next model. Nothing is built or read when ``todo`` is empty.
+        next model. Nothing is built or read when ``todo`` is empty. An encoder without a model's
+        image side (any object with ``encode_images``) gets the photos, read here, batch by batch.
 
         Returns:
           (the photos encoded, their float32 [b, N] batches, ``(rel, size, mtime_ns, reason)`` of
@@ -402,13 +448,11 @@ class ImageIndex:
         new_vectors: list[np.ndarray] = []
         if not todo:
             return new_rows, new_vectors, []
-        side = self.encoder._image_side()
         number = [next_part]
         progress = CountProgress(len(todo), "index", "photo",
                                  enabled=interactive() if show_progress_bar is None else bool(show_progress_bar))
 
-        def write(batch: list[PhotoFile], features: np.ndarray) -> None:
-            vectors = side.embed_features(features)
+        def write(batch: list[PhotoFile], vectors: np.ndarray) -> None:
             table = Table([p.rel for p in batch], np.array([p.size for p in batch], np.int64),
                           np.array([p.mtime_ns for p in batch], np.int64), vectors, [])
             write_table(self._parts.path(number[0]), self.folder, self.fingerprint, table)
@@ -417,25 +461,55 @@ class ImageIndex:
             new_vectors.append(vectors)
             progress.add(len(batch))
 
+        try:
+            if hasattr(self.encoder, "_image_side"):
+                failed = self._through_network(todo, photos, write, report)
+            else:
+                failed = self._through_encode_images(todo, write, progress)
+        finally:
+            progress.close()
+        by_rel = {p.rel: p for p in todo}
+        return new_rows, new_vectors, [(rel, by_rel[rel].size, by_rel[rel].mtime_ns, reason) for rel, reason in failed]
+
+    def _through_network(self, todo: list[PhotoFile], photos: list[PhotoFile], write, report: IndexReport) -> list:
+        """``todo`` through the stored network features or the network's input pipeline, then the
+        tower; returns ``(rel, reason)`` of the unreadable photos."""
+        side = self.encoder._image_side()
+
         def computed(batch: list[PhotoFile], features: np.ndarray) -> None:
             cache.add(batch, features)
-            write(batch, features)
+            write(batch, side.embed_features(features))
 
         fingerprint = side.network_fingerprint
         cache = FeatureCache(index_folder(self.folder, fingerprint, self.index_dir.parent / FEATURES_DIR),
                              self.folder, fingerprint)
-        try:
-            with cache:
-                found, features, missing = cache.lookup(todo)
-                for b in range(0, len(found), REUSED_BATCH):
-                    write(found[b:b + REUSED_BATCH], features[b:b + REUSED_BATCH])
-                report.features_reused = len(found)
-                failed = network_features(side, self.folder, missing, self.batch_size, computed)  # write() counts
-                cache.merge(photos)
-        finally:
-            progress.close()
-        by_rel = {p.rel: p for p in missing}
-        return new_rows, new_vectors, [(rel, by_rel[rel].size, by_rel[rel].mtime_ns, reason) for rel, reason in failed]
+        with cache:
+            found, features, missing = cache.lookup(todo)
+            for b in range(0, len(found), REUSED_BATCH):
+                write(found[b:b + REUSED_BATCH], side.embed_features(features[b:b + REUSED_BATCH]))
+            report.features_reused = len(found)
+            failed = network_features(side, self.folder, missing, self.batch_size, computed)  # write() counts
+            cache.merge(photos)
+        return failed
+
+    def _through_encode_images(self, todo: list[PhotoFile], write, progress) -> list:
+        """``todo`` read here (``read_image``) and handed to the encoder's ``encode_images`` batch by
+        batch; returns ``(rel, reason)`` of the unreadable photos."""
+        failed = []
+        for b in range(0, len(todo), self.batch_size):
+            good, arrays = [], []
+            for photo in todo[b:b + self.batch_size]:
+                try:
+                    arrays.append(images.read_image(self.folder / photo.rel))
+                    good.append(photo)
+                except images.ImageReadError as e:
+                    failed.append((photo.rel, " ".join(e.reason.split())[:300]))
+                    progress.add(1)
+            if good:
+                write(good, np.asarray(self.encoder.encode_images(arrays, batch_size=self.batch_size,
+                                                                  show_progress_bar=False, normalize_embeddings=True),
+                                       dtype=np.float32))
+        return failed
 
     def _dim(self, vectors: np.ndarray | None, tables: list) -> int:
         """N: from encoded vectors, else a stored table, else the encoder's ``dim``."""

@@ -329,7 +329,9 @@ def export_image_tower(image_tower: keras.Model, export_dir: str | Path, config:
 
     Used by retrieval (``grounded_text.evaluation.retrieval``): captions go through
     the text export, test images' precomputed features through this one. The
-    training config is stored as ``assets/config.json`` (it names the feature file).
+    training config is stored as ``assets/config.json`` (it names the feature file), with the
+    files' record (``"integrity"``: sizes, SHA-256 and a copy of ``image_features``;
+    ``grounded_text.serving.integrity.record_integrity``), which loading checks.
 
     Args:
       image_tower: Keras model float[B, d] → float[B, N].
@@ -355,6 +357,7 @@ def export_image_tower(image_tower: keras.Model, export_dir: str | Path, config:
         module = ImageTowerModule(image_tower)
         module.assets = {"config": tf.saved_model.Asset(str(staging / CONFIG_ASSET))}
         tf.saved_model.save(module, str(staged), signatures={"serving_default": module.serve})
+    record_integrity(staged)  # as the text tower: sizes, SHA-256, and the feature record, checked at load
     fsync_tree(staged)
     install_dir(staged, export_dir)
     return export_dir

@@ -27,6 +27,7 @@ import tensorflow as tf
 from PIL import ImageOps
 
 from grounded_text.data.provenance import ORIENTATION_KEY, PHOTO_ORIENTATION, lite0_provenance
+from grounded_text.serving.integrity import DamagedExportError, check_export
 from grounded_text.utils.progress import CountProgress
 from grounded_text.utils.similarity import normalize_rows
 from grounded_text.vision.crops import decode_rgb, error_reason, make_views
@@ -82,12 +83,20 @@ def load_image_encoder(path: str | Path, batch_size: int = 4096):
       ``grounded_text.serving.images.tower_record``, or ``None``).
 
     Raises:
-      FileNotFoundError: not a SavedModel directory. ValueError (when called):
-      features of the wrong dimension (names both), NaN/Inf outputs.
+      FileNotFoundError: not a SavedModel directory.
+      DamagedExportError (a ValueError): files that differ from the tower's integrity record
+        (sizes, SHA-256, its feature record: ``grounded_text.serving.integrity.check_export``), or,
+        for a tower without a record, missing files or a load that fails; one line naming the file.
+      ValueError (when called): features of the wrong dimension (names both), NaN/Inf outputs.
     """
     if not (Path(path) / "saved_model.pb").is_file():
         raise FileNotFoundError(f"{str(path)!r} is not a SavedModel directory (no saved_model.pb).")
-    module = tf.saved_model.load(str(path))
+    check_export(path)
+    try:
+        module = tf.saved_model.load(str(path))
+    except (tf.errors.OpError, ValueError, OSError) as e:  # a tower without a record, damaged: one line
+        reason = (getattr(e, "message", None) or str(e)).strip().splitlines()[0][:300]
+        raise DamagedExportError(f"image tower {str(path)!r} cannot be loaded: {reason}") from None
     dim = int(module.feature_dim.numpy()) if hasattr(module, "feature_dim") else None
 
     def encode(features: np.ndarray) -> np.ndarray:
@@ -230,11 +239,14 @@ class ImageSide:
         Raises:
           NoImageTowerError: ``export_dir`` is ``None`` (no image tower beside the text tower), or
             the tower records no network this package can build.
+          DamagedExportError (a ValueError): the tower's files differ from its integrity record
+            (``grounded_text.serving.integrity.check_export``).
         """
         if export_dir is None:
             raise NoImageTowerError(f"{what} has no image tower (no image_export/ beside it), so photos cannot be "
                                     "put into its space; a model trained by grounded-text train or shipped with the "
                                     "package has one.")
+        check_export(export_dir)  # before its record and files are trusted (the fingerprint hashes them)
         record = tower_record(export_dir)
         if record is None:
             raise NoImageTowerError(f"{what}: its image tower {str(export_dir)!r} does not record which image network "

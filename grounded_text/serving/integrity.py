@@ -10,6 +10,11 @@ word vocabulary)::
     "integrity": {"vocab_size": 16032,
                   "files": {"saved_model.pb": {"bytes": 677066, "sha256": "9f…"}, …}}
 
+An image tower (``image_export/``) carries the same record, plus a copy of its feature record
+(``"image_features"``: the network, weights, crops, image size and preprocessing its training
+features were made with), which must equal the config's own ``image_features``: an edited
+config (``crops`` turned to 10) would otherwise change what photos become without a word.
+
 ``check_export`` compares the folder with that record before TensorFlow reads it, so a
 damaged export (a truncated, emptied or altered file, a missing ``variables/`` or
 ``vocab.txt``, a vocabulary cut short) is refused with one line naming the file, instead of
@@ -46,13 +51,15 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from grounded_text.utils.durable import atomic_write, file_sha256
 
-__all__ = ["CONFIG_FILE", "DamagedExportError", "INTEGRITY_KEY", "check_export", "export_record",
-           "read_export_config", "record_integrity", "verify_record"]
+__all__ = ["CONFIG_FILE", "DamagedExportError", "FEATURE_RECORD_KEY", "INTEGRITY_KEY", "check_export",
+           "export_record", "read_export_config", "record_integrity", "verify_record"]
 
 #: Where an export keeps its training config (and the record), relative to its folder.
 CONFIG_FILE = "assets/config.json"
 VOCAB_FILE = "assets/vocab.txt"
 INTEGRITY_KEY = "integrity"
+#: An image tower's feature record (a key of its config, copied into its integrity record).
+FEATURE_RECORD_KEY = "image_features"
 # Not recorded: the config holds the record, and the model card is rewritten after export.
 _UNRECORDED = {CONFIG_FILE, "model_card.md"}
 
@@ -91,9 +98,12 @@ def export_record(export_dir: str | os.PathLike) -> dict:
 
 
 def record_integrity(export_dir: str | os.PathLike) -> dict:
-    """Adds ``export_record(export_dir)`` to its ``assets/config.json`` (replaced atomically).
+    """Adds ``export_record(export_dir)`` to its ``assets/config.json`` (replaced atomically),
+    with a copy of the config's ``image_features`` for an image tower.
 
-    Call it once the SavedModel is complete: it describes the files as they are now.
+    Call it once the SavedModel is complete: it describes the files as they are now. It is also
+    how an export re-saved on purpose (``tf.saved_model.save`` of a loaded export, which copies
+    the old record with the config) is recorded again.
 
     Returns:
       The record written.
@@ -105,6 +115,8 @@ def record_integrity(export_dir: str | os.PathLike) -> dict:
     path = root / CONFIG_FILE
     config = json.loads(path.read_text(encoding="utf-8"))
     config[INTEGRITY_KEY] = record = export_record(root)
+    if FEATURE_RECORD_KEY in config:
+        record[FEATURE_RECORD_KEY] = config[FEATURE_RECORD_KEY]
     text = json.dumps(config, indent=2, default=str).encode("utf-8")
     atomic_write(path, lambda f: f.write(text))
     return record
@@ -154,13 +166,28 @@ def read_export_config(export_dir: str | os.PathLike) -> dict | None:
     return config
 
 
-def verify_record(export_dir: str | os.PathLike, record: dict) -> None:
-    """Compares ``export_dir``'s files with ``record`` (``export_record``'s format).
+def _differs(root: Path, rel: str, what: str) -> DamagedExportError:
+    """A file that is not the one recorded: cut short, altered or replaced, or the whole export
+    re-saved by ``tf.saved_model.save`` (which copies the old record with the config)."""
+    return DamagedExportError(
+        f"export {str(root)!r} does not match its record: {rel} {what}. Its files are not the ones exported (cut "
+        "short, altered, or re-saved: tf.saved_model.save of a loaded export writes new files but keeps the old "
+        "record); restore the exported files, or if it was re-saved on purpose record its files again with "
+        f"grounded_text.serving.integrity.record_integrity({str(root)!r}).")
+
+
+def verify_record(export_dir: str | os.PathLike, record: dict, config: dict | None = None) -> None:
+    """Compares ``export_dir``'s files with ``record`` (``export_record``'s format), and the
+    config's ``image_features`` with the record's copy where the record has one.
+
+    Args:
+      export_dir: the SavedModel folder. record: its ``"integrity"`` record.
+      config: its ``assets/config.json`` (``read_export_config``), for the feature record.
 
     Raises:
       DamagedExportError: a recorded file that is missing, unreadable, of another size or
-        another digest; a vocabulary of another number of lines; a malformed record. The
-        message names the first such file.
+        another digest; a vocabulary of another number of lines; a feature record that differs
+        from the one recorded; a malformed record. The message names the first such file.
     """
     root = Path(export_dir)
     where = f"export {str(root)!r} is damaged:"
@@ -176,6 +203,14 @@ def verify_record(export_dir: str | os.PathLike, record: dict) -> None:
         if lines != vocab_size:
             raise DamagedExportError(f"{where} {VOCAB_FILE} has {lines} lines; the export recorded {vocab_size} "
                                      "(a vocabulary cut or extended gives wrong vectors to the words it moves).")
+    if FEATURE_RECORD_KEY in record and (config or {}).get(FEATURE_RECORD_KEY) != record[FEATURE_RECORD_KEY]:
+        now, then = (config or {}).get(FEATURE_RECORD_KEY) or {}, record[FEATURE_RECORD_KEY] or {}
+        differ = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k)) or ["the record"]
+        raise DamagedExportError(
+            f"{where} {CONFIG_FILE} says its training features were made with "
+            f"{', '.join(f'{k}={now.get(k)!r}' for k in differ)}, but the export recorded "
+            f"{', '.join(f'{k}={then.get(k)!r}' for k in differ)} (edited after export: photos would be turned into "
+            "features another way than the tower was trained on). Restore the file or re-export the tower.")
     for rel, want in files.items():
         path = root / rel
         if not path.is_file():
@@ -186,10 +221,9 @@ def verify_record(export_dir: str | os.PathLike, record: dict) -> None:
         try:
             size = path.stat().st_size
             if size != want.get("bytes"):
-                raise DamagedExportError(f"{where} {rel} has {size} bytes; the export recorded {want.get('bytes')} "
-                                         "(cut short or overwritten).")
+                raise _differs(root, rel, f"has {size} bytes; the export recorded {want.get('bytes')}")
             if file_sha256(path) != want.get("sha256"):
-                raise DamagedExportError(f"{where} {rel} differs from the file exported (SHA-256 mismatch).")
+                raise _differs(root, rel, "has another SHA-256 digest than the export recorded")
         except OSError as e:
             raise DamagedExportError(f"{where} {rel} cannot be read ({e.strerror or type(e).__name__}).") from None
 
@@ -241,5 +275,5 @@ def check_export(export_dir: str | os.PathLike, config: dict | None = None) -> N
     if config is None:
         config = read_export_config(root)
     if config is not None and INTEGRITY_KEY in config:
-        verify_record(root, config[INTEGRITY_KEY])
+        verify_record(root, config[INTEGRITY_KEY], config)
     _check_structure(root)

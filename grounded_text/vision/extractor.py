@@ -78,6 +78,14 @@ class ExtractionReport:
         return "\n".join(lines)
 
 
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Path]]:
     """``(id, path)`` of the images to read; the id is the file name.
 
@@ -92,7 +100,8 @@ def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Pat
       FileNotFoundError: ``folder`` does not exist / is not a folder, or some ``ids``
         have no file (the message counts them and names the first few).
       ValueError: no image files (empty folder or empty ``ids``), duplicate ``ids``, or ids
-        that leave the folder (absolute, or with a ``..`` part).
+        that leave the folder (absolute, or with a ``..`` part). A scanned file whose name is not
+        UTF-8 cannot be an id: it is named on stderr and left out.
     """
     root = Path(folder)
     if not root.is_dir():
@@ -101,6 +110,16 @@ def list_image_files(folder: str | os.PathLike, ids=None) -> list[tuple[str, Pat
         names = [photo.rel for photo in scan_photos(root, recursive=False)]
         if not names:
             raise ValueError(f"--images {str(folder)!r}: no image files ({', '.join(PHOTO_EXTENSIONS)}).")
+        # An id is text (it is matched with a caption file's names): a file name that is not
+        # UTF-8 cannot be one, and is set aside by name instead of failing the whole folder.
+        unnamed = [n for n in names if not _is_utf8(n)]
+        for name in unnamed:
+            shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+            print(f"skipped {shown!r}: its file name is not valid UTF-8, so it cannot be an image id; rename it.",
+                  file=sys.stderr)
+        names = [n for n in names if _is_utf8(n)]
+        if not names:
+            raise ValueError(f"--images {str(folder)!r}: no image file with a UTF-8 name.")
     else:
         names = [str(i) for i in ids]
         if not names:

@@ -77,8 +77,20 @@ class PartFiles:
         """The number of the part after the last one there (0 when there is none)."""
         return max((int(self.PATTERN.match(p.name).group(1)) + 1 for p in self.paths()), default=0)
 
+    def _refuse_link(self) -> None:
+        # A link at the folder's name would take the writes, and the removal of every part file
+        # in the folder it names, outside the store.
+        if self.folder.is_symlink():
+            raise ValueError(f"{str(self.folder)!r} is a symbolic link; part files are written and removed only in a "
+                             "plain folder: remove the link and run again.")
+
     def path(self, number: int) -> Path:
-        """Where part ``number`` is written (its folder is created)."""
+        """Where part ``number`` is written (its folder is created).
+
+        Raises:
+          ValueError: the folder is a symbolic link.
+        """
+        self._refuse_link()
         self.folder.mkdir(parents=True, exist_ok=True)
         return self.folder / f"part-{int(number):06d}.npz"
 
@@ -87,8 +99,9 @@ class PartFiles:
         rows the merged file holds as well), then their folder.
 
         Raises:
-          OSError: a part cannot be removed.
+          OSError: a part cannot be removed. ValueError: the folder is a symbolic link.
         """
+        self._refuse_link()
         for part in self.paths():
             part.unlink()
         shutil.rmtree(self.folder, ignore_errors=True)
