@@ -235,3 +235,18 @@ def test_benchmark_search_prints_both_rates_their_ratio_and_the_cold_query(data_
         speed["index_photos_per_second"]["median"] / speed["features_photos_per_second"]["median"])
     assert report["cold_query"]["encoded"] == 0 and report["cold_query"]["network_built"] is False
     assert report["scale"]["photos"] == 40 and report["scale"]["index_bytes"] > 40 * 512
+
+
+def test_a_link_planted_in_the_feature_cache_changes_nothing_outside(models, photos, tmp_path):
+    first, second = models
+    ImageIndex(photos, first, tmp_path / "idx").update(show_progress_bar=False)
+    cache = next((tmp_path / "idx" / FEATURES_DIR).iterdir())
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    (cache / "lock").unlink(missing_ok=True)
+    (cache / "lock").symlink_to(outside)  # the lock would open and truncate what its name leads to
+    index = ImageIndex(photos, second, tmp_path / "idx")
+    report = index.update(show_progress_bar=False)
+    assert outside.read_text() == "keep me"
+    assert (report.encoded, report.features_reused) == (N_PHOTOS, 0)  # the network ran instead
+    np.testing.assert_allclose(index.embeddings, second.encode_images(index.paths), atol=1e-5)

@@ -24,6 +24,8 @@ not write it, and computes the features it lacks itself.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import filelock
@@ -74,7 +76,28 @@ class FeatureCache:
     def _parts(self) -> PartFiles:
         return PartFiles(self.dir / "parts")
 
+    def _planted(self) -> bool:
+        """Whether a name the cache writes, removes or locks is a link (or ``lock`` is not a plain file
+        with one link): writing through it would change files outside the cache, and the lock opens
+        and truncates what its name leads to. Such a cache is neither read nor written."""
+        parts = self.dir / "parts"
+        names = [self.dir, parts, self.dir / FEATURES_FILE]
+        if parts.is_dir() and not parts.is_symlink():
+            names += list(parts.iterdir())
+        if any(p.is_symlink() for p in names):
+            return True
+        try:
+            st = os.lstat(self.dir / LOCK_FILE)
+        except FileNotFoundError:
+            return False
+        return not stat.S_ISREG(st.st_mode) or st.st_nlink != 1
+
     def __enter__(self) -> FeatureCache:
+        self._tables = []
+        if self._planted():
+            self.discarded.append(f"{self.dir}: holds a link; the stored network features are not used")
+            self.writable = False
+            return self
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             lock = filelock.FileLock(self.dir / LOCK_FILE, timeout=0)
@@ -82,7 +105,6 @@ class FeatureCache:
             self._lock, self.writable = lock, True
         except (OSError, filelock.Timeout):  # busy, or a folder that cannot be written: read only
             self.writable = False
-        self._tables = []
         for path in [self.dir / FEATURES_FILE, *self._parts.paths()]:
             table = None
             if path.is_file():
