@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,7 @@ class SentenceIndex:
                 vectors = np.asarray(z["embeddings"], dtype=np.float32)
                 ok = (str(z["digest"]) == self.digest and str(z["fingerprint"]) == self.fingerprint
                       and vectors.ndim == 2 and len(vectors) == len(self.sentences))
-        except (OSError, ValueError, KeyError, EOFError):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return None
         return vectors if ok and np.all(np.isfinite(vectors)) else None
 
