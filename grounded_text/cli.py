@@ -34,7 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("grounded_text.tune", "hyperparameter search over a tuner/*.toml space (KerasTuner)"),
     "features": ("grounded_text.features", "CNN image features of a folder of images (.npz store)"),
     "search": ("grounded_text.search", "search a folder of photos by a sentence (cached, incremental index)"),
-    "annotate": ("grounded_text.annotate", "each photo's best sentences from a file of sentences (captions, labels)"),
+    "annotate": ("grounded_text.photos.annotate", "each photo's best sentences from a file of captions or labels"),
     "prepare": ("grounded_text.prepare", "captions + features of COCO/Flickr30k/Karpathy into a training folder"),
     "export": ("grounded_text.export", "export a pretrained keras-hub text tower as a hub module"),
     "benchmark": ("grounded_text.benchmark", "training and serving throughput on this machine"),

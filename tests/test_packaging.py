@@ -19,7 +19,7 @@ pytestmark = pytest.mark.xdist_group("test_packaging")
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = ["train", "evaluate", "tune", "features", "prepare", "export", "benchmark", "reproduce",
-           "ablation", "data.download", "search", "annotate"]
+           "ablation", "data.download", "search", "photos.annotate"]
 
 
 def _env():

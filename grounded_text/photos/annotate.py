@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from grounded_text import shipped
-from grounded_text.search import _json_path, shown
+from grounded_text.photos.names import json_path, shown
 from grounded_text.utils.durable import check_writable_target
 from grounded_text.utils.progress import NO_PROGRESS_FLAG
 from grounded_text.vision.folders import PHOTO_EXTENSIONS, has_photos
@@ -102,9 +102,14 @@ def main(argv=None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        import grounded_text as gt
-        from grounded_text.photos.index import ImageIndex, IndexBusyError
-        from grounded_text.photos.sentences import SentenceIndex, best_sentences, encode_photo_files
+        # TensorFlow loads with these, once the flags are checked: --help and flag errors answer at once.
+        import grounded_text as gt  # noqa: PLC0415 (gt.load: the one loader, patched by the tests)
+        from grounded_text.photos.index import ImageIndex, IndexBusyError  # noqa: PLC0415 (imports TensorFlow)
+        from grounded_text.photos.sentences import (  # noqa: PLC0415 (imports TensorFlow)
+            SentenceIndex,
+            best_sentences,
+            encode_photo_files,
+        )
 
         try:
             encoder = gt.load(args.model)
@@ -149,7 +154,7 @@ def main(argv=None) -> int:
 def _print(args: argparse.Namespace, paths: list[str], sentences: list[str], rows, cosines) -> None:
     """The results on stdout: the ``--json`` list, or each photo's path and its sentences."""
     if args.json:
-        print(json.dumps([{"photo": _json_path(path)["path"],
+        print(json.dumps([{"photo": json_path(path)["path"],
                            "sentences": [{"sentence": sentences[r], "cosine": float(c)} for r, c in zip(row, cos)]}
                           for path, row, cos in zip(paths, rows, cosines)], indent=2))
         return
