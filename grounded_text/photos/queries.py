@@ -215,6 +215,13 @@ def embed_queries(encoder, queries: Sequence[Query], batch_size: int = 32) -> np
         and image towers differ), a zero vector, or terms that cancel out (a sum of length 0).
       NoImageTowerError, ImageReadError (ValueErrors): a photo term with a model without image
         tower, or a photo that cannot be read.
+
+    Example:
+      >>> import grounded_text as gt
+      >>> enc = gt.load("vete_bow_flickr8k")
+      >>> q = embed_queries(enc, [Query(["a dog"]), Query([("a beach", 1.0), ("people", -0.5)])])
+      >>> q.shape, q.dtype, np.round(np.linalg.norm(q, axis=1), 4).tolist()
+      ((2, 128), dtype('float32'), [1.0, 1.0])
     """
     terms = [t for q in queries for t in q.terms]
     vectors: list[np.ndarray | None] = [None] * len(terms)

@@ -77,6 +77,11 @@ def text_fingerprint(encoder) -> str:
 
     Returns:
       ``str`` of 16 hex digits; equal for two loads of one model.
+
+    Example:
+      >>> import grounded_text as gt
+      >>> len(text_fingerprint(gt.load("vete_bow_flickr8k")))
+      16
     """
     h = hashlib.sha256(f"{getattr(encoder, 'dim', '')}\0{getattr(encoder, 'sentence_end', '')}\0".encode())
     folder = Path(str(encoder.handle))
@@ -104,6 +109,15 @@ class SentenceIndex:
 
     Raises:
       OSError: the file cannot be read. ValueError: it is not UTF-8 or holds no sentence.
+
+    Example:
+      >>> import shutil, tempfile, grounded_text as gt
+      >>> folder = Path(tempfile.mkdtemp())
+      >>> _ = (folder / "labels.txt").write_text("a dog\\na beach\\n")
+      >>> labels = SentenceIndex(folder / "labels.txt", gt.load("vete_bow_flickr8k"), index_dir=folder / "idx")
+      >>> labels.sentences, labels.embeddings.shape, labels.reused
+      (['a dog', 'a beach'], (2, 128), False)
+      >>> shutil.rmtree(folder)
     """
 
     def __init__(self, path: str | os.PathLike, encoder, index_dir: str | os.PathLike | None = None):
@@ -200,6 +214,18 @@ def encode_photo_files(encoder, files: list[str | os.PathLike], batch_size: int 
 
     Raises:
       NoImageTowerError (a ValueError): the model has no image tower.
+
+    Example:
+      >>> import shutil, tempfile, grounded_text as gt
+      >>> from PIL import Image
+      >>> folder = Path(tempfile.mkdtemp())
+      >>> Image.new("RGB", (64, 64), (220, 30, 30)).save(folder / "red.png")
+      >>> _ = (folder / "broken.jpg").write_bytes(b"not a photo")
+      >>> paths, vectors, failed = encode_photo_files(gt.load("vete_bow_flickr8k"),
+      ...                                             [folder / "red.png", folder / "broken.jpg"])
+      >>> [Path(p).name for p in paths], vectors.shape, [Path(p).name for p, _ in failed]
+      (['red.png'], (1, 128), ['broken.jpg'])
+      >>> shutil.rmtree(folder)
     """
     good, arrays, failed = [], [], []
     for name in files:
