@@ -6,6 +6,7 @@
     grounded-text evaluate --model runs/vete_bow/export
     grounded-text tune --space vete --show-space
     grounded-text search --model vete_bow_flickr8k --images DIR "a dog runs on the grass"
+    grounded-text annotate --model vete_bow_flickr8k --images DIR --sentences labels.txt
     grounded-text data download sts sick --data-dir DATA
     grounded-text SUBCOMMAND --help
     grounded-text --verbose SUBCOMMAND ...    # keep TensorFlow's C++ start-up lines
@@ -33,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("grounded_text.tune", "hyperparameter search over a tuner/*.toml space (KerasTuner)"),
     "features": ("grounded_text.features", "CNN image features of a folder of images (.npz store)"),
     "search": ("grounded_text.search", "search a folder of photos by a sentence (cached, incremental index)"),
+    "annotate": ("grounded_text.photos.annotate", "each photo's best sentences from a file of captions or labels"),
     "prepare": ("grounded_text.prepare", "captions + features of COCO/Flickr30k/Karpathy into a training folder"),
     "export": ("grounded_text.export", "export a pretrained keras-hub text tower as a hub module"),
     "benchmark": ("grounded_text.benchmark", "training and serving throughput on this machine"),

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.xdist_group("test_packaging")
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = ["train", "evaluate", "tune", "features", "prepare", "export", "benchmark", "reproduce",
-           "ablation", "data.download", "search"]
+           "ablation", "data.download", "search", "photos.annotate"]
 
 
 def _env():
@@ -57,6 +57,8 @@ def test_help_does_not_import_tensorflow(module, tmp_path):
     ["export", "--preset", "p"],
     ["features", "--images", "d"],
     ["search", "--model", "vete_bow_flickr8k", "--images", "no_such_folder", "a dog"],
+    ["search", "--model", "vete_bow_flickr8k", "--images", ".", "--like", "no_such_photo.jpg"],
+    ["annotate", "--model", "vete_bow_flickr8k", "--images", "no_such_folder", "--sentences", "s.txt"],
 ])
 def test_flag_errors_exit_2_without_tensorflow(argv, tmp_path):
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "grounded_text.cli", *argv],
@@ -78,7 +80,7 @@ def test_cli_dispatch_and_usage_errors(capsys):
         cli.main(["--version"])
     assert e.value.code == 0
     assert set(cli.SUBCOMMANDS) == {"train", "evaluate", "tune", "features", "prepare", "export", "benchmark",
-                                    "reproduce", "ablation", "data", "search"}
+                                    "reproduce", "ablation", "data", "search", "annotate"}
     for module, _ in cli.SUBCOMMANDS.values():  # each delegates to an existing main(argv)
         assert callable(getattr(__import__(module, fromlist=["main"]), "main"))
 

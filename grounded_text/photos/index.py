@@ -83,6 +83,7 @@ import platformdirs
 
 from grounded_text.photos.encoding import network_features
 from grounded_text.photos.feature_cache import FEATURES_DIR, FeatureCache
+from grounded_text.photos.queries import as_queries, embed_queries, kept_rows
 from grounded_text.photos.table import Table, gather, plan_update, read_table, write_table
 from grounded_text.serving import images
 from grounded_text.utils.progress import CountProgress, interactive
@@ -522,39 +523,41 @@ class ImageIndex:
 
     # -- searching
 
-    def search(self, query: str | Sequence[str], top_k: int = 5) -> list[SearchHit] | list[list[SearchHit]]:
-        """The photos closest to a sentence (or to each of several), best first.
+    def search(self, query, top_k: int = 5, *, exclude: Sequence[str] = ()) -> list[SearchHit] | list[list[SearchHit]]:
+        """The photos closest to a query (or to each of several), best first.
 
         Args:
-          query: one sentence, or a list of them.
-          top_k: photos per sentence (>= 1); fewer when the index holds fewer.
+          query: one query: a sentence (``str``), a photo (a ``pathlib.Path``, bytes, a PIL
+            image, a uint8 array [H, W, 3]; a ``str`` is always a sentence), a float vector [N],
+            a :class:`~grounded_text.photos.queries.Query` or a list of ``(term, weight)`` pairs
+            (a mix, weights negative too: the renormalised weighted sum of the terms' unit
+            vectors); or several: a list of such queries, a float array [Q, N].
+          top_k: photos per query (>= 1); fewer when the index holds fewer.
+          exclude: glob patterns (``fnmatch``, ``*`` matching ``/`` too) matched against each
+            photo's path relative to the folder: matching photos are left out of the results
+            (they stay in the index).
 
         Returns:
-          For one sentence, a list of up to ``top_k`` :class:`SearchHit` ``(path, cosine)``,
-          cosine descending (ties by path); for a list, one such list per sentence.
+          For one query, a list of up to ``top_k`` :class:`SearchHit` ``(path, cosine)``,
+          cosine descending (ties by path); for several, one such list per query.
 
         Raises:
-          ValueError: an empty sentence, an empty list, ``top_k`` < 1, or a model whose text
-            and image embeddings differ in width.
-          TypeError: a query that is not a str or a list of str.
+          ValueError: an empty sentence, an empty list, ``top_k`` < 1, a model whose text
+            and image embeddings differ in width, terms that cancel out, a photo that cannot be
+            read (ImageReadError).
+          TypeError: a query of none of these kinds.
         """
-        single = isinstance(query, str)
-        queries = [query] if single else list(query) if isinstance(query, (list, tuple)) else None
-        if queries is None or not all(isinstance(q, str) for q in queries):
-            raise TypeError(f"search: query must be a str or a list of str, got {type(query).__name__}.")
-        if not queries:
-            raise ValueError("search: the list of queries is empty.")
-        if any(not q.strip() for q in queries):
-            raise ValueError("search: the query is empty; give a sentence such as 'a dog runs on the grass'.")
+        queries, single = as_queries(query)
         if int(top_k) < 1:
             raise ValueError(f"search: top_k must be >= 1, got {top_k}.")
         self._ensure_loaded()
-        q = np.asarray(self.encoder.encode(queries, normalize_embeddings=True), dtype=np.float32)
+        q = embed_queries(self.encoder, queries, self.batch_size)
         out = []
         if len(self._rels) and q.shape[1] != self._embeddings.shape[1]:
             raise ValueError(f"search: the model's sentences are {q.shape[1]}-d but its photos "
                              f"{self._embeddings.shape[1]}-d.")
-        scores = q @ self._embeddings.T if len(self._rels) else np.zeros((len(q), 0), np.float32)
+        rows = kept_rows(self._rels, exclude)
+        scores = q @ self._embeddings[rows].T if len(rows) else np.zeros((len(q), 0), np.float32)
         k = min(int(top_k), scores.shape[1])
         for row in scores:
             if k == 0:
@@ -564,5 +567,5 @@ class ImageIndex:
             # Among the k returned, equal cosines are ordered by path (an exact tie at the k-th
             # place may keep either photo).
             best = candidates[np.lexsort((candidates, -row[candidates]))]
-            out.append([SearchHit(str(self.folder / self._rels[i]), float(row[i])) for i in best])
+            out.append([SearchHit(str(self.folder / self._rels[rows[i]]), float(row[i])) for i in best])
         return out[0] if single else out
