@@ -64,13 +64,12 @@ import sys
 import time
 from pathlib import Path
 
-from grounded_text import shipped
+from grounded_text.photos.flags import counts_error, model_and_index_error, no_photos_error
 from grounded_text.photos.names import json_path as _json_path
 from grounded_text.photos.names import shown
 from grounded_text.photos.queries import Query, Term, parse_line, parse_term
 from grounded_text.utils.durable import check_writable_target
 from grounded_text.utils.progress import NO_PROGRESS_FLAG
-from grounded_text.vision.folders import PHOTO_EXTENSIONS, has_photos
 
 
 class _Terms(argparse.Action):
@@ -223,26 +222,16 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         return "--paths and --json both choose the output; give one."
     if args.save is not None and (args.interactive or len(args.queries) > 1):
         return "--save writes the contact sheet of one query; give one query without --interactive."
-    if args.top_k < 1:
-        return f"--top-k must be >= 1, got {args.top_k}."
-    if args.batch_size < 1:
-        return f"--batch-size must be >= 1, got {args.batch_size}."
+    problem = counts_error(args.top_k, args.batch_size)
+    if problem:
+        return problem
     if not images.exists():
         return f"--images {args.images!r} does not exist."
     if not images.is_dir():
         return f"--images {args.images!r} is not a folder."
-    if not has_photos(images):
-        return (f"--images {args.images!r} holds no photos (looked for {' '.join(PHOTO_EXTENSIONS)} files, "
-                "recursively, hidden names left out).")
-    model = str(args.model)
-    if not (shipped.is_name(model) or Path(model).expanduser().exists() or "://" in model):
-        return (f"--model {model!r} is neither a shipped model ({', '.join(shipped.names())}) "
-                "nor an existing export folder.")
-    if args.index is not None:
-        try:
-            check_writable_target(Path(args.index).expanduser(), "--index")
-        except OSError as e:
-            return str(e)
+    problem = no_photos_error(args.images, images) or model_and_index_error(args.model, args.index)
+    if problem:
+        return problem
     if args.save is not None:
         return _save_error(args.save)
     return None

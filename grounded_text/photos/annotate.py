@@ -32,11 +32,9 @@ import sys
 import time
 from pathlib import Path
 
-from grounded_text import shipped
+from grounded_text.photos.flags import counts_error, model_and_index_error, no_photos_error
 from grounded_text.photos.names import json_path, shown
-from grounded_text.utils.durable import check_writable_target
 from grounded_text.utils.progress import NO_PROGRESS_FLAG
-from grounded_text.vision.folders import PHOTO_EXTENSIONS, has_photos
 
 
 def _parse_args(argv):
@@ -65,32 +63,21 @@ def _parse_args(argv):
 
 def _usage_error(args: argparse.Namespace) -> str | None:
     """The first problem of the flags, in one line, or ``None``; checked before TensorFlow is imported."""
-    if args.top_k < 1:
-        return f"--top-k must be >= 1, got {args.top_k}."
-    if args.batch_size < 1:
-        return f"--batch-size must be >= 1, got {args.batch_size}."
+    problem = counts_error(args.top_k, args.batch_size)
+    if problem:
+        return problem
     paths = [Path(p).expanduser() for p in args.images]
     for given, path in zip(args.images, paths):
         if not path.exists():
             return f"--images {given!r} does not exist."
     if len(paths) > 1 and any(p.is_dir() for p in paths):
         return "--images takes one folder, or photo files; not a folder among other paths."
-    if paths[0].is_dir() and not has_photos(paths[0]):
-        return (f"--images {args.images[0]!r} holds no photos (looked for {' '.join(PHOTO_EXTENSIONS)} files, "
-                "recursively, hidden names left out).")
+    if paths[0].is_dir() and no_photos_error(args.images[0], paths[0]):
+        return no_photos_error(args.images[0], paths[0])
     sentences = Path(args.sentences).expanduser()
     if not sentences.is_file():
         return f"--sentences {args.sentences!r} is not a file."
-    model = str(args.model)
-    if not (shipped.is_name(model) or Path(model).expanduser().exists() or "://" in model):
-        return (f"--model {model!r} is neither a shipped model ({', '.join(shipped.names())}) "
-                "nor an existing export folder.")
-    if args.index is not None:
-        try:
-            check_writable_target(Path(args.index).expanduser(), "--index")
-        except OSError as e:
-            return str(e)
-    return None
+    return model_and_index_error(args.model, args.index)
 
 
 def main(argv=None) -> int:
