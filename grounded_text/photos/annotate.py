@@ -72,8 +72,9 @@ def _usage_error(args: argparse.Namespace) -> str | None:
             return f"--images {given!r} does not exist."
     if len(paths) > 1 and any(p.is_dir() for p in paths):
         return "--images takes one folder, or photo files; not a folder among other paths."
-    if paths[0].is_dir() and no_photos_error(args.images[0], paths[0]):
-        return no_photos_error(args.images[0], paths[0])
+    problem = no_photos_error(args.images[0], paths[0]) if paths[0].is_dir() else None
+    if problem:
+        return problem
     sentences = Path(args.sentences).expanduser()
     if not sentences.is_file():
         return f"--sentences {args.sentences!r} is not a file."
