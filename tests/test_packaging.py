@@ -184,7 +184,9 @@ def test_the_licence_and_the_notice_are_at_the_root():
 def test_the_wheel_and_its_metadata_carry_the_licence_and_the_notice(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        texts = {Path(n).name: z.read(n).decode() for n in names if ".dist-info/licenses/" in n}
+        # setuptools writes them under .dist-info/licenses/ (PEP 639), older ones at .dist-info/
+        texts = {Path(n).name: z.read(n).decode() for n in names
+                 if ".dist-info/" in n and Path(n).name in ("LICENSE", "NOTICE")}
         metadata = next(z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
     assert texts["LICENSE"] == (REPO / "LICENSE").read_text(encoding="utf-8")
     assert texts["NOTICE"] == (REPO / "NOTICE").read_text(encoding="utf-8")
