@@ -102,8 +102,10 @@ def test_the_checkout_reads_its_own_tuner_folder(monkeypatch):
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """Builds the wheel from this checkout, offline (no build isolation)."""
-    pytest.importorskip("setuptools")
+    """Builds the wheel from this checkout, offline (no build isolation, so with the installed
+    setuptools: an older one than pyproject's build requirement writes older metadata)."""
+    pytest.importorskip("setuptools", minversion="77",
+                        reason="the wheel is built without isolation and pyproject.toml needs setuptools>=77")
     pytest.importorskip("wheel")
     out = tmp_path_factory.mktemp("dist")
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
