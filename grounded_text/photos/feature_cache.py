@@ -31,7 +31,7 @@ from pathlib import Path
 import filelock
 import numpy as np
 
-from grounded_text.photos.table import Table, gather, plan_update, read_table, write_table
+from grounded_text.photos.table import Table, gather, plan_update, read_tables, write_table
 from grounded_text.vision.folders import PhotoFile
 from grounded_text.vision.sinks import PartFiles
 
@@ -105,15 +105,8 @@ class FeatureCache:
             self._lock, self.writable = lock, True
         except (OSError, filelock.Timeout):  # busy, or a folder that cannot be written: read only
             self.writable = False
-        for path in [self.dir / FEATURES_FILE, *self._parts.paths()]:
-            table = None
-            if path.is_file():
-                try:
-                    table = read_table(path, self.folder, self.fingerprint)
-                except ValueError as e:
-                    self.discarded.append(f"{path}: {e}")
-            if table is not None or path.name == FEATURES_FILE:
-                self._tables.append(table)
+        self._tables.extend(read_tables(self.dir / FEATURES_FILE, self._parts.paths(), self.folder,
+                                        self.fingerprint, self.discarded))
         self._next_part = self._parts.next_number()
         return self
 

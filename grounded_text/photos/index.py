@@ -84,7 +84,7 @@ import platformdirs
 from grounded_text.photos.encoding import network_features
 from grounded_text.photos.feature_cache import FEATURES_DIR, FeatureCache
 from grounded_text.photos.queries import as_queries, embed_queries, kept_rows
-from grounded_text.photos.table import Table, gather, plan_update, read_table, write_table
+from grounded_text.photos.table import Table, gather, plan_update, read_tables, write_table
 from grounded_text.serving import images
 from grounded_text.utils.progress import CountProgress, interactive
 from grounded_text.vision.folders import PhotoFile, scan_photos
@@ -367,17 +367,8 @@ class ImageIndex:
         """The stored tables, ``index.npz`` first (``None`` when absent or unreadable) then the
         parts in write order (a later row of a path replaces an earlier one), and the part files.
         Unreadable files are listed in ``report.discarded``."""
-        tables, parts = [], self._parts.paths()
-        for path in [self.index_dir / INDEX_FILE, *parts]:
-            table = None
-            if path.is_file():
-                try:
-                    table = read_table(path, self.folder, self.fingerprint)
-                except ValueError as e:
-                    report.discarded.append(f"{path}: {e}")
-            if table is not None or path.name == INDEX_FILE:
-                tables.append(table)
-        return tables, parts
+        parts = self._parts.paths()
+        return read_tables(self.index_dir / INDEX_FILE, parts, self.folder, self.fingerprint, report.discarded), parts
 
     def update(self, show_progress_bar: bool | None = None) -> IndexReport:
         """Brings the index up to date with the folder, and loads it for :meth:`search`.

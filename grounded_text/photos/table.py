@@ -77,6 +77,24 @@ def write_table(path: Path, folder: Path, fingerprint: str, table: Table) -> Non
     atomic_savez(path, **arrays)
 
 
+def read_tables(merged: Path, parts: list[Path], folder: Path, fingerprint: str,
+                discarded: list[str]) -> list[Table | None]:
+    """The merged file's table first (``None`` when absent or unreadable), then the readable
+    parts' tables in write order (a later row of a path replaces an earlier one). Each
+    unreadable file is appended to ``discarded`` as ``"PATH: reason"``."""
+    tables = []
+    for path in [merged, *parts]:
+        table = None
+        if path.is_file():
+            try:
+                table = read_table(path, folder, fingerprint)
+            except ValueError as e:
+                discarded.append(f"{path}: {e}")
+        if table is not None or path == merged:
+            tables.append(table)
+    return tables
+
+
 def read_table(path: Path, folder: Path, fingerprint: str) -> Table:
     """Reads an index or part file.
 
