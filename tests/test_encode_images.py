@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 
 import grounded_text as gt
+from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
 
 SHIPPED = ("vete_bow_flickr8k", "char_gru_attention_flickr8k")
+#: Shipped models whose card carries test retrieval figures (``model.json``'s ``retrieval``).
+CARDS_WITH_RETRIEVAL = ()
 
 
 def _shared_rows(data_dir: Path, names: list[str]) -> np.ndarray:
@@ -212,6 +215,11 @@ def test_retrieval_from_photos_equals_retrieval_from_the_feature_file(name, data
           f"embeddings {float((from_photos * from_file).sum(1).min()):.6f}")
     for k in (1, 5, 10):
         assert abs(a[k] - b[k]) <= 1.0
+    card = json.loads((SHIPPED_DIR / name / MODEL_FILE).read_text()).get("retrieval")
+    assert card or name not in CARDS_WITH_RETRIEVAL, f"{name}'s card has no retrieval figures"
+    if card:  # the card's figure (the package's evaluator, on the feature file) against the photos'
+        print(f"{name}: the card's caption->image R@10 {card['caption→image R@10']['value']:.2f}")
+        assert abs(a[10] - card["caption→image R@10"]["value"]) <= 0.5
 
 
 def test_evaluate_refuses_a_planted_store_of_another_network_in_one_line(data_dir, tmp_path):

@@ -380,6 +380,10 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
         else metrics.get("parameters"),
         "best_epoch": metrics["selection"]["best_epoch"],
         "epochs": config["train"]["epochs"],
+        # what the export holds; the snapshots' paths are the run folder's, not the package's
+        "exported": {k: v for k, v in (metrics.get("exported") or {"kind": "best_epoch",
+                                                                   "epoch": metrics["selection"]["best_epoch"]}).items()
+                     if k != "snapshots"},
         "command": training_command(name),
         "data": recipe.data,
         "licence": recipe.licence,

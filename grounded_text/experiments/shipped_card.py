@@ -21,6 +21,19 @@ def _image_weights_text(image_weights: dict | None) -> str:
             f"{image_weights['min_cosine']} to the float32 tower's on the 1,000 Flickr8k test images)")
 
 
+def _exported_text(record: dict) -> str:
+    """What the export holds: the best epoch, or a snapshot ensemble (Merkx & Frank 2019, §3.3)."""
+    exported = record.get("exported") or {}
+    epochs = exported.get("snapshot_epochs") or []
+    if exported.get("kind") == "snapshot_ensemble" and len(epochs) > 1:
+        taken = " and ".join(str(e) for e in epochs)
+        return (f"The ensemble of the snapshots of epochs {taken} of {record['epochs']} (the "
+                f"{len(epochs)} of {len(exported.get('all_snapshots') or epochs)} cycle-end snapshots with the "
+                "highest Flickr8k dev rsum, as Merkx & Frank 2019, §3.3: each tower is the mean of its "
+                "snapshots' outputs, L2-normalised)")
+    return f"Best epoch {record['best_epoch']} of {record['epochs']}"
+
+
 def selection_sentence(select_on: str | None) -> str:
     """What chose the exported epoch, and so which of the card's figures are not an unseen test
     (``TrainConfig.select_on``)."""
@@ -116,7 +129,7 @@ def shipped_card(name: str, record: dict) -> str:
         record["command"],
         "```",
         "",
-        f"Best epoch {record['best_epoch']} of {record['epochs']}; weights stored as {record['weights_dtype']}"
+        f"{_exported_text(record)}; weights stored as {record['weights_dtype']}"
         + _image_weights_text(record.get("image_weights")) + "; "
         f"{record['parameters']:,} parameters in the text tower. Rebuild this folder (train, copy, score, "
         "write this card):",
