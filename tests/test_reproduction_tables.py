@@ -137,6 +137,19 @@ def test_merkx_frank_table2_char_gru_retrieval_beside_ours():
     assert coco["compared"].startswith("nearest:") and "MSCOCO" in coco["compared"]
 
 
+def test_the_headline_reads_another_run_where_the_main_run_was_not_scored():
+    res = fake_results("merkx_frank")
+    runs = dict(res["runs"])
+    assert comparison.main_run(PAPERS["merkx_frank"], runs) == "char_gru_attention"
+    runs["char_gru_attention"] = {"status": "skipped", "reason": "not named by --only"}
+    runs["char_gru_attention_512"] = {**runs["char_gru_attention_512"], "headline": {"STS12 MSRvid r": 0.8}}
+    rows = {r["measure"]: r for r in comparison.figure_rows(PAPERS["merkx_frank"], runs)}
+    assert rows["STS12 MSRvid r"]["run"] == "char_gru_attention_512" and rows["STS12 MSRvid r"]["ours"] == 0.8
+    assert {r["run"] for r in comparison.derived_means(PAPERS["merkx_frank"], runs)} == {"char_gru_attention_512"}
+    runs["char_gru_attention_512"] = {"status": "failed"}
+    assert comparison.main_run(PAPERS["merkx_frank"], runs) is None
+
+
 def test_a_retrieval_slice_is_not_the_papers_test_set():
     res = fake_results("merkx_frank")
     runs = res["runs"]

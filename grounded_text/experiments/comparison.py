@@ -79,8 +79,10 @@ def _run_folders(root: Path, depth: int) -> list[Path]:
 
 
 def main_run(paper, runs: dict) -> str | None:
-    """The first main run of ``paper`` that finished (``status`` ok), or None."""
-    return next((s.name for s in paper.runs if s.main and runs.get(s.name, {}).get("status") == "ok"), None)
+    """The run the headline reads: the first main run of ``paper`` that finished (``status``
+    ok); where none did (``--only`` named another run), the first run that finished; or None."""
+    done = [s for s in paper.runs if runs.get(s.name, {}).get("status") == "ok"]
+    return next((s.name for s in done if s.main), done[0].name if done else None)
 
 
 def headline_label(key: str, stat: str = "pearson") -> str | None:
