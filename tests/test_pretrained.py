@@ -213,3 +213,22 @@ def test_int8_quantization_refuses_a_tower_that_is_not_linear(tmp_path):
     path = export_image_tower(tower, tmp_path / "mlp", {})
     with pytest.raises(ValueError, match="not a linear image tower"):
         quantize_image_tower(path, np.ones((3, 8), np.float32))
+
+
+def test_a_card_says_which_snapshots_an_ensemble_holds():
+    """A snapshot ensemble's card names its epochs and how they were chosen; a best-epoch
+    export's card names its epoch."""
+    from grounded_text.experiments.shipped_card import shipped_card
+    from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
+
+    record = json.loads((SHIPPED_DIR / "char_gru_attention_flickr8k" / MODEL_FILE).read_text())
+    snaps = [{"epoch": 4 * k, "val_rsum": 200.0 + k} for k in range(1, 9)]
+    ensemble = {**record, "epochs": 32, "best_epoch": 32,
+                "exported": {"kind": "snapshot_ensemble", "snapshot_epochs": [32, 28],
+                             "ranked_on": "val_rsum (dev retrieval)", "all_snapshots": snaps}}
+    card = shipped_card("char_gru_attention_flickr8k", ensemble)
+    assert ("The ensemble of the snapshots of epochs 32 and 28 of 32 (the 2 of 8 cycle-end snapshots with "
+            "the highest Flickr8k dev rsum") in card
+    assert "Best epoch" not in card
+    single = {**record, "exported": {"kind": "best_epoch", "epoch": 4}}
+    assert "Best epoch 4 of 4;" in shipped_card("char_gru_attention_flickr8k", single)
