@@ -380,10 +380,7 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
         else metrics.get("parameters"),
         "best_epoch": metrics["selection"]["best_epoch"],
         "epochs": config["train"]["epochs"],
-        # what the export holds; the snapshots' paths are the run folder's, not the package's
-        "exported": {k: v for k, v in (metrics.get("exported") or {"kind": "best_epoch",
-                                                                   "epoch": metrics["selection"]["best_epoch"]}).items()
-                     if k != "snapshots"},
+        "exported": _exported(metrics),
         "command": training_command(name),
         "data": recipe.data,
         "licence": recipe.licence,
@@ -399,6 +396,13 @@ def build(name: str, data_dir: str | Path, *, run_dir: str | Path | None = None,
     log(f"{name}: {_bytes(target):,} bytes in {target}; " + ", ".join(
         f"{k} {v['value']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]" for k, v in figures.items()))
     return record
+
+
+def _exported(metrics: dict) -> dict:
+    """What a run's export holds (the trainer's ``exported`` record), without the snapshots'
+    paths, which are the run folder's, not the package's."""
+    exported = metrics.get("exported") or {"kind": "best_epoch", "epoch": metrics["selection"]["best_epoch"]}
+    return {k: v for k, v in exported.items() if k != "snapshots"}
 
 
 #: A card's figure → its key in the trainer's ``evaluation.headline`` and its node in

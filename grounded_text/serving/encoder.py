@@ -382,10 +382,8 @@ class TextEncoder:
             ``batch_size``, set by ``load``). Each call is padded with
             empty strings to a power of two (8 … ``batch_size``), whose rows are dropped:
             the loaded graph is re-optimised for every new batch shape (about 1.5 s each on
-            2 CPU cores), so a few fixed shapes are much faster than arbitrary ones. Each
-            row is encoded on its own, so the batch changes a vector only by float32 rounding
-            (the matrix kernels sum in another order for another batch shape: measured on the
-            shipped character model, at most 1.5e-8 per value; an int8 code can move by one). A list
+            2 CPU cores), so a few fixed shapes are much faster than arbitrary ones. Rows are
+            encoded on their own: another batch moves a value by float32 rounding only. A list
             longer than one batch is encoded longest sentence first and returned in its
             own order (batches of like length pad little).
           show_progress_bar: progress over the sentences on stderr: a bar in a terminal or a
