@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import grounded_text as gt  # gt.load: the one loader (the tests replace it there)
-from grounded_text.photos.contact_sheet import save_grid
+from grounded_text.photos import contact_sheet  # read at call time: a sheet's writer can be replaced
 from grounded_text.photos.flags import query_error
 from grounded_text.photos.index import ImageIndex, IndexBusyError
 from grounded_text.photos.names import json_path as _json_path
@@ -87,7 +87,7 @@ def answer(args: argparse.Namespace, start: float) -> int:
             # The results are printed before the sheet is written: a failed write loses none of them.
             try:
                 Path(args.save).expanduser().absolute().parent.mkdir(parents=True, exist_ok=True)
-                grid = save_grid(hits, args.queries[0].describe(), Path(args.save).expanduser())
+                grid = contact_sheet.save_grid(hits, args.queries[0].describe(), Path(args.save).expanduser())
             except OSError as e:
                 print(summary, file=sys.stderr if quiet else sys.stdout)
                 print(f"error: --save {args.save!r}: {e.strerror or e}; the results above are complete.",
