@@ -71,6 +71,33 @@ def test_compare_markdown_pairs_each_row_with_its_difference_and_p():
     assert "| STS-B test r (cosine) | – | – |" in md
 
 
+def test_two_rows_naming_one_model_are_scored_once_and_read_alike(monkeypatch, tmp_path):
+    """The best single snapshot can be the last one: the study scores that model once, and both
+    rows carry its figures and its paired tests."""
+    from grounded_text.experiments import schedule
+
+    calls = {"score": [], "dev": []}
+
+    def score(model, rule, data_dir, cache_dir, stem):
+        calls["score"].append(model)
+        return {"STS12 MSRvid r": {"value": len(model) / 100}}, np.full(3, len(model), dtype=float)
+
+    def dev(model, data_dir):
+        calls["dev"].append(model)
+        return {"rsum": float(len(model))}
+
+    monkeypatch.setattr(schedule, "score_with_rule", score)
+    monkeypatch.setattr(schedule, "dev_retrieval", dev)
+    monkeypatch.setattr(schedule, "paired", lambda a, b: {"d": float(a[0] - b[0])})
+    models = {"baseline": "base", "ensemble": "run32", "best_single": "snap8", "last": "snap8"}
+    result = schedule.compare(models, "baseline", tmp_path, tmp_path, ensemble="ensemble", single="best_single")
+    assert calls == {"score": ["base", "run32", "snap8"], "dev": ["base", "run32", "snap8"]}
+    assert result["figures"]["last"] == result["figures"]["best_single"] == {"STS12 MSRvid r": {"value": 0.05}}
+    assert result["dev"]["last"] == result["dev"]["best_single"] == {"rsum": 5.0}
+    assert result["paired"]["last − baseline"] == result["paired"]["best_single − baseline"] == {"d": 1.0}
+    assert result["paired"]["ensemble − best_single"] == {"d": 0.0}
+
+
 def test_training_curve_chart_draws_and_refuses_bad_lines(tmp_path):
     pytest.importorskip("matplotlib")
     from grounded_text.experiments.charts import training_curve_chart

@@ -193,15 +193,20 @@ def compare(models: dict, baseline: str, data_dir: str | Path, cache_dir: str | 
       ``{"rule", "baseline", "figures": {row: {label: {"value", "ci", "n"}}}, "paired": {"A − B":
       {label: {"a", "b", "n", "p"}}}, "dev": {row: retrieval_metrics on dev}}``.
     """
-    scored = {row: score_with_rule(model, rule, Path(data_dir), Path(cache_dir), stem=row)
-              for row, model in models.items()}
+    # Two rows may name one model (the best single snapshot can be the last): it is scored once.
+    by_model = {}
+    for row, model in models.items():
+        if str(model) not in by_model:
+            by_model[str(model)] = score_with_rule(model, rule, Path(data_dir), Path(cache_dir), stem=row)
+    scored = {row: by_model[str(model)] for row, model in models.items()}
+    dev = {model: dev_retrieval(model, data_dir) for model in dict.fromkeys(map(str, models.values()))}
     pairs = [(row, baseline) for row in models if row != baseline]
     if ensemble and single:
         pairs.append((ensemble, single))
     return {"rule": rule, "baseline": baseline,
             "figures": {row: figures for row, (figures, _) in scored.items()},
             "paired": {f"{a} − {b}": paired(scored[a][1], scored[b][1]) for a, b in pairs},
-            "dev": {row: dev_retrieval(model, data_dir) for row, model in models.items()}}
+            "dev": {row: dev[str(model)] for row, model in models.items()}}
 
 
 def _digits(label: str) -> int:
