@@ -17,7 +17,7 @@ from grounded_text.shipped import MODEL_FILE, SHIPPED_DIR
 
 SHIPPED = ("vete_bow_flickr8k", "char_gru_attention_flickr8k")
 #: Shipped models whose card carries test retrieval figures (``model.json``'s ``retrieval``).
-CARDS_WITH_RETRIEVAL = ()
+CARDS_WITH_RETRIEVAL = ("char_gru_attention_flickr8k",)
 
 
 def _shared_rows(data_dir: Path, names: list[str]) -> np.ndarray:
