@@ -1,6 +1,7 @@
 """The reproduction report's tables: every paper figure beside ours (with 95 % intervals), the
 derived year means, the paired tests and the verdict, on fake results (no training)."""
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +147,14 @@ def test_the_headline_reads_another_run_where_the_main_run_was_not_scored():
     rows = {r["measure"]: r for r in comparison.figure_rows(PAPERS["merkx_frank"], runs)}
     assert rows["STS12 MSRvid r"]["run"] == "char_gru_attention_512" and rows["STS12 MSRvid r"]["ours"] == 0.8
     assert {r["run"] for r in comparison.derived_means(PAPERS["merkx_frank"], runs)} == {"char_gru_attention_512"}
+    # The paper's tables read the same run: its figures, never "not scored".
+    runs["char_gru_attention_512"] = copy.deepcopy(runs["char_gru_attention_512"])
+    runs["char_gru_attention_512"]["evaluation"]["text"]["sts"]["STS12"]["subsets"]["MSRvid"]["pearson"] = 0.777
+    table = comparison.comparison_rows(PAPERS["merkx_frank"], runs)
+    msrvid = next(r for r in table if r["table"] == "Table 5" and r["measure"] == "STS 2012 MSRvid")
+    assert msrvid["run"] == "char_gru_attention_512" and msrvid["ours"] == pytest.approx(77.7)
+    assert not any("not scored" in r["compared"] for r in table)
+    assert rows["STS12 MSRvid r"]["paper"] == pytest.approx(0.799)  # the paper's figure beside it
     runs["char_gru_attention_512"] = {"status": "failed"}
     assert comparison.main_run(PAPERS["merkx_frank"], runs) is None
 

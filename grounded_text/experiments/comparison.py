@@ -85,6 +85,16 @@ def main_run(paper, runs: dict) -> str | None:
     return next((s.name for s in done if s.main), done[0].name if done else None)
 
 
+def scored_run(paper, runs: dict, name: str | None) -> str | None:
+    """The run a paper figure reads: ``name``, or, where ``name`` is a main run of ``paper`` that
+    was not scored (``--only`` named another run), the run the headline reads (``main_run``)."""
+    if name is None or runs.get(name, {}).get("status") == "ok":
+        return name
+    if any(s.main and s.name == name for s in paper.runs):
+        return main_run(paper, runs) or name
+    return name
+
+
 def headline_label(key: str, stat: str = "pearson") -> str | None:
     """The headline label (``grounded_text.reporting.figures`` families) of one of our keys
     (``read_ours``), or None where the headline has no such figure."""
@@ -104,15 +114,15 @@ def headline_label(key: str, stat: str = "pearson") -> str | None:
     return None
 
 
-def published_figures(paper, run: str | None) -> dict:
+def published_figures(paper, run: str | None, runs: dict | None = None) -> dict:
     """``{headline label: HeadlineFigure}`` of the recorded figures of ``paper.published`` rows that
-    ``run`` trains, on the headline's scale (correlations as r), for the headline table. A
-    figure on another test set than ours stands there only where its row names it in
-    ``headline_nearest``, with ``same_test=False`` (never differenced)."""
+    ``run`` trains (or reads: ``scored_run`` of ``runs``), on the headline's scale (correlations
+    as r), for the headline table. A figure on another test set than ours stands there only where
+    its row names it in ``headline_nearest``, with ``same_test=False`` (never differenced)."""
     several = len(paper.protocol.spaces) > 1
     out = {}
     for spec in paper.published:
-        if spec.run is None or spec.run != run:
+        if spec.run is None or scored_run(paper, runs or {}, spec.run) != run:
             continue
         for fig in _selected(paper.figures_key, spec):
             key = spec.ours.get(_label(fig, spec), spec.ours.get(fig.column, fig.ours))
@@ -136,7 +146,7 @@ def figure_rows(paper, runs: dict) -> list[dict]:
     of ours on another protocol than the paper's 1,000-image test is not differenced)."""
     main = main_run(paper, runs)
     ours = runs[main]["headline"] if main else {}
-    figs = {**published_figures(paper, main), **paper.figures}
+    figs = {**published_figures(paper, main, runs), **paper.figures}
     protocols = {(ev.get("retrieval") or {}).get("protocol") for ev in
                  ((runs.get(main) or {}).get("evaluation") or {}).values() if isinstance(ev, dict)} - {None}
     rows = []
@@ -327,7 +337,8 @@ def comparison_rows(paper, runs: dict) -> list[dict]:
     first_space = paper.protocol.spaces[0][0]
     for spec in paper.published:
         space = spec.space or first_space
-        node = runs.get(spec.run, {}) if spec.run else {}
+        run = scored_run(paper, runs, spec.run)
+        node = runs.get(run, {}) if run else {}
         ok = node.get("status") == "ok"
         ev = (node.get("evaluation") or {}).get(space, {}) if ok else {}
         for fig in _selected(paper.figures_key, spec):
@@ -343,12 +354,12 @@ def comparison_rows(paper, runs: dict) -> list[dict]:
             if key and key.split("/")[0] == "flickr8k_1k" and mine["protocol"] not in (None, "flickr8k_1k"):
                 nearest, key = (key, f"ours on retrieval protocol `{mine['protocol']}` ({mine['n']} images), "
                                      "not the paper's 1,000-image test"), None
-            if spec.run is None:
+            if run is None:
                 compared = "none of our runs trains this model"
             elif fig.column in spec.unmatched:
                 compared, mine, key, nearest = spec.unmatched[fig.column], {"value": None, "ci": None}, None, None
             elif not ok:
-                compared = f"run `{spec.run}` not scored ({node.get('status', 'not planned')})"
+                compared = f"run `{run}` not scored ({node.get('status', 'not planned')})"
             elif key and key.startswith("supervised/"):
                 compared = (("same test set, the paper's regressor (SentEval's classifier)"
                              if mine["protocol"] == "senteval" else
@@ -368,7 +379,7 @@ def comparison_rows(paper, runs: dict) -> list[dict]:
                          "measure": label, "scale": fig.scale, "paper": fig.value,
                          "paper_ci": list(fig.ci95) if fig.ci95 else None, "ours": value, "ours_ci": ci,
                          "difference": value - fig.value if same and value is not None else None,
-                         "compared": compared, "run": spec.run, "space": space, "key": key,
+                         "compared": compared, "run": run, "space": space, "key": key,
                          "n": mine.get("n"), "training_data": fig.training_data,
                          "image_features": fig.image_features})
     return rows
