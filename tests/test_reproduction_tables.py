@@ -468,6 +468,10 @@ def test_a_verdict_significant_only_at_the_measured_r23_is_not_distinguishable()
     # Significant at both: above; at neither: agrees.
     assert verdicts.williams_verdict(0.70, 0.538, 254, 0.953, "m")["verdict"] == "above the paper (better)"
     assert verdicts.williams_verdict(0.545, 0.538, 254, 0.953, "m")["verdict"] == "agrees"
+    # An r₂₃ that no two of our models measured is called assumed, with its value.
+    assumed = verdicts.williams_verdict(0.589, 0.538, 254, 0.953, "fallback (fewer than two of our models scored it)")
+    assert assumed["verdict"] == "not distinguishable"
+    assert "above the paper only at the assumed r₂₃ = 0.95," in assumed["why"] and "measured" not in assumed["why"]
     # A measured r₂₃ below the conservative one is used as it is for both tests.
     low = verdicts.williams_verdict(0.589, 0.538, 254, 0.5, "m")
     assert low["r23_conservative"] == 0.5 and low["p"] == low["p_conservative"]

@@ -76,6 +76,10 @@ def model_correlations(paper, predictions: dict) -> dict:
     return out
 
 
+#: How a verdict row's r₂₃ source begins where no two of our models measured it (``r23_fallback``).
+FALLBACK = "fallback"
+
+
 def r23_fallback(own: dict, others: dict | None = None) -> dict:
     """The r₂₃ assumed where a subset has no two of our models: the lowest measured between
     two of our models on any subset of this paper (``own``) or of another paper's results
@@ -118,7 +122,7 @@ def _williams_row(row: dict, mc: dict, fallback: dict) -> dict:
         r23 = fallback[stat]
         why = ("no predictions of the regressor kept" if row["key"].startswith("supervised/")
                else "fewer than two of our models scored it")
-        how = f"fallback ({why})"
+        how = f"{FALLBACK} ({why})"
     return williams_verdict(ours, theirs, row.get("n"), r23, how)
 
 
@@ -141,7 +145,8 @@ def williams_verdict(ours: float, theirs: float, n: int | None, r23: float, how:
       ours, theirs: the two Pearson (or Spearman) r, on the -1..1 scale.
       n: the pairs (None: not judged).
       r23: the correlation assumed between our and the paper's similarity scores.
-      how: where ``r23`` comes from, printed beside it.
+      how: where ``r23`` comes from, printed beside it; one that starts with ``FALLBACK`` is
+        called assumed, not measured, in the verdict's reason.
 
     Returns:
       ``{"test", "r23", "r23_how", "p", "r23_conservative", "p_conservative", "verdict", "why"}``.
@@ -167,7 +172,9 @@ def williams_verdict(ours: float, theirs: float, n: int | None, r23: float, how:
     if not any(found):
         return {**out, "verdict": "agrees"}
     p_text = format_p(out["p"] if found[0] else out["p_conservative"])
-    at = "at the measured r₂₃" if found[0] else f"at r₂₃ = {low:.2f}"
+    # A fallback r₂₃ is assumed, not measured: the reader is told which.
+    first = f"at the assumed r₂₃ = {r23:.2f}" if how.startswith(FALLBACK) else "at the measured r₂₃"
+    at = first if found[0] else f"at r₂₃ = {low:.2f}"
     p_text = f"p {p_text}" if p_text.startswith("<") else f"p = {p_text}"
     return {**out, "verdict": NOT_DISTINGUISHABLE, "why": f"{side.split(' (')[0]} only {at}, {p_text}"}
 
