@@ -114,7 +114,7 @@ def headline_label(key: str, stat: str = "pearson") -> str | None:
     return None
 
 
-def published_figures(paper, run: str | None, runs: dict | None = None) -> dict:
+def published_figures(paper, run: str | None, runs: dict) -> dict:
     """``{headline label: HeadlineFigure}`` of the recorded figures of ``paper.published`` rows that
     ``run`` trains (or reads: ``scored_run`` of ``runs``), on the headline's scale (correlations
     as r), for the headline table. A figure on another test set than ours stands there only where
@@ -122,7 +122,7 @@ def published_figures(paper, run: str | None, runs: dict | None = None) -> dict:
     several = len(paper.protocol.spaces) > 1
     out = {}
     for spec in paper.published:
-        if spec.run is None or scored_run(paper, runs or {}, spec.run) != run:
+        if spec.run is None or scored_run(paper, runs, spec.run) != run:
             continue
         for fig in _selected(paper.figures_key, spec):
             key = spec.ours.get(_label(fig, spec), spec.ours.get(fig.column, fig.ours))

@@ -193,13 +193,15 @@ def compare(models: dict, baseline: str, data_dir: str | Path, cache_dir: str | 
       ``{"rule", "baseline", "figures": {row: {label: {"value", "ci", "n"}}}, "paired": {"A − B":
       {label: {"a", "b", "n", "p"}}}, "dev": {row: retrieval_metrics on dev}}``.
     """
-    # Two rows may name one model (the best single snapshot can be the last): it is scored once.
-    by_model = {}
+    # Two rows may name one model (the best single snapshot can be the last): it is scored once,
+    # cached under the first row that names it.
+    first_row = {}
     for row, model in models.items():
-        if str(model) not in by_model:
-            by_model[str(model)] = score_with_rule(model, rule, Path(data_dir), Path(cache_dir), stem=row)
-    scored = {row: by_model[str(model)] for row, model in models.items()}
-    dev = {model: dev_retrieval(model, data_dir) for model in dict.fromkeys(map(str, models.values()))}
+        first_row.setdefault(str(model), row)
+    scores = {model: score_with_rule(model, rule, Path(data_dir), Path(cache_dir), stem=row)
+              for model, row in first_row.items()}
+    dev = {model: dev_retrieval(model, data_dir) for model in first_row}
+    scored = {row: scores[str(model)] for row, model in models.items()}
     pairs = [(row, baseline) for row in models if row != baseline]
     if ensemble and single:
         pairs.append((ensemble, single))
